@@ -1,0 +1,7 @@
+"""``python -m actmem``: see :mod:`actmem.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

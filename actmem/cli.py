@@ -1,0 +1,104 @@
+"""Command line: ``python -m actmem`` / ``actmem`` prints the seed's table.
+
+Columns fixed, intermediate, attention map and total in MiB for one
+configuration and a list of tensor-parallel sizes (Korthikanti et al. 2022,
+sec. 4.2); ``--json`` prints the same in bytes, ``-L`` adds the whole model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import ACTIVATIONS, RECOMPUTE
+from .memory import activation_memory
+from .training import model_activation_memory
+from .units import format_bytes, to_mib
+
+COLUMNS = ("fixed", "intermediate", "attention_map", "total")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line: ``actmem: error: ...``."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="actmem", description=__doc__.splitlines()[0])
+    size = parser.add_argument_group("layer (paper symbols; default: the seed's example)")
+    size.add_argument("--s", type=int, default=2048, help="sequence length (2048)")
+    size.add_argument("--b", type=int, default=1, help="micro-batch size (1)")
+    size.add_argument("--h", type=int, default=4096, help="hidden size (4096)")
+    size.add_argument("--a", type=int, default=32, help="attention heads (32)")
+    size.add_argument("--t", type=int, nargs="+", default=[1, 2, 4, 8],
+                      help="tensor-parallel sizes (1 2 4 8)")
+    size.add_argument("-L", "--layers", type=int, help="add L*M for L layers")
+    opts = parser.add_argument_group("storage options")
+    opts.add_argument("--sequence-parallel", action="store_true")
+    opts.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    opts.add_argument("--flash-attention", action="store_true")
+    opts.add_argument("--kv-heads", type=int, help="grouped-query attention: g")
+    opts.add_argument("--ffn-hidden-size", type=int, help="MLP width f (4h)")
+    opts.add_argument("--activation", choices=ACTIVATIONS, default="gelu")
+    opts.add_argument("--no-dropout", dest="dropout", action="store_false")
+    parser.add_argument("--json", action="store_true", help="print bytes as JSON")
+    return parser
+
+
+def _options(args) -> dict:
+    return {
+        "sequence_parallel": args.sequence_parallel, "recompute": args.recompute,
+        "flash_attention": args.flash_attention, "kv_heads": args.kv_heads,
+        "ffn_hidden_size": args.ffn_hidden_size, "activation": args.activation,
+        "dropout": args.dropout,
+    }
+
+
+def compute(args) -> list[dict]:
+    """One dict per t: bytes of each column, plus ``model`` when -L is set."""
+    rows = []
+    for t in args.t:
+        result = activation_memory(args.s, args.b, args.h, args.a, t, **_options(args))
+        row = {"t": t, **{c: getattr(result, c) for c in COLUMNS}}
+        if args.layers is not None:
+            row["model"] = model_activation_memory(result, args.layers)
+        rows.append(row)
+    return rows
+
+
+def render_table(args, rows: list[dict]) -> str:
+    """The seed's table in MiB, with the whole-model line(s) when -L is set."""
+    head = f"{'t':>4} {'fixed':>10} {'intermediate':>13} {'attention map':>14} {'total':>10}"
+    lines = [f"s={args.s} b={args.b} h={args.h} a={args.a}: MiB per layer, "
+             "per micro-batch, per GPU", head]
+    for r in rows:
+        cells = " ".join(f"{to_mib(r[c]):>{w}g}" for c, w in
+                         zip(COLUMNS, (10, 13, 14, 10)))
+        lines.append(f"{r['t']:>4} {cells}")
+    for r in rows if args.layers is not None else []:
+        lines.append(f"L={args.layers}, t={r['t']}: {format_bytes(r['model'], 'MiB')}"
+                     f" = {format_bytes(r['model'], 'GiB')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rows = compute(args)
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
+    if args.json:
+        config = {k: getattr(args, k) for k in ("s", "b", "h", "a", "layers")}
+        print(json.dumps({"unit": "bytes", "config": {**config, **_options(args)},
+                          "rows": rows}, indent=2))
+    else:
+        print(render_table(args, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

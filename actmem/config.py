@@ -1,0 +1,100 @@
+"""The settings of one Transformer layer and of how a training job stores it.
+
+A :class:`LayerConfig` holds the paper's symbols (Korthikanti et al. 2022,
+section 4.1) and the storage options of section 4.2-4.3 and later practice.
+Building one validates every value, so the ledger never sees a combination
+that would give a silently wrong number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .validate import choice, divides, flag, positive_int
+
+RECOMPUTE = ("none", "selective", "full")
+"""Activation recomputation modes: none, selective (core attention), full."""
+
+ACTIVATIONS = ("gelu", "swiglu")
+"""MLP activation functions the ledger knows how to count."""
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """One GPT layer on one GPU: shapes (paper symbols) and storage options.
+
+    Attributes:
+        s: sequence length, in tokens.
+        b: micro-batch size, in sequences.
+        h: hidden size.
+        a: number of attention heads; must divide h.
+        t: tensor-parallel size; must divide a and h (and kv_heads,
+            ffn_hidden_size, and s under sequence parallelism).
+        sequence_parallel: split the tensors that tensor parallelism
+            replicates along the sequence across the t ranks (sec. 4.2.2).
+        recompute: ``"none"``, ``"selective"`` (the core attention is
+            recomputed in the backward pass, sec. 4.3) or ``"full"`` (only
+            the layer input is kept).
+        flash_attention: fused attention that never stores the s x s map.
+        kv_heads: key/value heads g for grouped-query attention; ``None``
+            means g = a (ordinary multi-head attention), 1 is multi-query.
+        ffn_hidden_size: MLP inner width f; ``None`` means 4h.
+        activation: ``"gelu"`` (paper) or ``"swiglu"`` (fused, as Megatron-LM).
+        dropout: whether the layer applies dropout (paper: yes).
+
+    Raises:
+        TypeError: a size is not an ``int``, or a flag is not a ``bool``.
+        ValueError: a size is < 1, a divisibility rule is broken, or a
+            mode name is unknown. The message names the argument, its value
+            and what is allowed.
+    """
+
+    s: int
+    b: int
+    h: int
+    a: int
+    t: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    flash_attention: bool = False
+    kv_heads: int | None = None
+    ffn_hidden_size: int | None = None
+    activation: str = "gelu"
+    dropout: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("s", "b", "h", "a", "t"):
+            positive_int(name, getattr(self, name))
+        if self.h % self.a:
+            raise ValueError(
+                f"h={self.h} must be divisible by a={self.a} "
+                "(each head gets h/a hidden units)"
+            )
+        divides("t", self.t, a=self.a, h=self.h)
+        self._check_options()
+
+    def _check_options(self) -> None:
+        flag("sequence_parallel", self.sequence_parallel)
+        flag("flash_attention", self.flash_attention)
+        flag("dropout", self.dropout)
+        choice("recompute", self.recompute, RECOMPUTE)
+        choice("activation", self.activation, ACTIVATIONS)
+        if self.kv_heads is not None:
+            positive_int("kv_heads", self.kv_heads)
+            divides("kv_heads", self.kv_heads, a=self.a)
+            divides("t", self.t, kv_heads=self.kv_heads)
+        if self.ffn_hidden_size is not None:
+            positive_int("ffn_hidden_size", self.ffn_hidden_size)
+            divides("t", self.t, ffn_hidden_size=self.ffn_hidden_size)
+        if self.sequence_parallel:
+            divides("t", self.t, s=self.s)
+
+    @property
+    def g(self) -> int:
+        """Key/value heads actually used (a when ``kv_heads`` is None)."""
+        return self.a if self.kv_heads is None else self.kv_heads
+
+    @property
+    def f(self) -> int:
+        """MLP inner width actually used (4h when ``ffn_hidden_size`` is None)."""
+        return 4 * self.h if self.ffn_hidden_size is None else self.ffn_hidden_size

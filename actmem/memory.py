@@ -1,0 +1,112 @@
+"""Activation memory of one layer: the public entry point of the model.
+
+``activation_memory(s, b, h, a, t)`` builds the ledger of
+:mod:`actmem.ledger` and sums it into the seed's three terms (Korthikanti
+et al. 2022, section 4.1-4.2): ``fixed`` (10sbh), ``intermediate``
+(24sbh/t) and ``attention_map`` (5as^2b/t).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import LayerConfig
+from .ledger import GROUPS, LedgerRow, ledger
+
+
+@dataclass(frozen=True)
+class ActivationMemory:
+    """Bytes one layer keeps for backward, per micro-batch, per GPU.
+
+    Attributes:
+        config: the validated inputs.
+        rows: the ledger rows behind the sums.
+    """
+
+    config: LayerConfig
+    rows: tuple[LedgerRow, ...]
+
+    def group_bytes(self, group: str) -> int:
+        """Bytes of the rows in ``group`` (one of ``actmem.GROUPS``).
+
+        Raises:
+            ValueError: ``group`` is not a known group.
+        """
+        if group not in GROUPS:
+            raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
+        return sum(r.bytes for r in self.rows if r.group == group)
+
+    @property
+    def fixed(self) -> int:
+        """Replicated tensors (10sbh in the paper's layer), bytes."""
+        return self.group_bytes("fixed")
+
+    @property
+    def intermediate(self) -> int:
+        """Hidden- and head-split activations (24sbh/t), bytes."""
+        return self.group_bytes("intermediate")
+
+    @property
+    def attention_map(self) -> int:
+        """The s x s attention tensors (5as^2b/t), bytes."""
+        return self.group_bytes("attention_map")
+
+    @property
+    def total(self) -> int:
+        """All saved tensors of the layer on this GPU, bytes."""
+        return sum(r.bytes for r in self.rows)
+
+
+def activation_memory(s: int, b: int, h: int, a: int, t: int = 1, **options
+                      ) -> ActivationMemory:
+    """Activation memory of one Transformer layer, per micro-batch, per GPU.
+
+    With default options this is the seed's formula (paper section 4.2,
+    Table 2 row 2): ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` bytes, derived from
+    the ledger of saved tensors, not typed in.
+
+    Args:
+        s: sequence length. b: micro-batch size. h: hidden size.
+        a: attention heads. t: tensor-parallel size (divides a and h).
+        **options: keyword-only storage options of :class:`LayerConfig`:
+            ``sequence_parallel``, ``recompute``, ``flash_attention``,
+            ``kv_heads``, ``ffn_hidden_size``, ``activation``, ``dropout``.
+
+    Returns:
+        ActivationMemory with exact ``int`` bytes in ``.fixed``,
+        ``.intermediate``, ``.attention_map``, ``.total`` and ``.rows``.
+
+    Raises:
+        TypeError, ValueError: invalid input, see :class:`LayerConfig`.
+
+    >>> activation_memory(2048, 1, 4096, 32, t=8).total // 2**20
+    184
+    """
+    config = LayerConfig(s, b, h, a, t, **options)
+    return ActivationMemory(config, ledger(config))
+
+
+TABLE2 = {
+    "no parallelism": {},
+    "tensor parallel": {},
+    "tensor + sequence parallel": {"sequence_parallel": True},
+    "tensor parallel + selective recompute": {"recompute": "selective"},
+    "tensor + sequence parallel + selective recompute":
+        {"sequence_parallel": True, "recompute": "selective"},
+    "full recompute": {"recompute": "full"},
+}
+"""The six rows of the paper's Table 2 (sec. 4.3) as storage options."""
+
+
+def table2(s: int, b: int, h: int, a: int, t: int, **options
+           ) -> dict[str, ActivationMemory]:
+    """All six rows of Table 2 for one configuration.
+
+    "no parallelism" uses t=1; the others use ``t``. Extra ``options``
+    (e.g. ``flash_attention=True``) apply to every row.
+    """
+    return {
+        name: activation_memory(s, b, h, a, 1 if name == "no parallelism" else t,
+                                **options, **extra)
+        for name, extra in TABLE2.items()
+    }

@@ -1,0 +1,68 @@
+"""Input checks shared by the memory model, the CLI and the widgets.
+
+Every check raises ``TypeError`` (wrong kind of value) or ``ValueError``
+(right kind, not allowed) with a message that names the argument, the value
+it got and what is allowed, so that a learner never meets a traceback from
+deep inside a library or a silently wrong number.
+"""
+
+from __future__ import annotations
+
+
+def positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is an ``int`` >= 1 (``bool`` is refused).
+
+    Raises:
+        TypeError: ``value`` is not an integer.
+        ValueError: ``value`` is < 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{name} must be a positive integer, got {value!r} "
+            f"({type(value).__name__})"
+        )
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {value}")
+    return value
+
+
+def flag(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool``; raise ``TypeError`` otherwise."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``allowed``; raise ``ValueError`` otherwise."""
+    if value not in allowed:
+        options = ", ".join(repr(option) for option in allowed)
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def common_divisors(*numbers: int) -> list[int]:
+    """All positive integers that divide every one of ``numbers``, ascending.
+
+    >>> common_divisors(52, 6656)
+    [1, 2, 4, 13, 26, 52]
+    """
+    smallest = min(numbers)
+    return [d for d in range(1, smallest + 1) if all(n % d == 0 for n in numbers)]
+
+
+def divides(name: str, value: int, **targets: int) -> int:
+    """Check that ``value`` (argument ``name``) divides every named target.
+
+    The message lists the values that would be allowed, e.g. for a=52,
+    h=6656, t=8: ``t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13,
+    26, 52``.
+
+    Raises:
+        ValueError: some target is not a multiple of ``value``.
+    """
+    if all(target % value == 0 for target in targets.values()):
+        return value
+    named = " and ".join(f"{key}={target}" for key, target in targets.items())
+    valid = ", ".join(str(d) for d in common_divisors(*targets.values()))
+    raise ValueError(f"{name}={value} must divide {named}; valid {name}: {valid}")

@@ -1,0 +1,61 @@
+"""``python -m actmem``: the seed's table, --json and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from actmem.cli import main
+
+SEED_TABLE = """\
+s=2048 b=1 h=4096 a=32: MiB per layer, per micro-batch, per GPU
+   t      fixed  intermediate  attention map      total
+   1         80           192            640        912
+   2         80            96            320        496
+   4         80            48            160        288
+   8         80            24             80        184
+"""
+
+
+def test_default_prints_the_seed_table(capsys):
+    assert main([]) == 0
+    assert capsys.readouterr().out == SEED_TABLE
+
+
+def test_whole_model_line(capsys):
+    main(["-L", "32", "--t", "8"])
+    assert capsys.readouterr().out.splitlines()[-1] == "L=32, t=8: 5888 MiB = 5.75 GiB"
+
+
+def test_json_in_bytes(capsys):
+    main(["--json", "-L", "32"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["unit"] == "bytes"
+    assert [r["total"] for r in data["rows"]] == [m * 2**20 for m in (912, 496, 288, 184)]
+    assert data["rows"][3]["model"] == 5888 * 2**20
+    assert data["rows"][0]["fixed"] == 80 * 2**20
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--a", "52", "--h", "6656", "--t", "8"],
+     "actmem: error: t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13, 26, 52\n"),
+    (["--s", "x"], "actmem: error: argument --s: invalid int value: 'x'\n"),
+    (["--b", "0"], "actmem: error: b must be a positive integer (>= 1), got 0\n"),
+    (["--recompute", "some"], None),
+])
+def test_bad_input_exits_2_with_one_line(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "actmem", *argv],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+    if message:
+        assert proc.stderr == message
+    else:
+        assert "--recompute" in proc.stderr
+
+
+def test_module_runs_as_a_program():
+    proc = subprocess.run([sys.executable, "-m", "actmem"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == SEED_TABLE

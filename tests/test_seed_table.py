@@ -1,0 +1,95 @@
+"""The seed's worked example (BRIEF S9, S10, S12) and the paper's Table 2."""
+
+import pytest
+from hypothesis import given, strategies as st
+
+import actmem
+from actmem import activation_memory, to_mib
+
+MIB = 2**20
+SEED = dict(s=2048, b=1, h=4096, a=32)
+
+
+@pytest.mark.parametrize("t, fixed, intermediate, attention_map, total", [
+    (1, 80, 192, 640, 912),
+    (2, 80, 96, 320, 496),
+    (4, 80, 48, 160, 288),
+    (8, 80, 24, 80, 184),
+])
+def test_seed_table_in_mib(t, fixed, intermediate, attention_map, total):
+    r = activation_memory(**SEED, t=t)
+    assert (r.fixed, r.intermediate, r.attention_map, r.total) == (
+        fixed * MIB, intermediate * MIB, attention_map * MIB, total * MIB)
+    assert all(isinstance(v, int) for v in (r.fixed, r.intermediate, r.attention_map, r.total))
+
+
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_m_of_t_is_80_plus_832_over_t(t):
+    assert activation_memory(**SEED, t=t).total * t == (80 * t + 832) * MIB
+
+
+def test_whole_model_5888_mib_is_5_75_gib():
+    total = actmem.model_activation_memory(activation_memory(**SEED, t=8), L=32)
+    assert total == 5888 * MIB
+    assert actmem.to_gib(total) == 5.75
+    assert actmem.format_bytes(total, "GiB") == "5.75 GiB"
+
+
+def test_t4_to_t8_drop_is_36_1_percent_and_about_a_fifth():
+    m1, m4, m8 = (activation_memory(**SEED, t=t).total for t in (1, 4, 8))
+    assert round(100 * (m4 - m8) / m4, 1) == 36.1
+    assert round(m8 / m1, 3) == 0.202  # about one fifth, not one eighth
+
+
+GPT3 = dict(s=2048, b=1, h=12288, a=96)
+
+
+@pytest.mark.parametrize("name, mib", [
+    ("no parallelism", 2736),
+    ("tensor parallel", 552),
+    ("tensor + sequence parallel", 342),
+    ("tensor parallel + selective recompute", 312),
+    ("tensor + sequence parallel + selective recompute", 102),
+    ("full recompute", 48),
+])
+def test_gpt3_175b_table2_per_layer(name, mib):
+    assert actmem.table2(**GPT3, t=8)[name].total == mib * MIB
+
+
+def test_selective_removes_about_70_percent_without_parallelism():
+    full = activation_memory(**GPT3)
+    selective = activation_memory(**GPT3, recompute="selective")
+    assert (full.total - selective.total) * 114 == full.total * 80
+
+
+@st.composite
+def layers(draw):
+    """Valid (s, b, h, a, t): a divides h, t divides a and h."""
+    a = draw(st.integers(1, 64))
+    h = a * draw(st.integers(1, 64))
+    t = draw(st.sampled_from(actmem.valid_tensor_parallel_sizes(h, a)))
+    return draw(st.integers(1, 8192)), draw(st.integers(1, 16)), h, a, t
+
+
+@given(layers())
+def test_ledger_equals_table2_row2_closed_form(layer):
+    s, b, h, a, t = layer
+    assert activation_memory(s, b, h, a, t).total == (
+        10 * s * b * h + 24 * s * b * h // t + 5 * a * s * s * b // t)
+    assert activation_memory(s, b, h, a, t).total == actmem.seed_formula(s, b, h, a, t)
+
+
+@given(layers())
+def test_rows_at_t1_add_to_34sbh_plus_5as2b(layer):
+    s, b, h, a, _ = layer
+    r = activation_memory(s, b, h, a, 1)
+    assert sum(row.bytes for row in r.rows) == 34 * s * b * h + 5 * a * s * s * b
+    assert (r.fixed, r.intermediate, r.attention_map) == (
+        10 * s * b * h, 24 * s * b * h, 5 * a * s * s * b)
+
+
+def test_to_mib_uses_2_to_the_20():
+    assert to_mib(3 * MIB) == 3.0
+    assert actmem.to_gb(10**9) == 1.0
+    assert actmem.format_bytes(184 * MIB) == "184 MiB"
+    assert actmem.format_bytes(1536, "KiB") == "1.5 KiB"

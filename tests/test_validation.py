@@ -1,0 +1,62 @@
+"""Bad input: a clear error that names the argument, its value and what is allowed."""
+
+import pytest
+
+import actmem
+from actmem import activation_memory, model_activation_memory, pipeline_stage_memory
+
+GOOD = dict(s=2048, b=1, h=4096, a=32, t=1)
+
+
+@pytest.mark.parametrize("name", ["s", "b", "h", "a", "t"])
+@pytest.mark.parametrize("value", [0, -4])
+def test_non_positive_sizes_name_the_argument(name, value):
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive integer.*got {value}"):
+        activation_memory(**{**GOOD, name: value})
+
+
+@pytest.mark.parametrize("name", ["s", "b", "h", "a", "t"])
+@pytest.mark.parametrize("value", [2.0, "8", None, True])
+def test_non_integer_sizes_name_the_argument(name, value):
+    with pytest.raises(TypeError, match=rf"^{name} must be a positive integer, got {value!r}"):
+        activation_memory(**{**GOOD, name: value})
+
+
+def test_h_not_divisible_by_a():
+    with pytest.raises(ValueError, match=r"h=4100 must be divisible by a=32"):
+        activation_memory(2048, 1, 4100, 32)
+
+
+def test_t_not_dividing_a_lists_valid_t():
+    with pytest.raises(ValueError) as info:
+        activation_memory(2048, 1, 6656, 52, t=8)
+    assert str(info.value) == "t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13, 26, 52"
+
+
+def test_valid_tensor_parallel_sizes():
+    assert actmem.valid_tensor_parallel_sizes(6656, 52) == [1, 2, 4, 13, 26, 52]
+    assert actmem.valid_tensor_parallel_sizes(4096, 32) == [1, 2, 4, 8, 16, 32]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: model_activation_memory(m, 0), r"^L must be a positive integer"),
+    (lambda m: model_activation_memory(m, 2.5), r"^L must be a positive integer"),
+    (lambda m: pipeline_stage_memory(m, 32, 3, 1), r"^p=3 must divide L=32"),
+    (lambda m: pipeline_stage_memory(m, 32, 4, 0), r"^m must be a positive integer"),
+    (lambda m: pipeline_stage_memory(m, 32, 0, 1), r"^p must be a positive integer"),
+    (lambda m: model_activation_memory(-5, 32), r"^per_layer must be a positive integer"),
+])
+def test_training_estimates_validate(call, message):
+    layer = activation_memory(**GOOD)
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(layer)
+
+
+def test_pipeline_stage_estimate():
+    layer = activation_memory(2048, 1, 4096, 32, 8)
+    assert pipeline_stage_memory(layer, L=32, p=4, m=4) == 4 * 8 * 184 * 2**20
+
+
+def test_unknown_unit():
+    with pytest.raises(ValueError, match=r"unit must be one of B, KiB, MiB, GiB, GB, got 'mb'"):
+        actmem.convert(1, "mb")
