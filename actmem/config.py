@@ -70,8 +70,8 @@ class LayerConfig:
                 f"h={self.h} must be divisible by a={self.a} "
                 "(each head gets h/a hidden units)"
             )
-        divides("t", self.t, a=self.a, h=self.h)
         self._check_options()
+        divides("t", self.t, **self._split_dimensions())
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)
@@ -82,12 +82,19 @@ class LayerConfig:
         if self.kv_heads is not None:
             positive_int("kv_heads", self.kv_heads)
             divides("kv_heads", self.kv_heads, a=self.a)
-            divides("t", self.t, kv_heads=self.kv_heads)
         if self.ffn_hidden_size is not None:
             positive_int("ffn_hidden_size", self.ffn_hidden_size)
-            divides("t", self.t, ffn_hidden_size=self.ffn_hidden_size)
+
+    def _split_dimensions(self) -> dict[str, int]:
+        """The sizes tensor parallelism splits t ways, by argument name."""
+        dims = {"a": self.a, "h": self.h}
+        if self.kv_heads is not None:
+            dims["kv_heads"] = self.kv_heads
+        if self.ffn_hidden_size is not None:
+            dims["ffn_hidden_size"] = self.ffn_hidden_size
         if self.sequence_parallel:
-            divides("t", self.t, s=self.s)
+            dims["s"] = self.s
+        return dims
 
     @property
     def g(self) -> int:
