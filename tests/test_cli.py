@@ -59,3 +59,10 @@ def test_bad_input_exits_2_with_one_line(argv, message):
 def test_module_runs_as_a_program():
     proc = subprocess.run([sys.executable, "-m", "actmem"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout == SEED_TABLE
+
+
+def test_storage_options_reach_the_model(capsys):
+    main(["--h", "12288", "--a", "96", "--t", "8", "--sequence-parallel",
+          "--recompute", "selective", "--json"])
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["total"] == 102 * 2**20  # GPT-3 175B, Table 2 row 5
