@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,10 @@ def test_storage_options_reach_the_model(capsys):
           "--recompute", "selective", "--json"])
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert row["total"] == 102 * 2**20  # GPT-3 175B, Table 2 row 5
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).with_name("actmem")
+    proc = subprocess.run([str(script), "--t", "8"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1].split() == [
+        "8", "80", "24", "80", "184"]
