@@ -1,0 +1,264 @@
+"""Figures for the notebooks: pure functions that return matplotlib Figures.
+
+Each function takes the paper's symbols (Korthikanti et al. 2022, sec. 4.1-4.2)
+or an :class:`~actmem.memory.ActivationMemory`, draws from actmem's numbers
+(never a retyped formula) and returns a :class:`matplotlib.figure.Figure`
+without touching pyplot's global state. Axes are in MiB (2^20 bytes).
+Colours are the Okabe-Ito palette, safe for colour-blind readers.
+matplotlib is imported here only, so ``import actmem`` stays light.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from .ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
+from .memory import ActivationMemory, activation_memory
+from .training import model_activation_memory, pipeline_stage_memory
+from .units import to_mib
+from .validate import common_divisors
+
+OKABE_ITO = {
+    "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73",
+    "vermillion": "#D55E00", "sky": "#56B4E9", "purple": "#CC79A7",
+    "yellow": "#F0E442", "grey": "#999999",
+}
+GPU_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["orange"])
+"""GPU 0 and GPU 1 in the sharding figure."""
+TERM_COLOURS = {"fixed": OKABE_ITO["grey"], "intermediate": OKABE_ITO["blue"],
+                "attention_map": OKABE_ITO["orange"]}
+TERM_LABELS = {"fixed": "fixed (replicated)",
+               "intermediate": "intermediate (split by hidden or heads)",
+               "attention_map": "attention map (split by heads)"}
+PLACEMENT_LABELS = {
+    REPLICATED: "full copy on each GPU",
+    HIDDEN_SPLIT: "a 1/t slice of h or 4h",
+    HEAD_SPLIT: "a/t heads, each map whole s x s",
+}
+OTHER = "#DDDDDD"
+"""Ranks other than GPU 0 and GPU 1 (t > 2)."""
+
+
+# ---------------------------------------------------------------- sharding
+
+def _group_tensors(result: ActivationMemory, group: str):
+    """One representative row per distinct shape in ``group`` (ledger order)."""
+    seen = {}
+    for row in result.rows:
+        if row.group == group and row.shape not in seen:
+            seen[row.shape] = row
+    return list(seen.values())
+
+
+def _owner(index: int, pieces: int, t: int) -> int:
+    """Rank that keeps piece ``index`` of ``pieces`` equal pieces split over t."""
+    return index * t // pieces
+
+
+def _colour(rank: int | None, column: int | None) -> str:
+    """Fill for a piece owned by ``rank`` in ``column`` (None = global view)."""
+    if rank is None:  # replicated
+        return OKABE_ITO["grey"] if column is None else GPU_COLOURS[column]
+    if column is None:
+        return GPU_COLOURS[rank] if rank < 2 else OTHER
+    return GPU_COLOURS[column] if rank == column else "white"
+
+
+def _draw_matrix(ax, row, x0, t, column):
+    """A (s, b, width) tensor as a box; width h is 1 unit, 4h is 4 units."""
+    width = 4.0 if row.shape[-1] in ("4h", "f") else 1.0
+    pieces = 1 if row.placement == REPLICATED else t
+    for i in range(pieces):
+        rank = None if pieces == 1 else _owner(i, pieces, t)
+        ax.add_patch(Rectangle((x0 + i * width / pieces, 0), width / pieces, 1,
+                               facecolor=_colour(rank, column),
+                               edgecolor="black", linewidth=0.6))
+    ax.text(x0 + width / 2, -0.25, " x ".join(row.shape), ha="center", va="top",
+            fontsize=8)
+    return x0 + width + 0.5
+
+
+def _draw_heads(ax, row, x0, t, a, column):
+    """A (b, a, s, s) tensor as ``a`` squares, one whole s x s map per head."""
+    per_line = min(a, 16)
+    lines = -(-a // per_line)
+    size = min(1.0 / lines, 4.0 / per_line) * 0.9
+    for head in range(a):
+        x = x0 + (head % per_line) * size / 0.9
+        y = 1 - (head // per_line + 1) * size / 0.9
+        ax.add_patch(Rectangle((x, y), size, size,
+                               facecolor=_colour(_owner(head, a, t), column),
+                               edgecolor="black", linewidth=0.4))
+    ax.text(x0 + 2, -0.25, " x ".join(row.shape) + " (one square per head)",
+            ha="center", va="top", fontsize=8)
+    return x0 + 4.5
+
+
+def _draw_group(ax, result, group, column):
+    """Every distinct tensor of ``group``: global view or GPU ``column``."""
+    c = result.config
+    x = 0.0
+    for row in _group_tensors(result, group):
+        if row.shape[1:2] == ("a",):
+            x = _draw_heads(ax, row, x, c.t, c.a, column)
+        else:
+            x = _draw_matrix(ax, row, x, c.t, column)
+    ax.set_xlim(-0.2, 5.7)
+    ax.set_ylim(-0.8, 1.4)
+    ax.set_axis_off()
+
+
+def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
+                    t: int = 2) -> Figure:
+    """What GPU 0 and GPU 1 keep of each term's tensors (BRIEF S3, S6).
+
+    Rows are the seed's three groups (fixed, intermediate, attention map);
+    columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
+    drawn follows the ledger's ``placement`` field: replicated tensors are
+    whole on every GPU, hidden-split ones keep a 1/t slice of h (or 4h),
+    head-split attention maps keep a/t whole s x s squares. Shapes are
+    logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
+    for t > 2 the other ranks are drawn light grey in the global column.
+
+    Raises:
+        TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
+    """
+    result = activation_memory(s, b, h, a, t)
+    fig = Figure(figsize=(12, 6.5), layout="constrained")
+    axes = fig.subplots(3, 3)
+    titles = ("global tensor", "GPU 0", "GPU 1" if t == 2 else f"GPU 1 (of {t})")
+    for r, group in enumerate(GROUPS):
+        per_gpu = f"{to_mib(result.group_bytes(group)):g} MiB per GPU"
+        placement = _group_tensors(result, group)[-1].placement
+        for col in range(3):
+            ax = axes[r, col]
+            if col == 2 and t == 1:
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, "t = 1: no GPU 1", ha="center",
+                        transform=ax.transAxes)
+                continue
+            _draw_group(ax, result, group, None if col == 0 else col - 1)
+            label = TERM_LABELS[group] if col == 0 else \
+                f"{PLACEMENT_LABELS[placement]}: {per_gpu}"
+            ax.set_title(f"{titles[col]}\n{label}" if r == 0 else label, fontsize=9)
+    fig.suptitle(f"Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
+                 "logical shapes, not to scale")
+    return fig
+
+
+# ---------------------------------------------------------------- terms vs t
+
+def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
+                      t_values: list[int] | None = None,
+                      highlight: int | None = None) -> Figure:
+    """Stacked bars of the three terms (MiB) for each tensor-parallel size.
+
+    The fixed term is the same at every t, so it is drawn as a floor (a
+    dashed line) under which no amount of tensor parallelism goes (BRIEF
+    S10-S11). ``t_values`` defaults to every valid t (divisors of a and h);
+    ``highlight`` outlines one bar.
+
+    Raises:
+        TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
+    """
+    ts = t_values or common_divisors(a, h)
+    results = [activation_memory(s, b, h, a, t) for t in ts]
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.subplots()
+    x = range(len(ts))
+    bottom = [0.0] * len(ts)
+    for group in GROUPS:
+        heights = [to_mib(r.group_bytes(group)) for r in results]
+        ax.bar(x, heights, bottom=bottom, color=TERM_COLOURS[group],
+               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+        bottom = [u + v for u, v in zip(bottom, heights)]
+    for i, total in enumerate(bottom):
+        ax.text(i, total, f"{total:g}", ha="center", va="bottom", fontsize=8)
+    floor = to_mib(results[0].fixed)
+    ax.axhline(floor, color="black", linestyle="--", linewidth=1,
+               label=f"fixed floor: {floor:g} MiB at every t")
+    if highlight in ts:
+        i = ts.index(highlight)
+        ax.bar([i], [bottom[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
+               linewidth=2.5, label=f"t = {highlight}")
+    ax.set_xticks(list(x), [str(t) for t in ts])
+    ax.set_xlabel("tensor-parallel size t (GPUs)")
+    ax.set_ylabel("activation memory (MiB)\nper layer, per micro-batch, per GPU")
+    ax.set_title(f"Three terms against t (s={s}, b={b}, h={h}, a={a})")
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ---------------------------------------------------------------- training
+
+def pipeline_figure(per_layer: ActivationMemory, L: int, p: int) -> Figure:
+    """Activation memory of one pipeline stage for m = 1..p micro-batches.
+
+    Bars are ``m * (L/p) * M`` (BRIEF S13) in MiB; a bar shows ``L * M``
+    (one GPU, all layers, S12) and a dashed line marks ``L * M / p``, the
+    naive division that is not the peak: under 1F1B the first stage holds
+    p micro-batches.
+
+    Raises:
+        TypeError, ValueError: L or p invalid, or p does not divide L.
+    """
+    ms = list(range(1, p + 1))
+    stage = [to_mib(pipeline_stage_memory(per_layer, L, p, m)) for m in ms]
+    whole = to_mib(model_activation_memory(per_layer, L))
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.subplots()
+    labels = ["no pipeline\n(L layers, m=1)"] + [f"m={m}" for m in ms]
+    colours = [OKABE_ITO["grey"]] + [OKABE_ITO["blue"]] * p
+    ax.bar(range(p + 1), [whole] + stage, color=colours, edgecolor="black",
+           linewidth=0.5)
+    for i, v in enumerate([whole] + stage):
+        ax.text(i, v, f"{v:g}", ha="center", va="bottom", fontsize=8)
+    ax.axhline(whole / p, color=OKABE_ITO["vermillion"], linestyle="--",
+               label=f"L*M/p = {whole / p:g} MiB: not the peak")
+    ax.set_xticks(range(p + 1), labels, fontsize=8)
+    ax.set_xlabel(f"micro-batches m held by one stage of L/p = {L // p} layers")
+    ax.set_ylabel("activation memory per GPU (MiB)")
+    ax.set_title(f"Pipeline stage: m * (L/p) * M, L={L}, p={p}, "
+                 f"M={to_mib(per_layer.total):g} MiB")
+    ax.legend(fontsize=8)
+    return fig
+
+
+TRAINING_MEMORY_PARTS = (
+    ("model states", ("parameters", "gradients", "optimizer states")),
+    ("activations", ("Transformer layers (this formula)",
+                     "embedding, output layer and loss")),
+    ("runtime", ("communication buffers", "kernel workspaces",
+                 "allocator overhead and fragmentation")),
+)
+"""What a training GPU's memory holds besides (and including) the layers'
+activations (BRIEF S14). Only the first activation entry is the formula."""
+
+
+def training_memory_figure(layer_activations: int) -> Figure:
+    """Map of the parts of training memory; only one is this formula.
+
+    ``layer_activations`` (bytes, e.g. ``L * M``) labels the one box the
+    formula estimates; the other boxes carry no number because actmem
+    does not model them. Box sizes are not to scale.
+    """
+    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    ax = fig.subplots()
+    for col, (category, parts) in enumerate(TRAINING_MEMORY_PARTS):
+        ax.text(col * 3 + 1.4, len(parts) + 0.15, category, ha="center",
+                fontweight="bold")
+        for i, part in enumerate(parts):
+            known = part.endswith("(this formula)")
+            text = f"{part}\n{to_mib(layer_activations):g} MiB" if known else part
+            ax.add_patch(Rectangle((col * 3, len(parts) - 1 - i), 2.8, 0.85,
+                                   facecolor=OKABE_ITO["sky"] if known else OTHER,
+                                   edgecolor="black"))
+            ax.text(col * 3 + 1.4, len(parts) - 0.58 - i, text, ha="center",
+                    va="center", fontsize=8)
+    ax.set_xlim(-0.2, 9)
+    ax.set_ylim(-0.2, 3.6)
+    ax.set_axis_off()
+    ax.set_title("Training memory on one GPU: the formula is one box "
+                 "(boxes not to scale)")
+    return fig

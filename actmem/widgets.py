@@ -1,0 +1,265 @@
+"""Controls for the notebooks: thin ipywidgets views over actmem's functions.
+
+Each explorer holds dropdowns whose options are only valid values (t among
+the divisors of a and h; a among the head counts that divide h), recomputes
+with :func:`actmem.activation_memory` (or the training helpers) when a value
+changes, and writes the results into ``Label``/``HTML`` state widgets
+(``.readouts``) that tests and notebook ``assert``s read. Figures are PNG
+bytes in an ``Image`` widget, so no ipympl is needed. Core widgets only;
+the code runs under ipywidgets 7.7 and 8. Display an explorer with
+``display(explorer.box)``. ipywidgets is imported here only.
+"""
+
+from __future__ import annotations
+
+import io
+from fractions import Fraction
+
+import ipywidgets as widgets
+
+from . import figures
+from .memory import activation_memory
+from .training import model_activation_memory, pipeline_stage_memory
+from .units import format_bytes, to_mib
+from .validate import common_divisors
+
+S_CHOICES = (512, 1024, 2048, 4096, 8192)
+"""Sequence lengths offered (tokens)."""
+B_CHOICES = (1, 2, 4, 8)
+"""Micro-batch sizes offered (sequences)."""
+H_CHOICES = (1024, 2048, 4096, 5120, 6656, 8192, 12288)
+"""Hidden sizes offered (GPT-3 family and the a=52 model)."""
+A_CHOICES = (8, 16, 32, 40, 52, 64, 96)
+"""Head counts offered; only those dividing h are shown."""
+L_CHOICES = (24, 32, 40, 48, 96)
+"""Layer counts offered."""
+
+
+def head_choices(h: int) -> list[int]:
+    """Head counts from :data:`A_CHOICES` that divide ``h``."""
+    return [a for a in A_CHOICES if h % a == 0]
+
+
+def tensor_parallel_choices(h: int, a: int) -> list[int]:
+    """Valid tensor-parallel sizes: every t dividing both a and h."""
+    return common_divisors(a, h)
+
+
+def closest(value: int, options: list[int]) -> int:
+    """``value`` if allowed, else the largest option below it (or the first)."""
+    if value in options:
+        return value
+    below = [o for o in options if o <= value]
+    return below[-1] if below else options[0]
+
+
+def png(fig) -> bytes:
+    """PNG bytes of a matplotlib Figure (for an ``Image`` widget)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=72)
+    return buffer.getvalue()
+
+
+def coefficients(result) -> dict[str, Fraction]:
+    """The seed's three coefficients read back from a result's bytes.
+
+    ``fixed/(sbh)``, ``intermediate*t/(sbh)`` and
+    ``attention_map*t/(b*a*s^2)``: 10, 24 and 5 for the paper's layer.
+    """
+    c = result.config
+    sbh, bass = c.s * c.b * c.h, c.b * c.a * c.s * c.s
+    return {"fixed": Fraction(result.fixed, sbh),
+            "intermediate": Fraction(result.intermediate * c.t, sbh),
+            "attention_map": Fraction(result.attention_map * c.t, bass)}
+
+
+def ledger_html(result) -> str:
+    """The ledger rows of ``result`` as an HTML table (bytes in MiB)."""
+    head = ("<tr><th>tensor</th><th>block</th><th>shape</th><th>bytes/elem</th>"
+            "<th>placement</th><th>group</th><th>MiB per GPU</th></tr>")
+    body = "".join(
+        f"<tr><td>{r.name}</td><td>{r.block}</td><td>{' x '.join(r.shape)}</td>"
+        f"<td>{r.bytes_per_element}</td><td>{r.placement}</td><td>{r.group}</td>"
+        f"<td>{to_mib(r.bytes):g}</td></tr>"
+        for r in result.rows)
+    return f"<table>{head}{body}</table>"
+
+
+def _mib_and_gib(n_bytes) -> str:
+    return f"{format_bytes(n_bytes)} = {format_bytes(n_bytes, 'GiB')}"
+
+
+def _dropdown(name: str, options, value) -> "widgets.Dropdown":
+    return widgets.Dropdown(options=list(options), value=value, description=name)
+
+
+class _Explorer:
+    """Controls -> one pure computation -> state widgets (and an image)."""
+
+    def __init__(self, controls: dict, readouts: dict, image: bool):
+        self.controls = controls
+        self.readouts = readouts
+        self.image = widgets.Image(format="png") if image else None
+        self._busy = False
+        for control in controls.values():
+            control.observe(self._changed, names="value")
+        children = [widgets.HBox(list(controls.values())), *readouts.values()]
+        self.box = widgets.VBox(children + ([self.image] if image else []))
+        self.refresh()
+
+    def values(self) -> dict:
+        """Current value of every control, by name."""
+        return {name: c.value for name, c in self.controls.items()}
+
+    def _changed(self, change) -> None:
+        if not self._busy:
+            self._busy = True
+            try:
+                self.restrict()
+            finally:
+                self._busy = False
+            self.refresh()
+
+    def restrict(self) -> None:
+        """Narrow dependent options to valid values (override)."""
+
+    def _set_options(self, name: str, options: list[int]) -> None:
+        control = self.controls[name]
+        value = closest(control.value, options)
+        if list(control.options) != options:
+            control.options = options
+        control.value = value
+
+    def refresh(self) -> None:
+        """Recompute and write every readout (override)."""
+        raise NotImplementedError
+
+
+class LayerExplorer(_Explorer):
+    """s, b, h, a, t -> shapes and the three terms (notebooks 01 and 04).
+
+    Readouts (``Label`` values, MiB): ``fixed``, ``intermediate``,
+    ``attention_map``, ``total``; ``shapes`` (HTML) lists the tensor shapes
+    on one GPU. With ``figure=True`` the image shows the three terms
+    against every valid t with the current t outlined.
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, t=1, figure=False):
+        controls = {
+            "s": _dropdown("s", S_CHOICES, s), "b": _dropdown("b", B_CHOICES, b),
+            "h": _dropdown("h", H_CHOICES, h),
+            "a": _dropdown("a", head_choices(h), a),
+            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+        }
+        readouts = {k: widgets.Label() for k in
+                    ("fixed", "intermediate", "attention_map", "total")}
+        readouts["shapes"] = widgets.HTML()
+        super().__init__(controls, readouts, figure)
+
+    def restrict(self):
+        self._set_options("a", head_choices(self.controls["h"].value))
+        v = self.values()
+        self._set_options("t", tensor_parallel_choices(v["h"], v["a"]))
+
+    def refresh(self):
+        v = self.values()
+        result = activation_memory(**v)
+        for group in ("fixed", "intermediate", "attention_map", "total"):
+            self.readouts[group].value = \
+                f"{group}: {format_bytes(getattr(result, group))}"
+        s, b, h, a, t = v["s"], v["b"], v["h"], v["a"], v["t"]
+        self.readouts["shapes"].value = (
+            f"hidden activations (s, b, h) = ({s}, {b}, {h}); "
+            f"sliced on one GPU: ({s}, {b}, {h // t}); "
+            f"MLP inner (s, b, 4h/t) = ({s}, {b}, {4 * h // t}); "
+            f"attention map on one GPU (b, a/t, s, s) = ({b}, {a // t}, {s}, {s})")
+        if self.image is not None:
+            self.image.value = png(figures.terms_vs_t_figure(
+                s, b, h, a, highlight=t))
+
+
+class LedgerExplorer(_Explorer):
+    """Storage options -> the ledger table and coefficients (notebook 02).
+
+    Controls: t, MLP activation (``gelu``/``swiglu``), FlashAttention.
+    Readouts: ``table`` (HTML, :func:`ledger_html`), ``coefficients``
+    (Label, :func:`coefficients`), ``total`` (Label, MiB).
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, t=1):
+        self.layer = dict(s=s, b=b, h=h, a=a)
+        controls = {
+            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+            "activation": _dropdown("MLP", ("gelu", "swiglu"), "gelu"),
+            "flash_attention": widgets.Checkbox(value=False,
+                                                description="FlashAttention"),
+        }
+        readouts = {"coefficients": widgets.Label(), "total": widgets.Label(),
+                    "table": widgets.HTML()}
+        super().__init__(controls, readouts, image=False)
+
+    def refresh(self):
+        result = activation_memory(**self.layer, **self.values())
+        k = coefficients(result)
+        self.readouts["coefficients"].value = (
+            f"fixed {k['fixed']} sbh, split {k['intermediate']} sbh/t, "
+            f"attention map {k['attention_map']} bas^2/t")
+        self.readouts["total"].value = f"total: {format_bytes(result.total)}"
+        self.readouts["table"].value = ledger_html(result)
+
+
+class ShardingExplorer(_Explorer):
+    """t -> who keeps what on GPU 0 and GPU 1 (notebook 03).
+
+    Readouts (``Label``, MiB per GPU): ``fixed``, ``intermediate``,
+    ``attention_map``; the image is :func:`actmem.figures.sharding_figure`.
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, t=2):
+        self.layer = dict(s=s, b=b, h=h, a=a)
+        controls = {"t": _dropdown("t", tensor_parallel_choices(h, a), t)}
+        readouts = {k: widgets.Label() for k in
+                    ("fixed", "intermediate", "attention_map")}
+        super().__init__(controls, readouts, image=True)
+
+    def refresh(self):
+        t = self.controls["t"].value
+        result = activation_memory(**self.layer, t=t)
+        for group in self.readouts:
+            self.readouts[group].value = \
+                f"{group} per GPU: {format_bytes(result.group_bytes(group))}"
+        self.image.value = png(figures.sharding_figure(**self.layer, t=t))
+
+
+class TrainingExplorer(_Explorer):
+    """L, t, p, m -> whole-model and pipeline-stage activations (notebook 05).
+
+    p is restricted to divisors of L, t to valid tensor-parallel sizes.
+    Readouts (``Label``): ``per_layer``, ``model`` (L*M), ``stage``
+    (m*(L/p)*M), ``naive`` (L*M/p, not the peak), in MiB and GiB.
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, p=4, m=4):
+        self.layer = dict(s=s, b=b, h=h, a=a)
+        controls = {
+            "L": _dropdown("L", L_CHOICES, L),
+            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+            "p": _dropdown("p", common_divisors(L), p),
+            "m": _dropdown("m", range(1, 17), m),
+        }
+        readouts = {k: widgets.Label() for k in ("per_layer", "model", "stage", "naive")}
+        super().__init__(controls, readouts, image=True)
+
+    def restrict(self):
+        self._set_options("p", common_divisors(self.controls["L"].value))
+
+    def refresh(self):
+        L, t, p, m = (self.controls[k].value for k in ("L", "t", "p", "m"))
+        per_layer = activation_memory(**self.layer, t=t)
+        model = model_activation_memory(per_layer, L)
+        self.readouts["per_layer"].value = f"M(t) per layer: {format_bytes(per_layer.total)}"
+        self.readouts["model"].value = f"L*M, one GPU: {_mib_and_gib(model)}"
+        self.readouts["stage"].value = \
+            f"m*(L/p)*M, one stage: {_mib_and_gib(pipeline_stage_memory(per_layer, L, p, m))}"
+        self.readouts["naive"].value = f"L*M/p (not the peak): {_mib_and_gib(model / p)}"
+        self.image.value = png(figures.pipeline_figure(per_layer, L, p))
