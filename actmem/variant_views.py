@@ -1,0 +1,280 @@
+"""Views for notebook 06, "what each trick removes": a stacked-bar figure,
+text and HTML tables, and an explorer whose controls toggle every storage
+option and show, row by row, what it removes, shrinks, grows or adds.
+
+The options are those of Korthikanti et al. 2022 (sequence parallelism,
+sec. 4.2.2; selective and full recomputation, sec. 4.3; Table 2) and of
+later practice (FlashAttention, grouped-query attention, SwiGLU, no
+dropout). Every number comes from :func:`actmem.activation_memory` and
+:func:`actmem.ledger_diff.diff_ledgers`; nothing here retypes a formula.
+
+The functions that return text and choices are pure and need neither
+matplotlib nor ipywidgets; those two are imported inside the functions
+that draw (:func:`stacked_figure`) or build controls
+(:class:`VariantExplorer`), so ``import actmem`` stays light.
+"""
+
+from __future__ import annotations
+
+import html
+from fractions import Fraction
+
+from .config import ACTIVATIONS, RECOMPUTE
+from .ledger import GROUPS
+from .ledger_diff import RowChange, diff_ledgers
+from .memory import ActivationMemory, activation_memory
+from .units import format_bytes, to_mib
+from .validate import common_divisors
+
+GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
+               "attention_map": "attention map"}
+"""Short column headings for the three groups."""
+
+
+# ------------------------------------------------------------------ choices
+
+def tensor_parallel_choices(h: int, a: int, s: int,
+                            sequence_parallel: bool) -> list[int]:
+    """Valid tensor-parallel sizes: t divides a and h, and s under sequence
+    parallelism (each rank keeps s/t positions), ascending."""
+    return common_divisors(a, h, s) if sequence_parallel else common_divisors(a, h)
+
+
+def kv_head_choices(a: int, t: int) -> list[int]:
+    """Key/value head counts g for grouped-query attention: g divides a
+    (each group serves a/g query heads) and t divides g (each rank keeps
+    g/t key/value heads), ascending. g = a is ordinary multi-head attention.
+
+    >>> kv_head_choices(64, 8)
+    [8, 16, 32, 64]
+    """
+    return [g for g in common_divisors(a) if g % t == 0]
+
+
+FFN_RATIOS = (("4h", Fraction(4)), ("8h/3", Fraction(8, 3)),
+              ("7h/2", Fraction(7, 2)))
+"""MLP widths offered: the paper's 4h, SwiGLU's parameter-matched 8h/3, and
+3.5h (LLaMA-2-70B's f = 28672 for h = 8192)."""
+
+
+def ffn_choices(h: int, t: int, extra: int | None = None
+                ) -> list[tuple[str, int]]:
+    """``(label, f)`` pairs for the MLP inner width f, each a whole number
+    that t divides; ``extra`` (e.g. a model's published f) is added when
+    valid. 4h always qualifies because t divides h.
+
+    >>> ffn_choices(3072, 8)
+    [('4h = 12288', 12288), ('8h/3 = 8192', 8192), ('7h/2 = 10752', 10752)]
+    """
+    pairs = [(label, ratio * h) for label, ratio in FFN_RATIOS]
+    if extra is not None:
+        pairs.append(("f", Fraction(extra)))
+    seen, choices = set(), []
+    for label, f in pairs:
+        if f.denominator == 1 and f % t == 0 and f not in seen:
+            seen.add(f)
+            choices.append((f"{label} = {f}", int(f)))
+    return choices
+
+
+# ------------------------------------------------------------------ text
+
+def breakdown(result: ActivationMemory) -> str:
+    """One line: total and the three groups, in MiB."""
+    parts = ", ".join(f"{GROUP_NAMES[g]} {format_bytes(result.group_bytes(g))}"
+                      for g in GROUPS)
+    return f"{format_bytes(result.total)} ({parts})"
+
+
+def change_text(before: ActivationMemory, after: ActivationMemory) -> str:
+    """Signed change of the total, in MiB and as a share of ``before``,
+    e.g. ``'-80 MiB (-43.5%)'``."""
+    delta = after.total - before.total
+    sign = "+" if delta > 0 else ""
+    return f"{sign}{format_bytes(delta)} ({delta / before.total:+.1%})"
+
+
+def results_table(results: dict[str, ActivationMemory]) -> str:
+    """Plain-text table: one line per result, the three groups and the
+    total in MiB, per layer, per micro-batch, per GPU."""
+    width = max(len(name) for name in results)
+    heads = [GROUP_NAMES[g] for g in GROUPS] + ["total"]
+    lines = [f"{'':<{width}} " + " ".join(f"{h:>14}" for h in heads)]
+    for name, r in results.items():
+        values = [r.group_bytes(g) for g in GROUPS] + [r.total]
+        lines.append(f"{name:<{width}} "
+                     + " ".join(f"{format_bytes(v):>14}" for v in values))
+    return "\n".join(lines)
+
+
+def diff_html(changes: tuple[RowChange, ...]) -> str:
+    """The ledger diff as an HTML table (MiB per GPU); changed rows bold."""
+    head = ("<tr><th>tensor</th><th>change</th><th>before (MiB)</th>"
+            "<th>after (MiB)</th><th>difference (MiB)</th></tr>")
+    body = "".join(_diff_row(c) for c in changes)
+    return f"<table>{head}{body}</table>"
+
+
+def _diff_row(c: RowChange) -> str:
+    cells = [html.escape(c.name), c.kind,
+             f"{to_mib(c.bytes_before):g}" if c.before else "-",
+             f"{to_mib(c.bytes_after):g}" if c.after else "-",
+             f"{to_mib(c.delta):+g}"]
+    tag = "td" if c.kind == "unchanged" else 'td style="font-weight:bold"'
+    return "<tr>" + "".join(f"<{tag}>{cell}</td>" for cell in cells) + "</tr>"
+
+
+# ------------------------------------------------------------------ figure
+
+def stacked_figure(results: dict[str, ActivationMemory], title: str):
+    """Horizontal bars, one per result, stacked by the three groups (MiB).
+
+    Colours and group labels are those of :mod:`actmem.figures` (Okabe-Ito,
+    colour-blind safe); the total is written at the end of each bar.
+    Returns a :class:`matplotlib.figure.Figure` (pyplot is not touched).
+    """
+    from matplotlib.figure import Figure
+
+    from .figures import TERM_COLOURS, TERM_LABELS
+
+    names = list(results)[::-1]
+    fig = Figure(figsize=(9, 0.55 * len(names) + 1.6), layout="constrained")
+    ax = fig.subplots()
+    left = [0.0] * len(names)
+    for group in GROUPS:
+        widths = [to_mib(results[n].group_bytes(group)) for n in names]
+        ax.barh(names, widths, left=left, color=TERM_COLOURS[group],
+                label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+        left = [u + v for u, v in zip(left, widths)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f" {total:g}", va="center", fontsize=8)
+    ax.set_xlim(0, max(left) * 1.12)
+    ax.set_xlabel("activation memory per layer, per micro-batch, per GPU (MiB)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+# ------------------------------------------------------------------ explorer
+
+class VariantExplorer:
+    """Toggle every storage option; see what the ledger loses and gains.
+
+    The layer's s, b and h are fixed at construction; the controls are the
+    number of heads a, the tensor-parallel size t, sequence parallelism,
+    recomputation, FlashAttention, key/value heads, the MLP activation and
+    width f, and dropout. Choices are only valid values: a divides h; t
+    divides a and h (and s under sequence parallelism); kv_heads divides a
+    and is a multiple of t; t divides f. When a, t or sequence parallelism
+    change, dependent choices narrow and an invalid value moves to the
+    nearest valid one below it (or the smallest).
+
+    Readouts (state widgets that tests read): ``chosen`` and ``baseline``
+    (``Label``, :func:`breakdown` of the chosen layer and of the seed's
+    default layer with the same s, b, h, a, t), ``change`` (``Label``,
+    :func:`change_text`) and ``diff`` (``HTML``, :func:`diff_html`). ``image``
+    shows both as stacked bars (PNG). Display with ``display(x.box)``.
+
+    Raises:
+        TypeError, ValueError: invalid initial values, as
+            :class:`actmem.LayerConfig`.
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, t=8, sequence_parallel=False,
+                 recompute="none", flash_attention=False, kv_heads=None,
+                 ffn_hidden_size=None, activation="gelu", dropout=True,
+                 figure=True):
+        import ipywidgets as w
+
+        from .widgets import head_choices
+
+        activation_memory(s, b, h, a, t, sequence_parallel=sequence_parallel,
+                          recompute=recompute, flash_attention=flash_attention,
+                          kv_heads=kv_heads, ffn_hidden_size=ffn_hidden_size,
+                          activation=activation, dropout=dropout)
+        self.layer = dict(s=s, b=b, h=h)
+        self._extra_f = ffn_hidden_size
+        f = ffn_hidden_size or 4 * h
+        drop = lambda name, options, value: w.Dropdown(
+            options=options, value=value, description=name)
+        self.controls = {
+            "a": drop("a", sorted(set(head_choices(h)) | {a}), a),
+            "t": drop("t", tensor_parallel_choices(h, a, s, sequence_parallel), t),
+            "sequence_parallel": w.Checkbox(value=sequence_parallel,
+                                            description="sequence parallel"),
+            "recompute": w.ToggleButtons(options=list(RECOMPUTE),
+                                         value=recompute, description="recompute"),
+            "flash_attention": w.Checkbox(value=flash_attention,
+                                          description="FlashAttention"),
+            "kv_heads": drop("kv_heads", kv_head_choices(a, t), kv_heads or a),
+            "activation": w.ToggleButtons(options=list(ACTIVATIONS),
+                                          value=activation, description="MLP"),
+            "ffn_hidden_size": drop("f", ffn_choices(h, t, ffn_hidden_size), f),
+            "dropout": w.Checkbox(value=dropout, description="dropout"),
+        }
+        self.readouts = {"chosen": w.Label(), "baseline": w.Label(),
+                         "change": w.Label(), "diff": w.HTML()}
+        self.image = w.Image(format="png") if figure else None
+        self._busy = False
+        for control in self.controls.values():
+            control.observe(self._changed, names="value")
+        rows = [w.HBox([self.controls[k] for k in ("a", "t", "kv_heads", "ffn_hidden_size")]),
+                w.HBox([self.controls[k] for k in ("sequence_parallel", "flash_attention", "dropout")]),
+                self.controls["recompute"], self.controls["activation"],
+                *self.readouts.values()]
+        self.box = w.VBox(rows + ([self.image] if figure else []))
+        self.refresh()
+
+    def values(self) -> dict:
+        """Current control values as :func:`actmem.activation_memory` kwargs
+        (besides s, b, h)."""
+        return {name: c.value for name, c in self.controls.items()}
+
+    def results(self) -> tuple[ActivationMemory, ActivationMemory]:
+        """(seed's default layer, chosen layer) for the current controls."""
+        v = self.values()
+        return (activation_memory(**self.layer, a=v["a"], t=v["t"]),
+                activation_memory(**self.layer, **v))
+
+    def _changed(self, change) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            self._restrict()
+        finally:
+            self._busy = False
+        self.refresh()
+
+    def _restrict(self) -> None:
+        """Narrow t, kv_heads and f to values valid for the current a, t, SP."""
+        v = self.values()
+        s, h = self.layer["s"], self.layer["h"]
+        t = self._set("t", tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"]))
+        self._set("kv_heads", kv_head_choices(v["a"], t))
+        self._set("ffn_hidden_size", ffn_choices(h, t, self._extra_f))
+
+    def _set(self, name: str, options: list) -> int:
+        from .widgets import closest
+
+        control = self.controls[name]
+        allowed = [o[1] if isinstance(o, tuple) else o for o in options]
+        value = closest(control.value, allowed)
+        if list(control.options) != options:
+            control.options = options
+        control.value = value
+        return value
+
+    def refresh(self) -> None:
+        """Recompute both layers and write every readout (and the image)."""
+        base, chosen = self.results()
+        self.readouts["chosen"].value = f"chosen layer: {breakdown(chosen)}"
+        self.readouts["baseline"].value = f"seed's default layer: {breakdown(base)}"
+        self.readouts["change"].value = f"change: {change_text(base, chosen)}"
+        self.readouts["diff"].value = diff_html(diff_ledgers(base, chosen))
+        if self.image is not None:
+            from .widgets import png
+
+            self.image.value = png(stacked_figure(
+                {"seed's default": base, "chosen": chosen},
+                "Default layer vs chosen options"))
