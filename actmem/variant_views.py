@@ -147,7 +147,7 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str):
                 label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
         left = [u + v for u, v in zip(left, widths)]
     for y, total in enumerate(left):
-        ax.text(total, y, f" {total:g}", va="center", fontsize=8)
+        ax.text(total, y, f" {round(total, 2):g}", va="center", fontsize=8)
     ax.set_xlim(0, max(left) * 1.12)
     ax.set_xlabel("activation memory per layer, per micro-batch, per GPU (MiB)")
     ax.set_title(title)
