@@ -1,0 +1,59 @@
+"""Run a function on t real tensor-parallel ranks: t CPU processes, gloo.
+
+Each rank is a fresh Python process (``spawn``, safe inside Jupyter) that
+joins a ``torch.distributed`` process group over TCP on 127.0.0.1 with a
+free port; nothing leaves the machine. Each process uses one thread, so
+two ranks fit on two cores.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+
+TIMEOUT_S = 60
+"""A rank that waits longer than this for the others raises."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def on_ranks(fn, t: int, *args) -> list:
+    """``[fn(0, *args), ..., fn(t-1, *args)]``, rank r run in process r.
+
+    ``fn`` must be importable (a module-level function) and its arguments
+    and result picklable. Inside ``fn`` the default process group has t
+    ranks. An exception on any rank is raised here.
+
+    Raises:
+        ValueError: ``t`` < 1.
+    """
+    if t < 1:
+        raise ValueError(f"t must be >= 1, got {t}")
+    port = free_port()
+    jobs = [(fn, rank, t, port, args) for rank in range(t)]
+    with multiprocessing.get_context("spawn").Pool(t) as pool:
+        return pool.starmap(_run_rank, jobs, chunksize=1)
+
+
+def _run_rank(fn, rank, t, port, args):
+    torch.set_num_threads(1)
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+        world_size=t, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    try:
+        return fn(rank, *args)
+    finally:
+        dist.destroy_process_group()
