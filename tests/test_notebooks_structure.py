@@ -1,0 +1,150 @@
+"""Conventions every notebook in notebooks/ must follow (CRAFT.md, issue 3).
+
+These are checks about form, not content, so they hold for notebooks other
+helpers add: kernelspec, stored outputs that nbval can replay, widget cells
+tagged, the Colab cell pointing at the one repository URL in pyproject.toml,
+a closing exercise block, and no formula retyped in code.
+"""
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+COEFFICIENTS = {5, 10, 24, 34}
+"""The paper's coefficients (Table 2: 10, 24, 5, and 34 = 10 + 24)."""
+
+
+def repository_url() -> str:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["urls"]["Repository"]
+
+
+def load(path):
+    return nbformat.read(path, as_version=4)
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def retyped_formula(source: str) -> list[str]:
+    """Expressions in ``source`` that look like the formula typed by hand.
+
+    Flags a coefficient (5, 10, 24, 34) multiplying or dividing anything
+    that is not a constant (``10 * s``, ``s*b*h*10``, ``24/t``, ``5 * (a)``),
+    and a symbol squared (``s**2``), whatever the spacing or order.
+    Constant arithmetic such as ``2**20`` or ``100 * x / y`` is allowed.
+    """
+    python = TransformerManager().transform_cell(source)
+    found = []
+    for node in ast.walk(ast.parse(python)):
+        if not isinstance(node, ast.BinOp):
+            continue
+        sides = (node.left, node.right)
+        if isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv)) and any(
+            isinstance(x, ast.Constant) and x.value in COEFFICIENTS
+            and not isinstance(y, ast.Constant) for x, y in (sides, sides[::-1])
+        ):
+            found.append(ast.unparse(node))
+        if isinstance(node.op, ast.Pow) and isinstance(node.left, ast.Name) \
+                and isinstance(node.right, ast.Constant) and node.right.value == 2:
+            found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("x = 10 * s * b * h", True), ("x = s*b*h*10", True), ("y = 24/t", True),
+    ("y = sbh * (24 / t)", True), ("z = 5 * a * s", True), ("z = b * a * s**2", True),
+    ("%matplotlib inline\nz = (5*a)", True),
+    ("mib = 2**20", False), ("pct = round(100 * (m4 - m8) / m4, 1)", False),
+    ("w = 4 * h // t", False), ("print(f'{x:>10}')", False),
+])
+def test_retyped_formula_detector(source, expected):
+    assert bool(retyped_formula(source)) is expected
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 5, NOTEBOOKS
+
+
+@pytest.fixture(params=NOTEBOOKS, ids=lambda p: p.name)
+def nb(request):
+    return load(request.param)
+
+
+def test_kernelspec_is_python3(nb):
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_execution_counts_run_1_to_n(nb):
+    counts = [c.execution_count for c in code_cells(nb)]
+    assert counts == list(range(1, len(counts) + 1)), counts
+
+
+def test_no_error_or_svg_output(nb):
+    for cell in code_cells(nb):
+        for out in cell.outputs:
+            assert out.output_type != "error", cell.source
+            assert "Traceback" not in out.get("text", ""), cell.source
+            assert "image/svg+xml" not in out.get("data", {}), cell.source
+
+
+def test_no_trailing_semicolon(nb):
+    for cell in code_cells(nb):
+        for line in cell.source.splitlines():
+            assert not line.split("#")[0].rstrip().endswith(";"), line
+
+
+def test_widget_cells_are_tagged_ignore_output(nb):
+    for cell in code_cells(nb):
+        if any(WIDGET_VIEW in out.get("data", {}) for out in cell.outputs):
+            assert "nbval-ignore-output" in cell.metadata.get("tags", []), cell.source
+
+
+def test_opens_with_h1_title(nb):
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and re.match(r"# \S", first.source)
+    assert sum(1 for c in nb.cells if c.cell_type == "markdown"
+               for line in c.source.splitlines() if re.match(r"# \S", line)) == 1
+
+
+def test_colab_cell_installs_from_pyproject_url(nb):
+    cells = [c for c in code_cells(nb) if "google.colab" in c.source]
+    assert len(cells) == 1
+    source = cells[0].source
+    assert 'if "google.colab" in sys.modules:' in source
+    installs = re.findall(r"pip install (.+)", source)
+    assert len(installs) == 1
+    args = installs[0].split()
+    assert "--no-deps" in args
+    assert not {"-e", "--editable", "ipywidgets", "matplotlib"} & set(args)
+    assert [a for a in args if not a.startswith("-")] == [f"git+{repository_url()}"]
+    first_import = next(i for i, c in enumerate(code_cells(nb)) if "import actmem" in c.source)
+    assert code_cells(nb).index(cells[0]) < first_import
+
+
+def test_ends_with_summary_and_exercises_in_details(nb):
+    """The last markdown cell holds 2-4 exercises with <details> answers.
+
+    Code cells may follow it only to print the answers' numbers for nbval.
+    """
+    markdown = [c for c in nb.cells if c.cell_type == "markdown"]
+    last = markdown[-1]
+    assert all(c.cell_type == "code" for c in nb.cells[nb.cells.index(last):][1:])
+    assert re.search(r"^#+ Exercises", last.source, re.MULTILINE)
+    exercises = last.source.split("Exercises", 1)[1]
+    assert 2 <= exercises.count("<details>") == exercises.count("</details>") <= 4
+    assert re.search(r"^#+ Summary", "\n".join(c.source for c in markdown[-2:]), re.MULTILINE)
+
+
+def test_no_formula_retyped_in_code(nb):
+    for cell in code_cells(nb):
+        assert retyped_formula(cell.source) == [], cell.source
