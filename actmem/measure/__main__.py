@@ -1,0 +1,62 @@
+"""``python -m actmem.measure``: ledger bytes against measured bytes.
+
+Measures the reference layer (and, with ``--variant``, ledger variants) at
+each tensor-parallel size (default t = 1 and, on two real gloo ranks,
+t = 2) and prints, per ledger row, the ledger's and the measured bytes on
+every rank, then the extras. ``--json`` prints the same as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .report import as_dict, extras_table, table
+from .variants import SMALL, VARIANTS, measure_variants
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m actmem.measure",
+                                description=__doc__.splitlines()[0])
+    for sym, help_ in (("s", "sequence length"), ("b", "micro-batch size"),
+                       ("h", "hidden size"), ("a", "attention heads")):
+        p.add_argument(f"--{sym}", type=int, default=SMALL[sym],
+                       help=f"{help_} ({SMALL[sym]})")
+    p.add_argument("--t", type=int, nargs="+", default=[1, 2],
+                   help="tensor-parallel sizes, one process per rank (1 2)")
+    p.add_argument("--variant", nargs="+", default=["paper"],
+                   choices=list(VARIANTS), help="layers to measure (paper)")
+    p.add_argument("--json", action="store_true", help="print bytes as JSON")
+    return p
+
+
+def collect(args) -> dict:
+    """``{variant: {t: [comparison per rank]}}`` for the parsed ``args``."""
+    sizes = {k: getattr(args, k) for k in SMALL}
+    by_t = {t: measure_variants(args.variant, t, **sizes) for t in args.t}
+    return {v: {t: by_t[t][v] for t in args.t} for v in args.variant}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        results = collect(args)
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"python -m actmem.measure: error: {err}") from None
+    if args.json:
+        print(json.dumps({
+            "config": {k: getattr(args, k) for k in SMALL},
+            "variants": {v: {f"t={t}": [as_dict(c) for c in ranks]
+                             for t, ranks in per_t.items()}
+                         for v, per_t in results.items()},
+        }, indent=1))
+        return 0
+    for v, per_t in results.items():
+        print(f"{v}: {VARIANTS[v].title} (bytes)\n{table(per_t)}\n")
+        print(f"extras on rank 0 at t={max(per_t)}:\n"
+              f"{extras_table(per_t[max(per_t)][0])}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

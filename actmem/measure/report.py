@@ -1,0 +1,59 @@
+"""Comparisons as plain data (JSON) and as a text table (bytes)."""
+
+from __future__ import annotations
+
+from .compare import Comparison
+
+
+def as_dict(c: Comparison) -> dict:
+    """One rank's comparison as JSON-ready data, bytes as ints."""
+    return {
+        "rank": c.measurement.rank,
+        "rows": [{"key": r.key, "group": r.group, "placement": r.placement,
+                  "ledger_bytes": r.ledger_bytes,
+                  "measured_bytes": r.measured_bytes,
+                  "measured_dtype": r.measured_dtype} for r in c.rows],
+        "extras": [{"block": e.storage.block, "saved_by": list(e.storage.saved_by),
+                    "dtype": e.storage.dtype, "shape": list(e.storage.shape),
+                    "bytes": e.storage.nbytes, "why": e.why} for e in c.extras],
+        "ledger_total": c.ledger_total,
+        "measured_rows_total": c.measured_rows_total,
+        "extras_total": c.extras_total,
+        "masks_same_on_ranks": c.measurement.same_on_ranks,
+    }
+
+
+def table(by_t: dict[int, list[Comparison]]) -> str:
+    """Ledger and measured bytes per row, one column pair per t and rank.
+
+    ``by_t`` maps t to the comparisons of its ranks (same variant).
+    """
+    cols = [(t, c) for t, ranks in sorted(by_t.items()) for c in ranks]
+    head = ["row", "group"] + [
+        f"{kind} t={t} r{c.measurement.rank}" for t, c in cols
+        for kind in ("ledger", "measured")]
+    keys = list(dict.fromkeys(r.key for _, c in cols for r in c.rows))
+    lines = [head]
+    for key in keys:
+        found = [next((r for r in c.rows if r.key == key), None) for _, c in cols]
+        group = next(r.group for r in found if r)
+        lines.append([key, group] + [
+            "-" if r is None else str(v) for r in found
+            for v in ((r.ledger_bytes, r.measured_bytes) if r else (0, 0))])
+    lines.append(["extras (not in ledger)", ""] + [
+        v for _, c in cols for v in ("-", str(c.extras_total))])
+    lines.append(["total", ""] + [
+        v for _, c in cols for v in (str(c.ledger_total),
+                                     str(c.measured_rows_total + c.extras_total))])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(cell.rjust(w) if i > 1 else cell.ljust(w)
+                               for i, (cell, w) in enumerate(zip(line, widths)))
+                     for line in lines)
+
+
+def extras_table(c: Comparison) -> str:
+    """Every extra on one rank: bytes, dtype, shape, node, and why."""
+    return "\n".join(
+        f"{e.storage.nbytes:>8} B  {e.storage.dtype:<8} {str(e.storage.shape):<16}"
+        f" {e.storage.block:<9} {e.storage.saved_by[0] if e.storage.saved_by else '?'}\n"
+        f"{'':>11}{e.why}" for e in c.extras) or "(no extras)"
