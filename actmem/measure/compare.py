@@ -138,4 +138,4 @@ def _math_role(st: SavedStorage, m: Measurement) -> str:
     square = st.shape[-2:] == (s, s)
     if op == "BmmBackward0.self":
         return "the s x s dropout output" if square else "a copy of Q (scaled)"
-    return "a copy of K" if st.shape[-2] != s else "a copy of V"
+    return "a copy of K (scaled)" if st.shape[-2] != s else "a copy of V"

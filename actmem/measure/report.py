@@ -57,3 +57,16 @@ def extras_table(c: Comparison) -> str:
         f"{e.storage.nbytes:>8} B  {e.storage.dtype:<8} {str(e.storage.shape):<16}"
         f" {e.storage.block:<9} {e.storage.saved_by[0] if e.storage.saved_by else '?'}\n"
         f"{'':>11}{e.why}" for e in c.extras) or "(no extras)"
+
+
+def summary_line(name: str, by_t: dict[int, list[Comparison]]) -> str:
+    """One line per variant: ledger vs measured rows vs extras, every rank."""
+    parts = []
+    for t, ranks in sorted(by_t.items()):
+        for c in ranks:
+            exact = sum(r.exact for r in c.rows)
+            parts.append(
+                f"t={t} rank {c.measurement.rank}: ledger {c.ledger_total} B, "
+                f"rows measured {c.measured_rows_total} B "
+                f"({exact}/{len(c.rows)} exact), extras {c.extras_total} B")
+    return f"{name}: " + "; ".join(parts)

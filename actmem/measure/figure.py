@@ -1,0 +1,38 @@
+"""Bar chart: ledger bytes against measured bytes, row by row (matplotlib)."""
+
+from __future__ import annotations
+
+from .compare import Comparison
+
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")
+"""Okabe-Ito colours, safe for colour-blind readers."""
+
+
+def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
+    """Horizontal bars per ledger row (and the extras) in KiB: the ledger at
+    t = 1, measured at t = 1, and measured on each rank at larger t.
+
+    Returns the matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    one = by_t[1][0]
+    series = [("ledger, t=1", one, False), ("measured, t=1", one, True)] + [
+        (f"measured, t={t} rank {c.measurement.rank}", c, True)
+        for t, ranks in sorted(by_t.items()) if t > 1 for c in ranks]
+    labels = [r.key for r in one.rows] + ["extras (not in ledger)"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.5))
+    height = 0.8 / len(series)
+    for i, (name, c, measured) in enumerate(series):
+        values = [(r.measured_bytes if measured else r.ledger_bytes) / 1024
+                  for r in c.rows] + [c.extras_total / 1024 if measured else 0]
+        ax.barh([y + i * height for y in range(len(labels))], values, height,
+                label=name, color=COLOURS[i % len(COLOURS)])
+    ax.set_yticks([y + 0.4 - height / 2 for y in range(len(labels))], labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("bytes saved for backward (KiB)")
+    ax.set_ylabel("ledger row")
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,41 @@
+"""Pick a measured layer and read its comparison (core ipywidgets only).
+
+A thin view over results already measured (:func:`.measure_variants`);
+changing the choice writes into two state widgets, ``summary`` (Label)
+and ``table`` (HTML), so tests and notebooks can assert on them.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from .report import summary_line, table
+from .variants import VARIANTS
+
+
+class MeasureExplorer:
+    """Dropdown of variants -> one-line summary and the row table.
+
+    Args:
+        results: ``{variant: {t: [comparison per rank]}}``.
+        variant: the first choice.
+    """
+
+    def __init__(self, results: dict, variant: str = "paper"):
+        self.results = results
+        self.choice = widgets.Dropdown(
+            options=[(VARIANTS[n].title, n) for n in results], value=variant,
+            description="layer")
+        self.summary = widgets.Label()
+        self.table = widgets.HTML()
+        self.choice.observe(self._update, names="value")
+        self.box = widgets.VBox([self.choice, self.summary, self.table])
+        self._update()
+
+    def _update(self, _change=None) -> None:
+        name = self.choice.value
+        self.summary.value = summary_line(name, self.results[name])
+        self.table.value = (f"<p>{html.escape(VARIANTS[name].expect)}</p>"
+                            f"<pre>{html.escape(table(self.results[name]))}</pre>")

@@ -1,0 +1,164 @@
+"""Measured saved tensors of the reference layer against the ledger.
+
+Exact byte arithmetic for the small configuration (s=32, b=2, h=64, a=4):
+t = 1 in this process, t = 2 on two real gloo ranks (one launch for all
+variants). Skipped without torch unless CI is set (then torch must be there).
+"""
+
+import json
+import os
+
+import pytest
+
+if not os.environ.get("CI"):
+    pytest.importorskip("torch", reason="torch is not installed: "
+                        "pip install -e '.[measure]' (torch==2.13.0, CPU)")
+
+import actmem  # noqa: E402
+from actmem.measure import (SMALL, VARIANTS, measure_variants,  # noqa: E402
+                            tensor_parallel_error)
+from actmem.measure.__main__ import main  # noqa: E402
+from actmem.measure.launch import on_ranks  # noqa: E402
+
+s, b, h, a = SMALL["s"], SMALL["b"], SMALL["h"], SMALL["a"]
+SBH, MAP = s * b * h, b * a * s * s
+LAYERNORM_STATS = 2 * 2 * (s * b * 2)
+"""Two LayerNorms x (mean, rstd) x s*b bfloat16 elements (CPU)."""
+
+
+@pytest.fixture(scope="module")
+def t1():
+    return {n: ranks[0] for n, ranks in measure_variants().items()}
+
+
+@pytest.fixture(scope="module")
+def t2():
+    return measure_variants(t=2)
+
+
+def by_key(comparison):
+    return {r.key: r for r in comparison.rows}
+
+
+def test_paper_layer_t1_every_row_exact(t1):
+    c = t1["paper"]
+    assert all(r.exact for r in c.rows), [r for r in c.rows if not r.exact]
+    assert c.measured_rows_total == c.ledger_total == SBH * 34 + 5 * MAP
+    assert actmem.activation_memory(s, b, h, a).total == c.ledger_total
+
+
+def test_paper_layer_extras_are_the_layernorm_statistics(t1):
+    extras = t1["paper"].extras
+    assert [e.storage.saved_by[0] for e in extras] == [
+        "NativeLayerNormBackward0.result1", "NativeLayerNormBackward0.result2"] * 2
+    assert [e.storage.block for e in extras] == ["attn_norm"] * 2 + ["mlp_norm"] * 2
+    assert all(e.storage.nbytes == s * b * 2 and e.storage.dtype == "bfloat16"
+               for e in extras)
+    assert t1["paper"].extras_total == LAYERNORM_STATS == 512
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_paper_layer_t2_each_rank_exact(t2, rank):
+    c = t2["paper"][rank]
+    assert c.measurement.rank == rank
+    assert all(r.exact for r in c.rows), [r for r in c.rows if not r.exact]
+    assert c.measured_rows_total == SBH * (10 + 12) + 5 * MAP // 2 == 110592
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_t2_keeps_fixed_whole_and_halves_the_rest(t1, t2, rank):
+    one, two = t1["paper"], t2["paper"][rank]
+    assert two.group_bytes("fixed") == one.group_bytes("fixed") == 10 * SBH
+    for group in ("intermediate", "attention_map"):
+        assert 2 * two.group_bytes(group) == one.group_bytes(group)
+    assert two.extras_total == one.extras_total  # LayerNorm is replicated
+
+
+def test_dropout_masks_same_where_replicated(t2):
+    for rank in t2["paper"]:
+        assert rank.measurement.same_on_ranks == {
+            "attn_dropout_mask": False,      # each rank its own heads
+            "attn_out_dropout_mask": True,   # whole (s, b, h) on both ranks
+            "mlp_out_dropout_mask": True}
+
+
+@pytest.mark.parametrize("name", ["paper", "selective", "full", "no_dropout",
+                                  "sdpa", "gqa", "swiglu"])
+@pytest.mark.parametrize("t", [1, 2])
+def test_variant_rows_match_the_ledger_exactly(t1, t2, name, t):
+    for c in [t1[name]] if t == 1 else t2[name]:
+        assert all(r.exact for r in c.rows), [r for r in c.rows if not r.exact]
+
+
+def test_variant_totals_t1(t1):
+    total = {n: c.measured_rows_total for n, c in t1.items()}
+    assert total["selective"] == 34 * SBH
+    assert total["full"] == 2 * SBH and t1["full"].extras == ()
+    assert total["no_dropout"] == (34 - 2) * SBH + 2 * MAP  # two 1-byte masks go
+    assert total["gqa"] == total["paper"] - 2 * (2 * SBH // 2)
+    lse = by_key(t1["sdpa"])["softmax_lse"]
+    assert (lse.measured_bytes, lse.measured_dtype) == (4 * b * a * s, "float32")
+
+
+def test_cpu_dropout_masks_are_two_byte_noise(t1):
+    rows = by_key(t1["cpu_dropout"])
+    for key in ("attn_dropout_mask", "attn_out_dropout_mask", "mlp_out_dropout_mask"):
+        r = rows[key]
+        assert r.same_elements and r.measured_dtype == "bfloat16"
+        assert r.measured_bytes == 2 * r.ledger_bytes
+    assert t1["cpu_dropout"].measured_rows_total == t1["paper"].ledger_total + MAP + 2 * SBH
+
+
+def test_eager_swiglu_keeps_silu_of_gate(t1):
+    extras = [e for e in t1["swiglu"].extras if e.storage.block == "mlp"]
+    assert len(extras) == 1 and extras[0].storage.nbytes == 2 * s * b * 4 * h
+    assert extras[0].storage.saved_by == ("MulBackward0.self",)
+    assert "silu(gate)" in extras[0].why
+
+
+def test_sdpa_with_dropout_falls_back_to_fp32_math(t1):
+    c = t1["sdpa_dropout"]
+    rows = by_key(c)
+    assert [k for k, r in rows.items() if r.measured_bytes == 0] == [
+        "query", "key", "value", "softmax_lse"]
+    fp32 = [e.storage for e in c.extras if e.storage.dtype == "float32"]
+    assert sum(st.nbytes for st in fp32) == 4 * (3 * SBH + 3 * MAP)
+    assert c.extras_total - LAYERNORM_STATS == 4 * (3 * SBH + 3 * MAP)
+
+
+@pytest.mark.parametrize("options", [{}, {"activation": "swiglu", "kv_heads": 2,
+                                          "recompute": "selective"}])
+def test_tensor_parallel_layer_computes_the_unsharded_function(options):
+    config = actmem.LayerConfig(s, b, h, a, t=2, **options)
+    for out_err, grad_err in on_ranks(tensor_parallel_error, 2, config):
+        assert out_err < 1e-5 and grad_err < 1e-5
+
+
+def test_cli_json_t1_and_t2(capsys):
+    assert main(["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"] == SMALL
+    paper = data["variants"]["paper"]
+    assert [len(paper["t=1"]), len(paper["t=2"])] == [1, 2]
+    for rank in paper["t=1"] + paper["t=2"]:
+        assert all(r["ledger_bytes"] == r["measured_bytes"] for r in rank["rows"])
+        assert rank["extras_total"] == LAYERNORM_STATS
+    assert paper["t=2"][1]["ledger_total"] == 110592
+
+
+def test_every_variant_is_measured(t1):
+    assert set(t1) == set(VARIANTS)
+
+
+def test_explorer_writes_the_chosen_variant(t1, t2):
+    from actmem.measure.report import summary_line
+    from actmem.measure.widgets import MeasureExplorer
+
+    results = {n: {1: t1_list, 2: t2[n]} for n, t1_list in
+               ((n, [c]) for n, c in t1.items())}
+    explorer = MeasureExplorer(results)
+    assert "(15/15 exact)" in explorer.summary.value
+    explorer.choice.value = "sdpa_dropout"
+    assert explorer.summary.value == summary_line("sdpa_dropout", results["sdpa_dropout"])
+    assert "(9/13 exact), extras 147968 B" in explorer.summary.value
+    assert "query" in explorer.table.value and "math fallback" in explorer.table.value
