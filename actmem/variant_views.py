@@ -3,7 +3,7 @@ text and HTML tables, and an explorer whose controls toggle every storage
 option and show, row by row, what it removes, shrinks, grows or adds.
 
 The options are those of Korthikanti et al. 2022 (sequence parallelism,
-sec. 4.2.2; selective and full recomputation, sec. 4.3; Table 2) and of
+sec. 4.2.2; selective and full recomputation, sec. 5 and Table 2) and of
 later practice (FlashAttention, grouped-query attention, SwiGLU, no
 dropout). Every number comes from :func:`actmem.activation_memory` and
 :func:`actmem.ledger_diff.diff_ledgers`; nothing here retypes a formula.
