@@ -1,7 +1,7 @@
 """actmem: activation memory of a Transformer layer, tensor by tensor.
 
 Teaching helpers for Korthikanti et al. 2022, "Reducing Activation
-Recomputation in Large Transformer Models" (sections 4.1-4.4, Table 2).
+Recomputation in Large Transformer Models" (sections 4.1-5, Table 2).
 All numbers are exact bytes; see :mod:`actmem.units` for MiB/GiB/GB.
 Plotting and widgets live in :mod:`actmem.figures` and :mod:`actmem.widgets`
 and are imported only when used.

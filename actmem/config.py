@@ -1,7 +1,7 @@
 """The settings of one Transformer layer and of how a training job stores it.
 
 A :class:`LayerConfig` holds the paper's symbols (Korthikanti et al. 2022,
-section 4.1) and the storage options of section 4.2-4.3 and later practice.
+section 4.1) and the storage options of sections 4.2 and 5 and later practice.
 Building one validates every value, so the ledger never sees a combination
 that would give a silently wrong number.
 """
@@ -33,7 +33,7 @@ class LayerConfig:
         sequence_parallel: split the tensors that tensor parallelism
             replicates along the sequence across the t ranks (sec. 4.2.2).
         recompute: ``"none"``, ``"selective"`` (the core attention is
-            recomputed in the backward pass, sec. 4.3) or ``"full"`` (only
+            recomputed in the backward pass, sec. 5) or ``"full"`` (only
             the layer input is kept).
         flash_attention: fused attention that never stores the s x s map.
         kv_heads: key/value heads g for grouped-query attention; ``None``

@@ -1,6 +1,6 @@
 """The paper's closed forms, kept apart from the ledger to check it.
 
-Korthikanti et al. 2022, Table 2 (sec. 4.3), bytes per layer per
+Korthikanti et al. 2022, Table 2 (sec. 5), bytes per layer per
 micro-batch per GPU, as exact integers. The ledger in :mod:`actmem.ledger`
 must add up to these; tests and notebooks compare the two.
 """

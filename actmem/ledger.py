@@ -198,7 +198,7 @@ def with_flash_attention(rows, c: LayerConfig):
 
 
 def with_selective_recompute(rows):
-    """Selective recomputation (sec. 4.3): the core attention is recomputed.
+    """Selective recomputation (sec. 5): the core attention is recomputed.
 
     Every attention-map row (softmax, dropout mask and output, or the
     FlashAttention statistics) is dropped; Q, K, V stay as the inputs of
@@ -208,11 +208,11 @@ def with_selective_recompute(rows):
 
 
 def with_full_recompute(c: LayerConfig):
-    """Full recomputation (sec. 4.3, Table 2): only the layer input, 2sbh."""
+    """Full recomputation (sec. 5, Table 2): only the layer input, 2sbh."""
     return (
         _row(c, "layer_input", "layer input (checkpoint for recomputation)",
              "LayerNorm", ("s", "b", "h"), c.s * c.b * c.h, 2, REPLICATED,
-             "fixed", "Sec. 4.3, full recomputation"),
+             "fixed", "Sec. 5, full recomputation"),
     )
 
 

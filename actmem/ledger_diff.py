@@ -2,7 +2,7 @@
 shrinks, grows, adds or leaves alone.
 
 Each storage option of Korthikanti et al. 2022 (sequence parallelism,
-sec. 4.2.2; selective and full recomputation, sec. 4.3; Table 2) and of
+sec. 4.2.2; selective and full recomputation, sec. 5; Table 2) and of
 later practice (FlashAttention, grouped-query attention, SwiGLU, no
 dropout) is a change to the rows of :func:`actmem.ledger`. Matching two
 results row by row, by ``key``, shows that change tensor by tensor, in

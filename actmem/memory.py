@@ -95,7 +95,7 @@ TABLE2 = {
         {"sequence_parallel": True, "recompute": "selective"},
     "full recompute": {"recompute": "full"},
 }
-"""The six rows of the paper's Table 2 (sec. 4.3) as storage options."""
+"""The six rows of the paper's Table 2 (sec. 5) as storage options."""
 
 
 def table2(s: int, b: int, h: int, a: int, t: int, **options

@@ -1,6 +1,6 @@
 """From one layer to a training run: whole model and pipeline stages.
 
-Rough estimates of the seed (BRIEF S12-S13; paper section 4.4). They
+Rough estimates of the seed (BRIEF S12-S13; paper sections 4.2.3 and 4.3). They
 multiply the per-layer figure and so inherit its assumptions. Caveats:
 the real peak depends on the pipeline schedule (GPipe, 1F1B, interleaved)
 and on when the backward pass frees each micro-batch's activations; ``m``
