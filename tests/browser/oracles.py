@@ -1,0 +1,154 @@
+"""What each actmem explorer's readouts must show, computed here.
+
+An oracle takes what the browser shows (the control values, parsed from the
+DOM) plus the explorer's fixed layer sizes (``probe_explorers`` reads the
+constructor's ``layer`` dict from the kernel) and calls actmem's pure
+functions -- never the explorer's own ``refresh`` -- to give:
+
+* ``readouts``: readout name -> list of strings that readout's text must
+  contain (formatted with :func:`actmem.format_bytes`, the widgets' unit);
+  names not listed are only required to be non-empty;
+* ``figure``: a hashable key of everything the explorer's figure is drawn
+  from, or None when it has no figure. When the key changes, the PNG bytes
+  in the DOM must change.
+
+Explorer classes without an oracle here fail the control test with a
+message saying so; add one when actmem.widgets grows a new explorer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import actmem
+from actmem import activation_memory, format_bytes
+
+
+@dataclass(frozen=True)
+class Expected:
+    readouts: dict
+    figure: object | None
+
+
+def parse(text):
+    """A control value as the DOM shows it -> int, float, bool or str."""
+    if isinstance(text, bool) or text is None:
+        return text
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _layer_explorer(layer, v, image):
+    r = activation_memory(s=v["s"], b=v["b"], h=v["h"], a=v["a"], t=v["t"])
+    groups = ("fixed", "intermediate", "attention_map", "total")
+    return Expected({g: [format_bytes(getattr(r, g))] for g in groups},
+                    (v["s"], v["b"], v["h"], v["a"], v["t"]) if image else None)
+
+
+def _ledger_explorer(layer, v, image):
+    from actmem.widgets import coefficients  # pure: bytes -> Fractions
+    r = activation_memory(**layer, t=v["t"], activation=v["activation"],
+                          flash_attention=v["flash_attention"])
+    k = coefficients(r)
+    return Expected({"total": [format_bytes(r.total)],
+                     "coefficients": [str(k["fixed"]), str(k["intermediate"]),
+                                      str(k["attention_map"])]},
+                    None)
+
+
+def _sharding_explorer(layer, v, image):
+    r = activation_memory(**layer, t=v["t"])
+    return Expected({g: [format_bytes(r.group_bytes(g))]
+                     for g in ("fixed", "intermediate", "attention_map")},
+                    v["t"] if image else None)
+
+
+def _training_explorer(layer, v, image):
+    L, t, p, m = v["L"], v["t"], v["p"], v["m"]
+    per_layer = activation_memory(**layer, t=t)
+    model = actmem.model_activation_memory(per_layer, L)
+    stage = actmem.pipeline_stage_memory(per_layer, L, p, m)
+    both = lambda n: [format_bytes(n), format_bytes(n, "GiB")]  # noqa: E731
+    return Expected({"per_layer": [format_bytes(per_layer.total)],
+                     "model": both(model), "stage": both(stage),
+                     "naive": both(model / p)},
+                    (per_layer.total, L, p) if image else None)
+
+
+def _variant_explorer(layer, v, image):
+    base = activation_memory(**layer, a=v["a"], t=v["t"])
+    chosen = activation_memory(**layer, **v)
+
+    def groups(r):
+        return [format_bytes(r.total)] + [format_bytes(r.group_bytes(g))
+                                          for g in actmem.GROUPS]
+    key = tuple((r.total, *(r.group_bytes(g) for g in actmem.GROUPS))
+                for r in (base, chosen))
+    return Expected({"chosen": groups(chosen), "baseline": groups(base),
+                     "change": [format_bytes(chosen.total - base.total)]},
+                    key if image else None)
+
+
+ORACLES = {
+    "LayerExplorer": _layer_explorer,
+    "LedgerExplorer": _ledger_explorer,
+    "ShardingExplorer": _sharding_explorer,
+    "TrainingExplorer": _training_explorer,
+    "VariantExplorer": _variant_explorer,
+}
+
+
+def control_values(info: dict, dom_controls: list) -> dict:
+    """Control name -> Python value, from what the DOM shows.
+
+    Controls are matched by description (falling back to display order);
+    a selection's shown label is turned into its value with the option
+    table the probe read (labels -> values), other values are parsed."""
+    by_description = {c["description"]: c for c in info["controls"]}
+    values = {}
+    for i, dom in enumerate(dom_controls):
+        meta = by_description.get(dom["description"])
+        if meta is None and i < len(info["controls"]):
+            meta = info["controls"][i]
+        if meta is None:
+            continue
+        shown = dom["value"]
+        options = meta.get("options")
+        if options and isinstance(shown, str) and shown in options:
+            values[meta["name"]] = options[shown]
+        else:
+            values[meta["name"]] = parse(shown)
+    return values
+
+
+def expected(info: dict, dom_controls: list) -> Expected | None:
+    """Expected readouts for an explorer described by ``probe_explorers``
+    (``info``) whose controls show ``dom_controls`` ({description, value})."""
+    oracle = ORACLES.get(info["cls"])
+    if oracle is None:
+        return None
+    values = control_values(info, dom_controls)
+    missing = [c["name"] for c in info["controls"] if c["name"] not in values]
+    if missing:
+        raise LookupError(f"{info['cls']}: controls {missing} not found in the DOM")
+    return oracle(info.get("layer") or {}, values, info.get("image", False))
+
+
+def mismatches(info: dict, exp: Expected, readout_texts: list) -> list[str]:
+    """Readouts whose DOM text lacks an expected string ([] when all agree)."""
+    names = info["readouts"]
+    if len(names) != len(readout_texts):
+        return [f"{len(readout_texts)} readouts in the DOM, {len(names)} in "
+                f"{info['cls']} ({names})"]
+    bad = []
+    for name, text in zip(names, readout_texts):
+        if not text.strip():
+            bad.append(f"{name}: empty")
+        for want in exp.readouts.get(name, []):
+            if want not in text:
+                bad.append(f"{name}: {text!r} lacks {want!r}")
+    return bad

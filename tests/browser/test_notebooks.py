@@ -1,0 +1,146 @@
+"""Every notebook in a real browser: Run All, then every control.
+
+For each notebook in notebooks/ (discovered, so new notebooks are covered):
+
+* ``test_run_all``: open it in JupyterLab, Run > Run All Cells, wait for the
+  kernel to be idle; every code cell ran, no cell has an error output, the
+  page shows no "Error displaying widget" and no traceback; screenshot.
+* ``test_controls``: for every widget control in every widget output
+  (dropdown, checkbox, slider, toggle buttons, radio, number box), change
+  it with the mouse or keyboard; the control shows the new value, every
+  readout shows what actmem's pure functions give for the new setting
+  (oracles.py), and the figure's PNG bytes changed when what it is drawn
+  from changed; screenshot of the output after each change. One subtest
+  per control.
+
+Screenshots go to artifacts/screenshots/ (printed at the end of the run).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+import oracles
+from jlab import UNSUPPORTED, change_control, notebook_paths, wait_settled
+
+NOTEBOOKS = [p.name for p in notebook_paths()]
+
+TRACEBACK = "Traceback (most recent call last)"
+WIDGET_ERROR = "Error displaying widget"
+
+
+def _page_problems(nb) -> list[str]:
+    text = nb.notebook_text()
+    problems = []
+    if WIDGET_ERROR in text:
+        problems.append(f"the page shows {WIDGET_ERROR!r}")
+    if TRACEBACK in text:
+        i = text.index(TRACEBACK)
+        problems.append("the page shows a traceback: " + text[max(0, i - 200):i + 400])
+    problems += [f"uncaught page error: {e}" for e in nb.page_errors]
+    return problems
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_run_all(runs, notebook):
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: {rec['traceback']}\n"
+                    f"server log:\n{nb.server.log_tail()}", pytrace=False)
+    problems = [f"error output in {e}" for e in rec["errors"]]
+    if nb.unrun:
+        problems.append(f"code cells not run: {nb.unrun}")
+    problems += _page_problems(nb)
+    assert not problems, f"{notebook} after Run All:\n" + "\n".join(problems)
+    print(f"{notebook}: Run All {rec['run_s']:.1f}s, screenshot {rec['screenshot']}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "control"
+
+
+def _check_change(nb, root, index, info, shots: Path, stem: str) -> str:
+    """Change control ``index`` of ``root``; assert the DOM followed."""
+    before = nb.state(root)
+    exp_before = oracles.expected(info, before["controls"]) if info else None
+    action = change_control(nb, root, index)
+    value_before = before["controls"][index]["value"]
+
+    def done(state):
+        if state["controls"][index]["value"] == value_before:
+            return False
+        if info is None:
+            return (state["readouts"] != before["readouts"]
+                    or state["images"] != before["images"])
+        exp = oracles.expected(info, state["controls"])
+        if oracles.mismatches(info, exp, state["readouts"]):
+            return False
+        return exp.figure == exp_before.figure or state["images"] != before["images"]
+
+    after = wait_settled(nb, root, done)
+    ctl = root.controls[index]
+    label = f"{ctl['kind']} {ctl['description']!r} ({action})"
+    shot = shots / f"{stem}__{root.name}__{index:02d}-{_slug(ctl['description'] or ctl['kind'])}.png"
+    try:
+        nb.root_locator(root).screenshot(path=str(shot), timeout=10_000)
+    except Exception as e:  # a screenshot failure is not the widget's fault
+        warnings.warn(f"screenshot {shot.name} failed: {e}")
+
+    assert not after.get("timed_out") or after.get("controls"), f"{label}: output vanished"
+    assert after["controls"][index]["value"] != value_before, \
+        f"{label}: the control still shows {value_before!r}"
+    if info is None:
+        assert (after["readouts"] != before["readouts"]
+                or after["images"] != before["images"]), \
+            f"{label}: no readout and no figure changed"
+    else:
+        exp = oracles.expected(info, after["controls"])
+        bad = oracles.mismatches(info, exp, after["readouts"])
+        assert not bad, (f"{info['cls']} {label}: readouts do not show what actmem "
+                         f"computes for {oracles.control_values(info, after['controls'])}:\n"
+                         + "\n".join(bad))
+        if exp.figure != exp_before.figure:
+            assert after["images"] and after["images"] != before["images"], \
+                f"{info['cls']} {label}: the figure's inputs changed but its PNG did not"
+    problems = _page_problems(nb)
+    assert not problems, f"{label}:\n" + "\n".join(problems)
+    return label
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_controls(runs, notebook, subtests, screenshot_dir):
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: Run All failed ({rec['error']}); see test_run_all",
+                    pytrace=False)
+    roots = nb.roots()
+    controls = [(r, i) for r in roots for i, c in enumerate(r.controls)
+                if c["kind"] not in UNSUPPORTED]
+    if not controls:
+        pytest.skip(f"{notebook} has no widget controls")
+    if not rec["explorers"]:
+        pytest.fail(f"{notebook}: the kernel probe found no actmem explorer "
+                    f"behind {len(roots)} widget outputs", pytrace=False)
+    stem = Path(notebook).stem
+    for root in roots:
+        model_id = rec["model_ids"].get((root.cell, root.output))
+        info = rec["explorers"].get(model_id)
+        if info is None:
+            warnings.warn(f"{notebook} {root.name}: not an actmem explorer; "
+                          "only checking that something changed")
+        elif info["cls"] not in oracles.ORACLES:
+            with subtests.test(msg=f"{root.name} {info['cls']}"):
+                pytest.fail(f"{info['cls']} has no oracle in tests/browser/oracles.py")
+            continue
+        for index, ctl in enumerate(root.controls):
+            if ctl["kind"] in UNSUPPORTED:
+                warnings.warn(f"{notebook} {root.name}: {ctl['kind']} "
+                              f"{ctl['description']!r} not driven")
+                continue
+            with subtests.test(msg=f"{root.name} {ctl['kind']} {ctl['description']!r}"):
+                label = _check_change(nb, root, index, info, screenshot_dir, stem)
+                print(f"{notebook} {root.name}: {label} ok")
