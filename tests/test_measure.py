@@ -157,6 +157,7 @@ def test_explorer_writes_the_chosen_variant(t1, t2):
     results = {n: {1: t1_list, 2: t2[n]} for n, t1_list in
                ((n, [c]) for n, c in t1.items())}
     explorer = MeasureExplorer(results)
+    assert explorer.layer == SMALL and list(explorer.readouts) == ["summary", "table"]
     assert "(15/15 exact)" in explorer.summary.value
     explorer.choice.value = "sdpa_dropout"
     assert explorer.summary.value == summary_line("sdpa_dropout", results["sdpa_dropout"])

@@ -115,7 +115,7 @@ def explain(st: SavedStorage, m: Measurement) -> str:
     if op.startswith("NativeLayerNormBackward0"):
         what = "mean" if op.endswith("result1") else "reciprocal std (rstd)"
         return (f"LayerNorm {what} per token, kept so backward need not "
-                f"recompute it ({st.dtype} on CPU; fp32 on CUDA). The paper "
+                f"recompute it ({st.dtype} on CPU; PyTorch's CUDA kernel keeps fp32). The paper "
                 "leaves it out: s*b elements, tiny next to s*b*h.")
     if st.block == "mlp" and op == "MulBackward0.self":
         return ("silu(gate): eager SwiGLU computes silu(gate) * up as two ops "

@@ -2,7 +2,10 @@
 
 A thin view over results already measured (:func:`.measure_variants`);
 changing the choice writes into two state widgets, ``summary`` (Label)
-and ``table`` (HTML), so tests and notebooks can assert on them.
+and ``table`` (HTML), so tests and notebooks can assert on them. Like the
+explorers of :mod:`actmem.widgets` it exposes ``box``, ``controls``
+(``{"variant": Dropdown}``), ``readouts`` (``{"summary": Label, "table":
+HTML}``) and ``layer`` (the sizes s, b, h, a it was measured at).
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ class MeasureExplorer:
         self.table = widgets.HTML()
         self.choice.observe(self._update, names="value")
         self.box = widgets.VBox([self.choice, self.summary, self.table])
+        self.controls = {"variant": self.choice}
+        self.readouts = {"summary": self.summary, "table": self.table}
+        config = next(iter(results.values()))[1][0].measurement.config
+        self.layer = {k: getattr(config, k) for k in ("s", "b", "h", "a")}
         self._update()
 
     def _update(self, _change=None) -> None:
