@@ -102,6 +102,10 @@ ORACLES = {
 }
 
 
+def _spaces(text: str) -> str:
+    return text.replace("\xa0", " ")
+
+
 def control_values(info: dict, dom_controls: list) -> dict:
     """Control name -> Python value, from what the DOM shows.
 
@@ -117,9 +121,10 @@ def control_values(info: dict, dom_controls: list) -> dict:
         if meta is None:
             continue
         shown = dom["value"]
-        options = meta.get("options")
-        if options and isinstance(shown, str) and shown in options:
-            values[meta["name"]] = options[shown]
+        # ipywidgets shows spaces in option labels as no-break spaces
+        options = {_spaces(k): v for k, v in (meta.get("options") or {}).items()}
+        if isinstance(shown, str) and _spaces(shown) in options:
+            values[meta["name"]] = options[_spaces(shown)]
         else:
             values[meta["name"]] = parse(shown)
     return values
