@@ -6,7 +6,8 @@ constructor's ``layer`` dict from the kernel) and calls actmem's pure
 functions -- never the explorer's own ``refresh`` -- to give:
 
 * ``readouts``: readout name -> list of strings that readout's text must
-  contain (formatted with :func:`actmem.format_bytes`, the widgets' unit);
+  contain (formatted with :func:`actmem.format_bytes`, the widgets' unit),
+  or of callables ``text -> problem or None``;
   names not listed are only required to be non-empty;
 * ``figure``: a hashable key of everything the explorer's figure is drawn
   from, or None when it has no figure. When the key changes, the PNG bytes
@@ -93,12 +94,38 @@ def _variant_explorer(layer, v, image):
                     key if image else None)
 
 
+def _measure_explorer(layer, v, image):
+    """actmem.measure's MeasureExplorer: measured results cannot be redone
+    here, but every ledger prediction the summary states can: for each
+    't=T rank R: ledger N B', N must be the ledger total actmem gives for
+    the chosen variant's options at t=T on rank R."""
+    import re
+
+    from actmem.measure.variants import VARIANTS
+    name = v["variant"]
+    options = VARIANTS[name].options
+
+    def check(text):
+        if not text.startswith(f"{name}: "):
+            return f"does not start with {name + ': '!r}"
+        claims = re.findall(r"t=(\d+) rank (\d+): ledger (\d+) B", text)
+        if not claims:
+            return "states no ledger total"
+        for t, rank, n in claims:
+            want = activation_memory(**layer, t=int(t), **options).total
+            if int(n) != want:
+                return f"t={t} rank {rank}: ledger {n} B, actmem gives {want} B"
+        return None
+    return Expected({"summary": [check]}, None)
+
+
 ORACLES = {
     "LayerExplorer": _layer_explorer,
     "LedgerExplorer": _ledger_explorer,
     "ShardingExplorer": _sharding_explorer,
     "TrainingExplorer": _training_explorer,
     "VariantExplorer": _variant_explorer,
+    "MeasureExplorer": _measure_explorer,
 }
 
 
@@ -154,6 +181,10 @@ def mismatches(info: dict, exp: Expected, readout_texts: list) -> list[str]:
         if not text.strip():
             bad.append(f"{name}: empty")
         for want in exp.readouts.get(name, []):
-            if want not in text:
+            if callable(want):
+                problem = want(text)
+                if problem:
+                    bad.append(f"{name}: {text[:200]!r} {problem}")
+            elif want not in text:
                 bad.append(f"{name}: {text!r} lacks {want!r}")
     return bad
