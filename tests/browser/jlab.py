@@ -362,6 +362,9 @@ class NotebookPage:
         nb._wait_kernel_idle(60)
         page.add_init_script(PAGE_JS)
         page.evaluate(PAGE_JS)
+        # hide the file browser: the notebook gets the whole width
+        if page.locator("#jp-left-stack:not(.lm-mod-hidden)").count():
+            page.keyboard.press("Control+b")
         return nb
 
     def _wait_kernel_idle(self, timeout_s: float) -> None:
@@ -443,7 +446,9 @@ class NotebookPage:
         if full:
             height = page.evaluate("""() => {
                 const n = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
-                return n ? n.scrollHeight : 0; }""")
+                if (!n) return 0;
+                n.scrollTop = 0;
+                return n.scrollHeight; }""")
             tall = min(max(size["height"], height + 250), 16000)
             page.set_viewport_size({"width": size["width"], "height": tall})
             time.sleep(0.4)
