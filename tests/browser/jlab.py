@@ -311,8 +311,10 @@ PAGE_JS = r"""
       const onInput = () => { if (probe.t0 === null) probe.t0 = performance.now(); };
       for (const ev of ['change', 'input', 'keydown', 'pointerdown', 'mousedown', 'click'])
         root.addEventListener(ev, onInput, {capture: true});
+      probe.last = performance.now();
       probe.observer = new MutationObserver(() => {
         const now = performance.now();
+        probe.last = now;
         rs.forEach((e, i) => { const t = e.innerText; if (t !== probe.texts[i]) { probe.texts[i] = t; probe.readout[i] = now; } });
         is.forEach((e, i) => { const s = e.getAttribute('src'); if (s !== probe.srcs[i]) { probe.srcs[i] = s; probe.image[i] = now; } });
       });
@@ -320,6 +322,8 @@ PAGE_JS = r"""
       probe.detach = () => { probe.observer.disconnect(); for (const ev of ['change', 'input', 'keydown', 'pointerdown', 'mousedown', 'click']) root.removeEventListener(ev, onInput, {capture: true}); };
       window.__actmem.probe = probe;
     },
+    peek: () => { const p = window.__actmem.probe; if (!p) return null;
+      return {t0: p.t0, readout: p.readout, image: p.image, quiet: performance.now() - p.last}; },
     disarm: () => { const p = window.__actmem.probe; if (!p) return null; p.detach();
       window.__actmem.probe = null;
       return {t0: p.t0, readout: p.readout, image: p.image}; },

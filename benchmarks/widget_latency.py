@@ -1,0 +1,259 @@
+"""Widget latency in a real browser: control change -> readout / figure in the DOM.
+
+Starts one ``jupyter lab`` (127.0.0.1, temporary copy of notebooks/) and one
+headless Debian Chromium, like tests/browser/. For every widget output of
+every notebook it changes each kind of control (dropdown, checkbox, toggle
+buttons, ...) ``--changes`` times as a person would, and measures inside the
+page (performance.now()):
+
+* readout: from the user's input event on the control to the last change of
+  a readout's text (Label/HTML) -- the moment every readout shows its new
+  value;
+* figure: from the same event to the last change of an <img> src inside the
+  output (the new PNG is in the DOM).
+
+In the same run it measures the floor: a notebook written to the temporary
+folder with one control of each kind observed by a no-op that only echoes
+the value into a Label. readout/floor says how much of the latency is
+actmem's work (compute, draw, PNG) rather than the widget round trip.
+
+Writes JSON (default artifacts/latency.json) and prints a summary. Every
+readout reached after a change is also checked against actmem's pure
+functions (tests/browser/oracles.py); mismatches are counted in the JSON.
+
+    .venv/bin/python benchmarks/widget_latency.py [--changes 20] [--out PATH]
+        [--notebooks 04_worked_example.ipynb ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "browser"))
+
+import oracles  # noqa: E402
+from jlab import (ARTIFACTS, CHROMIUM, UNSUPPORTED, Browser, LabServer,  # noqa: E402
+                  NotebookPage, change_control, copy_notebooks, notebook_paths,
+                  percentile, probe_explorers, widget_model_ids)
+
+FLOOR_NOTEBOOK = "_latency_floor.ipynb"
+FLOOR_CODE = '''import ipywidgets as w
+from IPython.display import display
+
+echo = w.Label()
+controls = [w.Dropdown(options=list(range(20)), value=0, description="dropdown"),
+            w.Checkbox(value=False, description="checkbox"),
+            w.ToggleButtons(options=["x", "y", "z"], value="x", description="toggle"),
+            w.IntSlider(value=0, min=0, max=100, description="slider")]
+
+
+def noop(change):  # the floor: nothing computed, the value echoed back
+    echo.value = f"{change['owner'].description} = {change['new']}"
+
+
+for c in controls:
+    c.observe(noop, names="value")
+display(w.VBox([*controls, echo]))
+'''
+
+
+def write_floor_notebook(folder: Path) -> str:
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(FLOOR_CODE)]
+    nbformat.write(nb, str(folder / FLOOR_NOTEBOOK))
+    return FLOOR_NOTEBOOK
+
+
+def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0, need_readout=True) -> dict:
+    """Wait until the probe saw a readout change (if needed) and nothing in
+    the output changed for ``quiet_ms``; cheap in-page polling only."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        p = nb.page.evaluate("window.__actmem.peek()")
+        seen = any(x is not None for x in p["readout"]) or not need_readout
+        if p["t0"] is not None and seen and p["quiet"] >= quiet_ms:
+            break
+        time.sleep(0.05)
+    return nb.page.evaluate("window.__actmem.disarm()")
+
+
+def measure_change(nb, root, index, step) -> dict:
+    nb.page.evaluate("([c, o]) => window.__actmem.arm(c, o)", [root.cell, root.output])
+    change_control(nb, root, index, step=step)
+    p = settle(nb)
+    out = {"readout_ms": None, "figure_ms": None}
+    if p["t0"] is None:
+        return out
+    rs = [t for t in p["readout"] if t is not None]
+    im = [t for t in p["image"] if t is not None]
+    if rs:
+        out["readout_ms"] = max(rs) - p["t0"]
+    if im:
+        out["figure_ms"] = max(im) - p["t0"]
+    return out
+
+
+def summary(values) -> dict | None:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return None
+    return {"n": len(xs), "median_ms": round(statistics.median(xs), 1),
+            "p95_ms": round(percentile(xs, 95), 1), "min_ms": round(min(xs), 1),
+            "max_ms": round(max(xs), 1)}
+
+
+def run_root(nb, root, info, changes: int, log) -> dict:
+    """``changes`` changes per kind of control in one widget output."""
+    kinds: dict[str, list[int]] = {}
+    for i, c in enumerate(root.controls):
+        if c["kind"] not in UNSUPPORTED:
+            kinds.setdefault(c["kind"], []).append(i)
+    result = {}
+    for kind, indices in kinds.items():
+        samples, mismatched = [], 0
+        for n in range(changes):
+            index = indices[n % len(indices)]
+            s = measure_change(nb, root, index, step=1)
+            s["control"] = root.controls[index]["description"]
+            if info and info["cls"] in oracles.ORACLES:
+                state = nb.state(root)
+                try:
+                    exp = oracles.expected(info, state["controls"])
+                    if oracles.mismatches(info, exp, state["readouts"]):
+                        mismatched += 1
+                except (ValueError, TypeError, LookupError):
+                    mismatched += 1
+            samples.append(s)
+        result[kind] = {
+            "controls": sorted({s["control"] for s in samples}),
+            "readout": summary(s["readout_ms"] for s in samples),
+            "figure": summary(s["figure_ms"] for s in samples),
+            "changes": len(samples),
+            "no_readout_change": sum(s["readout_ms"] is None for s in samples),
+            "oracle_mismatches": mismatched if info else None,
+            "samples_ms": [[None if s["readout_ms"] is None else round(s["readout_ms"], 1),
+                            None if s["figure_ms"] is None else round(s["figure_ms"], 1)]
+                           for s in samples],
+        }
+        r, f = result[kind]["readout"], result[kind]["figure"]
+        log(f"    {kind:15s} readout {fmt(r)}  figure {fmt(f)}")
+    return result
+
+
+def fmt(s) -> str:
+    return "-" if not s else f"median {s['median_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms (n={s['n']})"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--changes", type=int, default=20,
+                    help="changes per kind of control per widget output (>= 20)")
+    ap.add_argument("--out", type=Path, default=ARTIFACTS / "latency.json")
+    ap.add_argument("--notebooks", nargs="*", help="names in notebooks/ (default all)")
+    args = ap.parse_args(argv)
+    if not os.path.exists(CHROMIUM):
+        print(f"no browser at {CHROMIUM}", file=sys.stderr)
+        return 2
+    log = lambda *a: print(*a, flush=True)  # noqa: E731
+
+    root_dir = Path(tempfile.mkdtemp(prefix="actmem-latency-"))
+    copy_notebooks(root_dir)
+    floor_name = write_floor_notebook(root_dir)
+    names = args.notebooks or [p.name for p in notebook_paths()]
+    report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version()},
+              "changes_per_kind": args.changes,
+              "method": ("in-page performance.now(): user input event on the control -> "
+                         "last text change of a Label/HTML readout (readout) and last "
+                         "src change of an <img> (figure) in the same output"),
+              "floor": {}, "notebooks": {}}
+    server = LabServer(root_dir).start()
+    browser = None
+    try:
+        browser = Browser()
+        # floor first, then the notebooks, then the floor again (drift check)
+        for label in ("floor", *names, "floor_again"):
+            name = floor_name if label.startswith("floor") else label
+            log(f"{label}: {name}")
+            nb = NotebookPage.open(server, browser, name)
+            try:
+                nb.run_all()
+                saved = nb.save()
+                ids = widget_model_ids(saved)
+                explorers = probe_explorers(server, name)
+                entry = {}
+                for root in nb.roots():
+                    if not any(c["kind"] not in UNSUPPORTED for c in root.controls):
+                        continue
+                    info = explorers.get(ids.get((root.cell, root.output)))
+                    log(f"  {root.name} {info['cls'] if info else ''}")
+                    entry[root.name] = {"explorer": info["cls"] if info else None,
+                                        "kinds": run_root(nb, root, info, args.changes, log)}
+                if label.startswith("floor"):
+                    report[label] = entry
+                else:
+                    report["notebooks"][name] = entry
+            finally:
+                nb.close()
+    finally:
+        if browser is not None:
+            browser.close()
+        server.stop()
+
+    # aggregate per kind of control over every notebook, and against the floor
+    agg: dict[str, dict[str, list]] = {}
+    for entry in report["notebooks"].values():
+        for out in entry.values():
+            for kind, k in out["kinds"].items():
+                a = agg.setdefault(kind, {"readout": [], "figure": []})
+                for r, f in k["samples_ms"]:
+                    a["readout"].append(r)
+                    a["figure"].append(f)
+    floor = {}
+    for key in ("floor", "floor_again"):
+        for out in report.get(key, {}).values():
+            for kind, k in out["kinds"].items():
+                floor.setdefault(kind, []).extend(r for r, _ in k["samples_ms"])
+    report["summary"] = {}
+    log("\nsummary (all notebooks):")
+    for kind, a in sorted(agg.items()):
+        r, f = summary(a["readout"]), summary(a["figure"])
+        fl = summary(floor.get(kind, []))
+        ratio = round(r["median_ms"] / fl["median_ms"], 2) if r and fl else None
+        report["summary"][kind] = {"readout": r, "figure": f, "floor": fl,
+                                   "readout_over_floor_median": ratio,
+                                   "goal_readout_median_100ms": bool(r and r["median_ms"] <= 100),
+                                   "goal_figure_median_300ms": (None if not f else f["median_ms"] <= 300)}
+        log(f"  {kind:15s} readout {fmt(r)}\n  {'':15s} figure  {fmt(f)}\n"
+            f"  {'':15s} floor   {fmt(fl)}   readout/floor {ratio}")
+    all_r = [x for a in agg.values() for x in a["readout"]]
+    all_f = [x for a in agg.values() for x in a["figure"]]
+    all_floor = [x for xs in floor.values() for x in xs]
+    overall = {"readout": summary(all_r), "figure": summary(all_f), "floor": summary(all_floor)}
+    if overall["readout"] and overall["floor"]:
+        overall["readout_over_floor_median"] = round(
+            overall["readout"]["median_ms"] / overall["floor"]["median_ms"], 2)
+    report["summary"]["all"] = overall
+    log(f"  {'all':15s} readout {fmt(overall['readout'])}\n  {'':15s} figure  "
+        f"{fmt(overall['figure'])}\n  {'':15s} floor   {fmt(overall['floor'])}   "
+        f"readout/floor {overall.get('readout_over_floor_median')}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    log(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
