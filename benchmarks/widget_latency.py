@@ -83,7 +83,8 @@ def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0, need_readout=True) 
     while time.monotonic() < deadline:
         p = nb.page.evaluate("window.__actmem.peek()")
         seen = any(x is not None for x in p["readout"]) or not need_readout
-        if p["t0"] is not None and seen and p["quiet"] >= quiet_ms:
+        # a change may leave every readout as it was: stop after 2 s of quiet
+        if p["t0"] is not None and p["quiet"] >= (quiet_ms if seen else 2000):
             break
         time.sleep(0.05)
     return nb.page.evaluate("window.__actmem.disarm()")
