@@ -59,6 +59,31 @@ def extras_table(c: Comparison) -> str:
         f"{'':>11}{e.why}" for e in c.extras) or "(no extras)"
 
 
+def variants_table(results: dict[str, dict[int, list[Comparison]]],
+                   rank: int = 0) -> str:
+    """One line per variant, one column group per t (rank ``rank`` of each):
+    ledger bytes, bytes measured for the ledger rows, exact rows, extras.
+
+    ``results`` maps a variant name to ``{t: [comparison per rank]}``.
+    """
+    ts = sorted(next(iter(results.values())))
+    head = ["variant"] + [f"{kind} t={t}" for t in ts
+                          for kind in ("ledger", "measured", "exact", "extras")]
+    lines = [head]
+    for name, by_t in results.items():
+        line = [name]
+        for t in ts:
+            c = by_t[t][min(rank, len(by_t[t]) - 1)]
+            exact = sum(r.exact for r in c.rows)
+            line += [str(c.ledger_total), str(c.measured_rows_total),
+                     f"{exact}/{len(c.rows)}", str(c.extras_total)]
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(line, widths)))
+                     for line in lines)
+
+
 def summary_line(name: str, by_t: dict[int, list[Comparison]]) -> str:
     """One line per variant: ledger vs measured rows vs extras, every rank."""
     parts = []
