@@ -163,3 +163,17 @@ def test_explorer_writes_the_chosen_variant(t1, t2):
     assert explorer.summary.value == summary_line("sdpa_dropout", results["sdpa_dropout"])
     assert "(9/13 exact), extras 147968 B" in explorer.summary.value
     assert "query" in explorer.table.value and "math fallback" in explorer.table.value
+
+
+def test_variants_table_has_one_line_per_variant_with_exact_counts(t1, t2):
+    from actmem.measure.report import variants_table
+    results = {n: {1: [t1[n]], 2: t2[n]} for n in ("paper", "full")}
+    lines = variants_table(results).splitlines()
+    assert lines[0].split() == ["variant", "ledger", "t=1", "measured", "t=1", "exact",
+                                "t=1", "extras", "t=1", "ledger", "t=2", "measured",
+                                "t=2", "exact", "t=2", "extras", "t=2"]
+    paper = lines[1].split()
+    assert paper == ["paper", "180224", "180224", "15/15", "512",
+                     "110592", "110592", "15/15", "512"]
+    assert lines[2].split() == ["full", "8192", "8192", "1/1", "0",
+                                "8192", "8192", "1/1", "0"]
