@@ -1,23 +1,30 @@
 """nbval collection rules for notebooks/.
 
-Notebook 07 measures a PyTorch layer, so it needs the ``measure`` extra
-(torch). Without torch its cells are skipped with a reason, unless the
-``CI`` environment variable is set: in CI a missing torch must fail.
+A notebook lists the optional modules it needs in its metadata
+(``"actmem": {"requires": ["torch"]}``; notebook 07 needs the ``measure``
+extra). When one is missing its cells are skipped with a reason, unless the
+``CI`` environment variable is set: in CI a missing module must fail.
 """
 
 import importlib.util
+import json
 import os
 
 import pytest
 
-NEEDS_TORCH = {"07_measure_it.ipynb"}
+
+def missing_requirements(path) -> list[str]:
+    """Modules the notebook at ``path`` requires that cannot be imported."""
+    metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    needs = metadata.get("actmem", {}).get("requires", [])
+    return [m for m in needs if importlib.util.find_spec(m) is None]
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("CI") or importlib.util.find_spec("torch") is not None:
+    if os.environ.get("CI"):
         return
-    skip = pytest.mark.skip(reason="torch is not installed: pip install -e "
-                            "'.[measure]' (torch==2.13.0, CPU) to run this notebook")
     for item in items:
-        if item.path.name in NEEDS_TORCH:
-            item.add_marker(skip)
+        if item.path.suffix == ".ipynb" and (missing := missing_requirements(item.path)):
+            item.add_marker(pytest.mark.skip(
+                reason=f"{', '.join(missing)} not installed: pip install -e "
+                "'.[measure]' (torch==2.13.0, CPU) to run this notebook"))

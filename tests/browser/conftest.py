@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from jlab import (ARTIFACTS, CHROMIUM, Browser, LabServer, NotebookPage,
-                  copy_notebooks, error_outputs, probe_explorers, widget_model_ids)
+from jlab import (ARTIFACTS, CHROMIUM, NOTEBOOKS, Browser, LabServer, NotebookPage,
+                  copy_notebooks, error_outputs, missing_requirements,
+                  probe_explorers, widget_model_ids)
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
 _written = []  # set once this session has written screenshots
@@ -32,15 +33,24 @@ def pytest_collection_modifyitems(config, items):
     (Run All once, then its controls), keeping other tests in place."""
     here = Path(__file__).parent
     mine = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
-    for i in mine:
-        items[i].add_marker(pytest.mark.browser)
-
     def key(item):
         spec = getattr(item, "callspec", None)
         return spec.params.get("notebook", "") if spec else ""
+
+    for i in mine:
+        items[i].add_marker(pytest.mark.browser)
+        missing = key(items[i]) and missing_requirements(NOTEBOOKS / key(items[i]))
+        if missing and not _ci():
+            items[i].add_marker(pytest.mark.skip(
+                reason=f"{', '.join(missing)} not installed: pip install -e "
+                "'.[measure]' (torch==2.13.0, CPU) to run this notebook"))
     ordered = sorted((items[i] for i in mine), key=key)  # stable: run_all first
     for i, item in zip(mine, ordered):
         items[i] = item
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "") not in ("", "0", "false", "False")
 
 
 def _missing() -> str | None:
@@ -58,7 +68,7 @@ def _missing() -> str | None:
 def browser_available():
     reason = _missing()
     if reason:
-        if os.environ.get("CI", "") not in ("", "0", "false", "False"):
+        if _ci():
             pytest.fail(f"CI is set and the browser suite cannot run: {reason}",
                         pytrace=False)
         pytest.skip(reason)

@@ -15,6 +15,7 @@ the processes they started.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -59,6 +60,14 @@ LAB_SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings":
         {"autosave": False},
 }
+
+
+def missing_requirements(path: Path) -> list[str]:
+    """Optional modules the notebook's metadata requires
+    (``"actmem": {"requires": [...]}``) that cannot be imported."""
+    metadata = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    needs = metadata.get("actmem", {}).get("requires", [])
+    return [m for m in needs if importlib.util.find_spec(m) is None]
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:
