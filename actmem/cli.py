@@ -1,5 +1,7 @@
 """Command line: ``python -m actmem`` / ``actmem`` prints the seed's table.
 
+The table: activation memory per layer, per micro-batch, per GPU, in MiB.
+
 Columns fixed, intermediate, attention map and total in MiB for one
 configuration and a list of tensor-parallel sizes (Korthikanti et al. 2022,
 sec. 4.2); ``--json`` prints the same in bytes, ``-L`` adds the whole model.
@@ -17,6 +19,9 @@ from .training import model_activation_memory
 from .units import format_bytes, to_mib
 
 COLUMNS = ("fixed", "intermediate", "attention_map", "total")
+DESCRIPTION = ("Activation memory one Transformer layer keeps for backward, per "
+               "micro-batch, per GPU (Korthikanti et al. 2022): the terms fixed, "
+               "intermediate and attention map, for each tensor-parallel size t.")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,8 +32,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="actmem", description=__doc__.splitlines()[0])
-    size = parser.add_argument_group("layer (paper symbols; default: the seed's example)")
+    parser = _Parser(prog="actmem", description=DESCRIPTION)
+    size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
     size.add_argument("--s", type=int, default=2048, help="sequence length (2048)")
     size.add_argument("--b", type=int, default=1, help="micro-batch size (1)")
     size.add_argument("--h", type=int, default=4096, help="hidden size (4096)")
@@ -37,13 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="tensor-parallel sizes (1 2 4 8)")
     size.add_argument("-L", "--layers", type=int, help="add L*M for L layers")
     opts = parser.add_argument_group("storage options")
-    opts.add_argument("--sequence-parallel", action="store_true")
-    opts.add_argument("--recompute", choices=RECOMPUTE, default="none")
-    opts.add_argument("--flash-attention", action="store_true")
-    opts.add_argument("--kv-heads", type=int, help="grouped-query attention: g")
+    opts.add_argument("--sequence-parallel", action="store_true",
+                      help="split the replicated tensors along s (needs t | s)")
+    opts.add_argument("--recompute", choices=RECOMPUTE, default="none",
+                      help="activation recomputation (none)")
+    opts.add_argument("--flash-attention", action="store_true",
+                      help="fused attention: no s x s map is stored")
+    opts.add_argument("--kv-heads", type=int,
+                      help="grouped-query attention: key/value heads g (a)")
     opts.add_argument("--ffn-hidden-size", type=int, help="MLP width f (4h)")
-    opts.add_argument("--activation", choices=ACTIVATIONS, default="gelu")
-    opts.add_argument("--no-dropout", dest="dropout", action="store_false")
+    opts.add_argument("--activation", choices=ACTIVATIONS, default="gelu",
+                      help="MLP activation (gelu)")
+    opts.add_argument("--no-dropout", dest="dropout", action="store_false",
+                      help="the layer applies no dropout")
     parser.add_argument("--json", action="store_true", help="print bytes as JSON")
     return parser
 
