@@ -216,6 +216,7 @@ class VariantExplorer:
                          "change": w.Label(), "diff": w.HTML()}
         self.image = w.Image(format="png") if figure else None
         self._busy = False
+        self._heads = a  # to keep multi-head attention when a changes
         for control in self.controls.values():
             control.observe(self._changed, names="value")
         rows = [w.HBox([self.controls[k] for k in ("a", "t", "kv_heads", "ffn_hidden_size")]),
@@ -247,19 +248,26 @@ class VariantExplorer:
         self.refresh()
 
     def _restrict(self) -> None:
-        """Narrow t, kv_heads and f to values valid for the current a, t, SP."""
+        """Narrow t, kv_heads and f to values valid for the current a, t, SP.
+
+        Multi-head attention (kv_heads = a) stays multi-head when a changes.
+        """
         v = self.values()
         s, h = self.layer["s"], self.layer["h"]
+        multi_head = v["kv_heads"] == self._heads
+        self._heads = v["a"]
         t = self._set("t", tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"]))
-        self._set("kv_heads", kv_head_choices(v["a"], t))
+        self._set("kv_heads", kv_head_choices(v["a"], t), v["a"] if multi_head else None)
         self._set("ffn_hidden_size", ffn_choices(h, t, self._extra_f))
 
-    def _set(self, name: str, options: list) -> int:
+    def _set(self, name: str, options: list, prefer: int | None = None) -> int:
+        """Offer ``options``; keep the value (or ``prefer``) if allowed,
+        else the closest allowed value below it."""
         from .widgets import closest
 
         control = self.controls[name]
         allowed = [o[1] if isinstance(o, tuple) else o for o in options]
-        value = closest(control.value, allowed)
+        value = closest(control.value if prefer is None else prefer, allowed)
         if list(control.options) != options:
             control.options = options
         control.value = value

@@ -164,3 +164,13 @@ def test_invalid_initial_values_raise_the_models_errors():
         VariantExplorer(h=6656, a=52, t=8, figure=False)
     with pytest.raises(ValueError, match=r"^kv_heads=5 must divide a=32"):
         VariantExplorer(kv_heads=5, figure=False)
+
+
+def test_multi_head_attention_follows_a_and_gqa_keeps_its_kv_heads():
+    mha = VariantExplorer(s=2048, b=1, h=4096, a=32, t=1, figure=False)
+    mha.controls["a"].value = 64
+    assert mha.values()["kv_heads"] == 64
+    assert mha.results()[1].total == actmem.activation_memory(2048, 1, 4096, 64).total
+    gqa = VariantExplorer(s=2048, b=1, h=4096, a=32, t=1, kv_heads=8, figure=False)
+    gqa.controls["a"].value = 64
+    assert gqa.values()["kv_heads"] == 8
