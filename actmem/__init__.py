@@ -7,18 +7,13 @@ Plotting and widgets live in :mod:`actmem.figures` and :mod:`actmem.widgets`
 and are imported only when used.
 """
 
-from .config import ACTIVATIONS, RECOMPUTE, LayerConfig
+from .config import ACTIVATIONS, RECOMPUTE, LayerConfig, valid_tensor_parallel_sizes
 from .formula import TABLE2_FORMULAS, seed_formula
 from .ledger import GROUPS, PLACEMENTS, LedgerRow, ledger
 from .memory import TABLE2, ActivationMemory, activation_memory, table2
 from .training import model_activation_memory, pipeline_stage_memory
 from .units import UNITS, convert, format_bytes, to_gb, to_gib, to_mib
 from .validate import common_divisors
-
-
-def valid_tensor_parallel_sizes(h: int, a: int) -> list[int]:
-    """Values of t that divide both a and h, ascending (choices for widgets)."""
-    return common_divisors(a, h)
 
 
 __all__ = [

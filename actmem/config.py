@@ -10,13 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import choice, divides, flag, positive_int
+from .validate import choice, common_divisors, divides, flag, positive_int
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation modes: none, selective (core attention), full."""
 
 ACTIVATIONS = ("gelu", "swiglu")
 """MLP activation functions the ledger knows how to count."""
+
+
+def valid_tensor_parallel_sizes(h: int, a: int) -> list[int]:
+    """Values of t that divide both a and h, ascending (choices for widgets).
+
+    >>> valid_tensor_parallel_sizes(6656, 52)
+    [1, 2, 4, 13, 26, 52]
+    """
+    return common_divisors(a, h)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from fractions import Fraction
 import ipywidgets as widgets
 
 from . import figures
+from .config import valid_tensor_parallel_sizes
 from .memory import activation_memory
 from .training import model_activation_memory, pipeline_stage_memory
 from .units import format_bytes, to_mib
@@ -38,11 +39,6 @@ L_CHOICES = (24, 32, 40, 48, 96)
 def head_choices(h: int) -> list[int]:
     """Head counts from :data:`A_CHOICES` that divide ``h``."""
     return [a for a in A_CHOICES if h % a == 0]
-
-
-def tensor_parallel_choices(h: int, a: int) -> list[int]:
-    """Valid tensor-parallel sizes: every t dividing both a and h."""
-    return common_divisors(a, h)
 
 
 def closest(value: int, options: list[int]) -> int:
@@ -149,7 +145,7 @@ class LayerExplorer(_Explorer):
             "s": _dropdown("s", S_CHOICES, s), "b": _dropdown("b", B_CHOICES, b),
             "h": _dropdown("h", H_CHOICES, h),
             "a": _dropdown("a", head_choices(h), a),
-            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
         }
         readouts = {k: widgets.Label() for k in
                     ("fixed", "intermediate", "attention_map", "total")}
@@ -159,7 +155,7 @@ class LayerExplorer(_Explorer):
     def restrict(self):
         self._set_options("a", head_choices(self.controls["h"].value))
         v = self.values()
-        self._set_options("t", tensor_parallel_choices(v["h"], v["a"]))
+        self._set_options("t", valid_tensor_parallel_sizes(v["h"], v["a"]))
 
     def refresh(self):
         v = self.values()
@@ -189,7 +185,7 @@ class LedgerExplorer(_Explorer):
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1):
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {
-            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
             "activation": _dropdown("MLP", ("gelu", "swiglu"), "gelu"),
             "flash_attention": widgets.Checkbox(value=False,
                                                 description="FlashAttention"),
@@ -217,7 +213,7 @@ class ShardingExplorer(_Explorer):
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=2):
         self.layer = dict(s=s, b=b, h=h, a=a)
-        controls = {"t": _dropdown("t", tensor_parallel_choices(h, a), t)}
+        controls = {"t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t)}
         readouts = {k: widgets.Label() for k in
                     ("fixed", "intermediate", "attention_map")}
         super().__init__(controls, readouts, image=True)
@@ -243,7 +239,7 @@ class TrainingExplorer(_Explorer):
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {
             "L": _dropdown("L", L_CHOICES, L),
-            "t": _dropdown("t", tensor_parallel_choices(h, a), t),
+            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
             "p": _dropdown("p", common_divisors(L), p),
             "m": _dropdown("m", range(1, 17), m),
         }

@@ -25,7 +25,7 @@ def set_layer(explorer, **values):
 def layers():
     for h in widgets.H_CHOICES:
         for a in widgets.head_choices(h):
-            for t in widgets.tensor_parallel_choices(h, a)[::2]:
+            for t in actmem.valid_tensor_parallel_sizes(h, a)[::2]:
                 yield h, a, t
 
 
@@ -76,10 +76,10 @@ def test_changing_h_and_a_restricts_t_to_common_divisors():
 def test_every_offered_t_is_valid(h):
     for a in widgets.head_choices(h):
         assert h % a == 0
-        for t in widgets.tensor_parallel_choices(h, a):
+        for t in actmem.valid_tensor_parallel_sizes(h, a):
             assert a % t == 0 and h % t == 0
         assert [t for t in range(1, a + 1) if a % t == 0 and h % t == 0] == \
-            widgets.tensor_parallel_choices(h, a)
+            actmem.valid_tensor_parallel_sizes(h, a)
 
 
 def test_layer_explorer_figure_is_png_and_redraws():

@@ -1,0 +1,13 @@
+"""The examples in the model's docstrings run and print what they say."""
+
+import doctest
+
+import pytest
+
+from actmem import config, memory, training, validate
+
+
+@pytest.mark.parametrize("module", [config, memory, training, validate])
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
