@@ -2,42 +2,65 @@
 
 from __future__ import annotations
 
+from numbers import Real
+
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 10**9}
 """Bytes per unit."""
 
 
-def convert(n_bytes: int, unit: str) -> float:
+def convert(n_bytes: Real, unit: str) -> float:
     """``n_bytes`` expressed in ``unit`` (one of ``UNITS``).
 
     Raises:
+        TypeError: ``n_bytes`` is not a number.
         ValueError: unknown unit.
     """
-    if unit not in UNITS:
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, Real):
+        raise TypeError(f"n_bytes must be a number of bytes, got {n_bytes!r}")
+    if not isinstance(unit, str) or unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
     return n_bytes / UNITS[unit]
 
 
-def to_mib(n_bytes: int) -> float:
+def to_mib(n_bytes: Real) -> float:
     """Bytes to MiB (2^20 bytes)."""
     return convert(n_bytes, "MiB")
 
 
-def to_gib(n_bytes: int) -> float:
+def to_gib(n_bytes: Real) -> float:
     """Bytes to GiB (2^30 bytes)."""
     return convert(n_bytes, "GiB")
 
 
-def to_gb(n_bytes: int) -> float:
+def to_gb(n_bytes: Real) -> float:
     """Bytes to GB (10^9 bytes)."""
     return convert(n_bytes, "GB")
 
 
-def format_bytes(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
+def format_value(n_bytes: Real, unit: str = "MiB", digits: int = 2) -> str:
+    """The number of ``unit`` in ``n_bytes``, fixed-point, without the unit.
+
+    Whole values print without decimals (``'4036608'``, never ``4.03661e+06``);
+    others keep up to ``digits`` decimals, trailing zeros removed
+    (``'5.75'``). Used for table columns whose header names the unit.
+
+    Raises:
+        TypeError: ``n_bytes`` not a number, ``digits`` not an int.
+        ValueError: unknown unit, or ``digits`` < 0.
+    """
+    if isinstance(digits, bool) or not isinstance(digits, int):
+        raise TypeError(f"digits must be an integer, got {digits!r}")
+    if digits < 0:
+        raise ValueError(f"digits must be >= 0, got {digits}")
+    text = f"{convert(n_bytes, unit):.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def format_bytes(n_bytes: Real, unit: str = "MiB", digits: int = 2) -> str:
     """``n_bytes`` in ``unit`` with the unit printed, e.g. ``'184 MiB'``.
 
-    Whole values print without decimals; others keep up to ``digits``
-    decimals, trailing zeros removed (``'5.75 GiB'``).
+    See :func:`format_value` for the number; errors as there.
     """
-    value = convert(n_bytes, unit)
-    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
-    return f"{text} {unit}"
+    return f"{format_value(n_bytes, unit, digits)} {unit}"

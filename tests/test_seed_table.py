@@ -93,3 +93,26 @@ def test_to_mib_uses_2_to_the_20():
     assert actmem.to_gb(10**9) == 1.0
     assert actmem.format_bytes(184 * MIB) == "184 MiB"
     assert actmem.format_bytes(1536, "KiB") == "1.5 KiB"
+
+
+@pytest.mark.parametrize("n_bytes, unit, digits, text", [
+    (10 * MIB, "MiB", 0, "10 MiB"),
+    (100 * MIB, "MiB", 2, "100 MiB"),
+    (4036608 * MIB, "MiB", 2, "4036608 MiB"),
+    (5888 * MIB, "GiB", 2, "5.75 GiB"),
+    (MIB // 3, "MiB", 3, "0.333 MiB"),
+    (-1, "MiB", 2, "0 MiB"),
+])
+def test_format_bytes_is_fixed_point_and_keeps_real_zeros(n_bytes, unit, digits, text):
+    assert actmem.format_bytes(n_bytes, unit, digits) == text
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(n_bytes="1024"), TypeError, "n_bytes must be a number of bytes, got '1024'"),
+    (dict(n_bytes=1, unit=["MiB"]), ValueError, r"unit must be one of .*got \['MiB'\]"),
+    (dict(n_bytes=1, digits=-1), ValueError, "digits must be >= 0, got -1"),
+    (dict(n_bytes=1, digits=1.5), TypeError, "digits must be an integer, got 1.5"),
+])
+def test_format_bytes_refuses_bad_input_by_name(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        actmem.format_bytes(**kwargs)
