@@ -4,7 +4,7 @@ The table: activation memory per layer, per micro-batch, per GPU, in MiB.
 
 Columns fixed, intermediate, attention map and total in MiB for one
 configuration and a list of tensor-parallel sizes (Korthikanti et al. 2022,
-sec. 4.2); ``--json`` prints the same in bytes, ``-L`` adds the whole model.
+sec. 4.2.1); ``--json`` prints the same in bytes, ``-L`` adds the whole model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from .config import ACTIVATIONS, RECOMPUTE
 from .memory import activation_memory
 from .training import model_activation_memory
-from .units import format_bytes, to_mib
+from .units import format_bytes, format_value
 
 COLUMNS = ("fixed", "intermediate", "attention_map", "total")
 DESCRIPTION = ("Activation memory one Transformer layer keeps for backward, per "
@@ -32,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser: layer sizes, storage options, -L and --json."""
     parser = _Parser(prog="actmem", description=DESCRIPTION)
     size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
     size.add_argument("--s", type=int, default=2048, help="sequence length (2048)")
@@ -86,16 +87,17 @@ def render_table(args, rows: list[dict]) -> str:
     lines = [f"s={args.s} b={args.b} h={args.h} a={args.a}: MiB per layer, "
              "per micro-batch, per GPU", head]
     for r in rows:
-        cells = " ".join(f"{to_mib(r[c]):>{w}g}" for c, w in
+        cells = " ".join(f"{format_value(r[c]):>{w}}" for c, w in
                          zip(COLUMNS, (10, 13, 14, 10)))
         lines.append(f"{r['t']:>4} {cells}")
-    for r in rows if args.layers is not None else []:
-        lines.append(f"L={args.layers}, t={r['t']}: {format_bytes(r['model'], 'MiB')}"
-                     f" = {format_bytes(r['model'], 'GiB')}")
+    if args.layers is not None:
+        lines += [f"L={args.layers}, t={r['t']}: {format_bytes(r['model'], 'MiB')}"
+                  f" = {format_bytes(r['model'], 'GiB')}" for r in rows]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns 0, or exits 2 with a one-line error."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

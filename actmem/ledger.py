@@ -69,17 +69,29 @@ class LedgerRow:
 
     @property
     def bytes(self) -> int:
-        """Bytes this tensor occupies on one GPU (exact)."""
-        assert self.global_bytes % self.ranks == 0, self
-        return self.global_bytes // self.ranks
+        """Bytes this tensor occupies on one GPU (exact).
+
+        Raises:
+            ValueError: the tensor does not split evenly over its ranks
+                (cannot happen for rows built from a valid LayerConfig).
+        """
+        share, remainder = divmod(self.global_bytes, self.ranks)
+        if remainder:
+            raise ValueError(f"{self.key}: {self.global_bytes} bytes do not split "
+                             f"evenly over {self.ranks} ranks")
+        return share
 
 
-def ledger(config: LayerConfig) -> tuple[LedgerRow, ...]:
+def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     """Rows saved for backward by one layer, one micro-batch, on one GPU.
 
     Starts from the paper's layer (section 4.1, with the shapes that
     ``kv_heads``, ``ffn_hidden_size`` and ``activation`` give) and applies
     each storage option of ``config`` as a change to rows.
+
+    Raises:
+        AttributeError: ``config`` is not a :class:`LayerConfig` (build one
+            to validate the input).
     """
     rows = attention_rows(config) + mlp_rows(config)
     if not config.dropout:

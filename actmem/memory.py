@@ -2,7 +2,7 @@
 
 ``activation_memory(s, b, h, a, t)`` builds the ledger of
 :mod:`actmem.ledger` and sums it into the seed's three terms (Korthikanti
-et al. 2022, section 4.1-4.2): ``fixed`` (10sbh), ``intermediate``
+et al. 2022, sections 4.1 and 4.2.1): ``fixed`` (10sbh), ``intermediate``
 (24sbh/t) and ``attention_map`` (5as^2b/t).
 """
 
@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import LayerConfig
-from .ledger import GROUPS, LedgerRow, ledger
+from .ledger import GROUPS, LedgerRow, ledger_rows
 
 
 @dataclass(frozen=True)
 class ActivationMemory:
     """Bytes one layer keeps for backward, per micro-batch, per GPU.
+
+    The ledger rows (sec. 4.1) and their sums into the seed's three terms.
 
     Attributes:
         config: the validated inputs.
@@ -61,7 +63,7 @@ def activation_memory(s: int, b: int, h: int, a: int, t: int = 1, **options
                       ) -> ActivationMemory:
     """Activation memory of one Transformer layer, per micro-batch, per GPU.
 
-    With default options this is the seed's formula (paper section 4.2,
+    With default options this is the seed's formula (paper section 4.2.1,
     Table 2 row 2): ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` bytes, derived from
     the ledger of saved tensors, not typed in.
 
@@ -83,7 +85,7 @@ def activation_memory(s: int, b: int, h: int, a: int, t: int = 1, **options
     184
     """
     config = LayerConfig(s, b, h, a, t, **options)
-    return ActivationMemory(config, ledger(config))
+    return ActivationMemory(config, ledger_rows(config))
 
 
 TABLE2 = {
@@ -100,11 +102,20 @@ TABLE2 = {
 
 def table2(s: int, b: int, h: int, a: int, t: int, **options
            ) -> dict[str, ActivationMemory]:
-    """All six rows of Table 2 for one configuration.
+    """All six rows of Table 2 (sec. 5) for one configuration.
 
     "no parallelism" uses t=1; the others use ``t``. Extra ``options``
     (e.g. ``flash_attention=True``) apply to every row.
+
+    Raises:
+        ValueError: ``options`` sets ``sequence_parallel`` or ``recompute``
+            (each row sets those itself), or the input is invalid.
+        TypeError: invalid input, as :class:`LayerConfig`.
     """
+    fixed_by_rows = sorted({"sequence_parallel", "recompute"} & set(options))
+    if fixed_by_rows:
+        raise ValueError(f"table2 sets {', '.join(fixed_by_rows)} per row; "
+                         "pass only the other storage options")
     return {
         name: activation_memory(s, b, h, a, 1 if name == "no parallelism" else t,
                                 **options, **extra)

@@ -1,6 +1,6 @@
 """From one layer to a training run: whole model and pipeline stages.
 
-Rough estimates of the seed (BRIEF S12-S13; paper sections 4.2.3 and 4.3). They
+Rough estimates (paper sections 4.2.3 and 4.3; notebook 05). They
 multiply the per-layer figure and so inherit its assumptions. Caveats:
 the real peak depends on the pipeline schedule (GPipe, 1F1B, interleaved)
 and on when the backward pass frees each micro-batch's activations; ``m``
@@ -25,6 +25,8 @@ def _layer_bytes(per_layer: ActivationMemory | int) -> int:
 def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
     """``L * M``: bytes for all ``L`` layers on one GPU, one micro-batch.
 
+    Total activations memory without pipeline parallelism (sec. 4.3).
+
     Args:
         per_layer: an :class:`ActivationMemory` or its total in bytes.
         L: number of Transformer layers.
@@ -42,6 +44,9 @@ def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
 def pipeline_stage_memory(per_layer: ActivationMemory | int, L: int, p: int,
                           m: int) -> int:
     """``m * (L/p) * M``: bytes one pipeline stage holds for ``m`` micro-batches.
+
+    Pipeline parallelism (sec. 4.2.3): a stage has L/p layers; under 1F1B
+    the first stage holds p micro-batches at its peak.
 
     Args:
         per_layer: an :class:`ActivationMemory` or its total in bytes.

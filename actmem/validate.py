@@ -46,7 +46,14 @@ def common_divisors(*numbers: int) -> list[int]:
 
     >>> common_divisors(52, 6656)
     [1, 2, 4, 13, 26, 52]
+
+    Raises:
+        TypeError, ValueError: no numbers, or one is not a positive int.
     """
+    if not numbers:
+        raise TypeError("common_divisors needs at least one positive integer")
+    for i, n in enumerate(numbers):
+        positive_int(f"numbers[{i}]", n)
     smallest = min(numbers)
     return [d for d in range(1, smallest + 1) if all(n % d == 0 for n in numbers)]
 

@@ -74,3 +74,10 @@ def test_console_script_is_installed():
     proc = subprocess.run([str(script), "--t", "8"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].split() == [
         "8", "80", "24", "80", "184"]
+
+
+def test_large_values_print_in_fixed_point(capsys):
+    main(["--s", "32768", "--b", "8", "--h", "12288", "--a", "96", "--t", "1"])
+    last = capsys.readouterr().out.splitlines()[-1].split()
+    # 10sbh = 30720 MiB, 24sbh = 73728 MiB, 5as^2b = 3932160 MiB at t=1
+    assert last == ["1", "30720", "73728", "3932160", "4036608"]

@@ -2,6 +2,7 @@
 
 import pytest
 
+import actmem
 from actmem import activation_memory
 
 S, B, H, A = 2048, 1, 4096, 32
@@ -35,6 +36,7 @@ def test_paper_layer_has_exactly_the_fifteen_tensors_of_section_4_1():
         assert (r.block, r.shape, r.bytes_per_element, r.placement, r.group,
                 r.global_bytes) == (block, shape, bpe, placement, group, global_bytes)
         assert r.name and r.source.startswith("Sec. 4.1")
+        assert r.placement in actmem.PLACEMENTS and r.group in actmem.GROUPS
 
 
 @pytest.mark.parametrize("t", [2, 4, 8])

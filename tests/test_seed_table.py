@@ -1,7 +1,9 @@
-"""The seed's worked example (BRIEF S9, S10, S12) and the paper's Table 2."""
+"""The seed article's worked example (s=2048, b=1, h=4096, a=32; whole model
+L=32) and the paper's Table 2 for GPT-3 175B."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from strategies import layers
 
 import actmem
 from actmem import activation_memory, to_mib
@@ -60,15 +62,6 @@ def test_selective_removes_about_70_percent_without_parallelism():
     full = activation_memory(**GPT3)
     selective = activation_memory(**GPT3, recompute="selective")
     assert (full.total - selective.total) * 114 == full.total * 80
-
-
-@st.composite
-def layers(draw):
-    """Valid (s, b, h, a, t): a divides h, t divides a and h."""
-    a = draw(st.integers(1, 64))
-    h = a * draw(st.integers(1, 64))
-    t = draw(st.sampled_from(actmem.valid_tensor_parallel_sizes(h, a)))
-    return draw(st.integers(1, 8192)), draw(st.integers(1, 16)), h, a, t
 
 
 @given(layers())

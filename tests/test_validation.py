@@ -60,3 +60,13 @@ def test_pipeline_stage_estimate():
 def test_unknown_unit():
     with pytest.raises(ValueError, match=r"unit must be one of B, KiB, MiB, GiB, GB, got 'mb'"):
         actmem.convert(1, "mb")
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((), TypeError, "common_divisors needs at least one positive integer"),
+    ((4096, 0), ValueError, r"numbers\[1\] must be a positive integer \(>= 1\), got 0"),
+    ((32, "8"), TypeError, r"numbers\[1\] must be a positive integer, got '8'"),
+])
+def test_common_divisors_refuses_bad_input(args, error, message):
+    with pytest.raises(error, match=message):
+        actmem.common_divisors(*args)

@@ -2,7 +2,8 @@
 recomputation, FlashAttention, GQA, SwiGLU, no dropout)."""
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from strategies import layers
 
 import actmem
 from actmem import activation_memory
@@ -16,17 +17,6 @@ def keys(result):
     return [r.key for r in result.rows]
 
 
-@st.composite
-def layers(draw, s_multiple_of_t=False):
-    a = draw(st.integers(1, 48))
-    h = a * draw(st.integers(1, 48))
-    t = draw(st.sampled_from(actmem.valid_tensor_parallel_sizes(h, a)))
-    s = draw(st.integers(1, 4096))
-    if s_multiple_of_t:
-        s *= t
-    return s, draw(st.integers(1, 8)), h, a, t
-
-
 @given(layers())
 def test_explicit_defaults_equal_the_seed_formula(layer):
     defaults = dict(sequence_parallel=False, recompute="none", flash_attention=False,
@@ -35,10 +25,21 @@ def test_explicit_defaults_equal_the_seed_formula(layer):
     assert activation_memory(*layer, **defaults).total == actmem.seed_formula(*layer)
 
 
-@given(layers(s_multiple_of_t=True))
+@given(layers(max_a=48, max_head_dim=48, max_s=4096, s_multiple_of_t=True))
 def test_table2_rows_equal_the_papers_closed_forms(layer):
     s, b, h, a, t = layer
+    sbh, map_ = s * b * h, 5 * a * s * s * b
+    numerators = {  # Table 2 as (bytes * t, t); exact, no floor division
+        "no parallelism": (34 * sbh + map_, 1),
+        "tensor parallel": (10 * sbh * t + 24 * sbh + map_, t),
+        "tensor + sequence parallel": (34 * sbh + map_, t),
+        "tensor parallel + selective recompute": (10 * sbh * t + 24 * sbh, t),
+        "tensor + sequence parallel + selective recompute": (34 * sbh, t),
+        "full recompute": (2 * sbh, 1),
+    }
     for name, result in actmem.table2(s, b, h, a, t).items():
+        numerator, divisor = numerators[name]
+        assert result.total * divisor == numerator, name
         assert result.total == actmem.TABLE2_FORMULAS[name](s, b, h, a, t), name
 
 
@@ -144,3 +145,21 @@ def test_invalid_combinations_name_the_argument(kwargs, error, message):
 def test_unknown_option_is_a_type_error_naming_it():
     with pytest.raises(TypeError, match="flash"):
         activation_memory(S, B, H, A, flash=True)
+
+
+@pytest.mark.parametrize("name", list(actmem.TABLE2_FORMULAS))
+def test_table2_formulas_validate_instead_of_flooring(name):
+    with pytest.raises(ValueError, match=r"^t=3 must divide a=32 and h=4096"):
+        actmem.TABLE2_FORMULAS[name](S, B, H, A, 3)
+
+
+@pytest.mark.parametrize("name", [n for n in actmem.TABLE2_FORMULAS if "sequence" in n])
+def test_sequence_parallel_formulas_need_t_to_divide_s(name):
+    with pytest.raises(ValueError, match=r"^t=2 must divide a=32 and h=4096 and s=2047"):
+        actmem.TABLE2_FORMULAS[name](2047, B, H, A, 2)
+
+
+@pytest.mark.parametrize("key", ["sequence_parallel", "recompute"])
+def test_table2_refuses_options_it_sets_per_row(key):
+    with pytest.raises(ValueError, match=f"table2 sets {key} per row"):
+        actmem.table2(S, B, H, A, 8, **{key: "full" if key == "recompute" else True})

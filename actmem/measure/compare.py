@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ledger import ledger
+from ..ledger import ledger_rows
 from .run import Measurement
 from .saved import SavedStorage
 
@@ -90,11 +90,11 @@ class Comparison:
 
 
 def compare(m: Measurement) -> Comparison:
-    """Set ``m`` against ``actmem.ledger(m.config)``."""
+    """Set ``m`` against ``actmem.ledger_rows(m.config)``."""
     by_key: dict[str, list[SavedStorage]] = {}
     for st in m.storages:
         by_key.setdefault(st.key, []).append(st)
-    rows = ledger(m.config)
+    rows = ledger_rows(m.config)
     keys = {r.key for r in rows}
     checks = tuple(_check(r, by_key.get(r.key, [])) for r in rows)
     extras = tuple(Extra(st, explain(st, m))
