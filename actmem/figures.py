@@ -16,7 +16,7 @@ from matplotlib.patches import Rectangle
 from .ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from .memory import ActivationMemory, activation_memory
 from .training import model_activation_memory, pipeline_stage_memory
-from .units import to_mib
+from .units import format_bytes, format_value, to_mib
 from .validate import common_divisors
 
 OKABE_ITO = {
@@ -31,6 +31,15 @@ TERM_COLOURS = {"fixed": OKABE_ITO["grey"], "intermediate": OKABE_ITO["blue"],
 TERM_LABELS = {"fixed": "fixed (replicated)",
                "intermediate": "intermediate (split by hidden or heads)",
                "attention_map": "attention map (split by heads)"}
+"""Group labels for the paper's layer (no storage options), as drawn by
+:func:`sharding_figure` and :func:`terms_vs_t_figure`. Not true under
+options: use :data:`GROUP_LABELS` there."""
+GROUP_LABELS = {"fixed": "fixed term",
+                "intermediate": "intermediate term",
+                "attention_map": "attention-map term (s x s maps or their statistics)"}
+"""Neutral group labels, true for every storage option (sequence
+parallelism splits the fixed term along s; FlashAttention keeps only
+statistics of the attention map)."""
 PLACEMENT_LABELS = {
     REPLICATED: "full copy on each GPU",
     HIDDEN_SPLIT: "a 1/t slice of h or 4h",
@@ -129,7 +138,7 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     axes = fig.subplots(3, 3)
     titles = ("global tensor", "GPU 0", "GPU 1" if t == 2 else f"GPU 1 (of {t})")
     for r, group in enumerate(GROUPS):
-        per_gpu = f"{to_mib(result.group_bytes(group)):g} MiB per GPU"
+        per_gpu = f"{format_bytes(result.group_bytes(group))} per GPU"
         placement = _group_tensors(result, group)[-1].placement
         for col in range(3):
             ax = axes[r, col]
@@ -173,11 +182,11 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
         ax.bar(x, heights, bottom=bottom, color=TERM_COLOURS[group],
                label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
         bottom = [u + v for u, v in zip(bottom, heights)]
-    for i, total in enumerate(bottom):
-        ax.text(i, total, f"{total:g}", ha="center", va="bottom", fontsize=8)
+    for i, (top, r) in enumerate(zip(bottom, results)):
+        ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=8)
     floor = to_mib(results[0].fixed)
     ax.axhline(floor, color="black", linestyle="--", linewidth=1,
-               label=f"fixed floor: {floor:g} MiB at every t")
+               label=f"fixed floor: {format_bytes(results[0].fixed)} at every t")
     if highlight in ts:
         i = ts.index(highlight)
         ax.bar([i], [bottom[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
@@ -204,23 +213,24 @@ def pipeline_figure(per_layer: ActivationMemory, L: int, p: int) -> Figure:
         TypeError, ValueError: L or p invalid, or p does not divide L.
     """
     ms = list(range(1, p + 1))
-    stage = [to_mib(pipeline_stage_memory(per_layer, L, p, m)) for m in ms]
-    whole = to_mib(model_activation_memory(per_layer, L))
+    stage_bytes = [pipeline_stage_memory(per_layer, L, p, m) for m in ms]
+    whole_bytes = model_activation_memory(per_layer, L)
+    stage, whole = [to_mib(n) for n in stage_bytes], to_mib(whole_bytes)
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
     labels = ["no pipeline\n(L layers, m=1)"] + [f"m={m}" for m in ms]
     colours = [OKABE_ITO["grey"]] + [OKABE_ITO["blue"]] * p
     ax.bar(range(p + 1), [whole] + stage, color=colours, edgecolor="black",
            linewidth=0.5)
-    for i, v in enumerate([whole] + stage):
-        ax.text(i, v, f"{v:g}", ha="center", va="bottom", fontsize=8)
+    for i, (v, n) in enumerate(zip([whole] + stage, [whole_bytes] + stage_bytes)):
+        ax.text(i, v, format_value(n), ha="center", va="bottom", fontsize=8)
     ax.axhline(whole / p, color=OKABE_ITO["vermillion"], linestyle="--",
-               label=f"L*M/p = {whole / p:g} MiB: not the peak")
+               label=f"L*M/p = {format_bytes(whole_bytes // p)}: not the peak")
     ax.set_xticks(range(p + 1), labels, fontsize=8)
     ax.set_xlabel(f"micro-batches m held by one stage of L/p = {L // p} layers")
     ax.set_ylabel("activation memory per GPU (MiB)")
     ax.set_title(f"Pipeline stage: m * (L/p) * M, L={L}, p={p}, "
-                 f"M={to_mib(per_layer.total):g} MiB")
+                 f"M={format_bytes(per_layer.total)}")
     ax.legend(fontsize=8)
     return fig
 
@@ -250,7 +260,7 @@ def training_memory_figure(layer_activations: int) -> Figure:
                 fontweight="bold")
         for i, part in enumerate(parts):
             known = part.endswith("(this formula)")
-            text = f"{part}\n{to_mib(layer_activations):g} MiB" if known else part
+            text = f"{part}\n{format_bytes(layer_activations)}" if known else part
             ax.add_patch(Rectangle((col * 3, len(parts) - 1 - i), 2.8, 0.85,
                                    facecolor=OKABE_ITO["sky"] if known else OTHER,
                                    edgecolor="black"))

@@ -23,12 +23,20 @@ from .config import ACTIVATIONS, RECOMPUTE
 from .ledger import GROUPS
 from .ledger_diff import RowChange, diff_ledgers
 from .memory import ActivationMemory, activation_memory
-from .units import format_bytes, to_mib
-from .validate import common_divisors
+from .units import format_bytes, format_value, to_mib
+from .validate import common_divisors, positive_int
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
 """Short column headings for the three groups."""
+
+TABLE_DIGITS = 4
+"""Decimals of MiB in the HTML diff table, so that small rows (the
+FlashAttention statistics, 0.0312 MiB at s=2048, b=1, a=32, t=8) are not shown as 0."""
+
+BASELINE = "paper's layer (no options)"
+"""What :class:`VariantExplorer` compares the chosen layer with: the
+paper's layer (sec. 4.1) at the same s, b, h, a and t."""
 
 
 # ------------------------------------------------------------------ choices
@@ -47,7 +55,12 @@ def kv_head_choices(a: int, t: int) -> list[int]:
 
     >>> kv_head_choices(64, 8)
     [8, 16, 32, 64]
+
+    Raises:
+        TypeError, ValueError: ``a`` or ``t`` is not a positive integer.
     """
+    positive_int("a", a)
+    positive_int("t", t)
     return [g for g in common_divisors(a) if g % t == 0]
 
 
@@ -65,7 +78,15 @@ def ffn_choices(h: int, t: int, extra: int | None = None
 
     >>> ffn_choices(3072, 8)
     [('4h = 12288', 12288), ('8h/3 = 8192', 8192), ('7h/2 = 10752', 10752)]
+
+    Raises:
+        TypeError, ValueError: ``h``, ``t`` or ``extra`` is not a positive
+            integer.
     """
+    positive_int("h", h)
+    positive_int("t", t)
+    if extra is not None:
+        positive_int("extra", extra)
     pairs = [(label, ratio * h) for label, ratio in FFN_RATIOS]
     if extra is not None:
         pairs.append(("f", Fraction(extra)))
@@ -116,10 +137,11 @@ def diff_html(changes: tuple[RowChange, ...]) -> str:
 
 
 def _diff_row(c: RowChange) -> str:
+    sign = "+" if c.delta > 0 else ""
     cells = [html.escape(c.name), c.kind,
-             f"{to_mib(c.bytes_before):g}" if c.before else "-",
-             f"{to_mib(c.bytes_after):g}" if c.after else "-",
-             f"{to_mib(c.delta):+g}"]
+             format_value(c.bytes_before, digits=TABLE_DIGITS) if c.before else "-",
+             format_value(c.bytes_after, digits=TABLE_DIGITS) if c.after else "-",
+             sign + format_value(c.delta, digits=TABLE_DIGITS)]
     tag = "td" if c.kind == "unchanged" else 'td style="font-weight:bold"'
     return "<tr>" + "".join(f"<{tag}>{cell}</td>" for cell in cells) + "</tr>"
 
@@ -129,13 +151,16 @@ def _diff_row(c: RowChange) -> str:
 def stacked_figure(results: dict[str, ActivationMemory], title: str):
     """Horizontal bars, one per result, stacked by the three groups (MiB).
 
-    Colours and group labels are those of :mod:`actmem.figures` (Okabe-Ito,
-    colour-blind safe); the total is written at the end of each bar.
+    Colours are those of :mod:`actmem.figures` (Okabe-Ito, colour-blind
+    safe); the legend uses its neutral :data:`~actmem.figures.GROUP_LABELS`,
+    true whatever the options (under sequence parallelism the fixed term is
+    split along s; with FlashAttention the attention-map term is only
+    statistics). The total is written at the end of each bar.
     Returns a :class:`matplotlib.figure.Figure` (pyplot is not touched).
     """
     from matplotlib.figure import Figure
 
-    from .figures import TERM_COLOURS, TERM_LABELS
+    from .figures import GROUP_LABELS, TERM_COLOURS
 
     names = list(results)[::-1]
     fig = Figure(figsize=(9, 0.55 * len(names) + 1.6), layout="constrained")
@@ -144,10 +169,11 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str):
     for group in GROUPS:
         widths = [to_mib(results[n].group_bytes(group)) for n in names]
         ax.barh(names, widths, left=left, color=TERM_COLOURS[group],
-                label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+                label=GROUP_LABELS[group], edgecolor="black", linewidth=0.5)
         left = [u + v for u, v in zip(left, widths)]
-    for y, total in enumerate(left):
-        ax.text(total, y, f" {round(total, 2):g}", va="center", fontsize=8)
+    for y, (name, end) in enumerate(zip(names, left)):
+        ax.text(end, y, f" {format_value(results[name].total)}", va="center",
+                fontsize=8)
     ax.set_xlim(0, max(left) * 1.12)
     ax.set_xlabel("activation memory per layer, per micro-batch, per GPU (MiB)")
     ax.set_title(title)
@@ -170,8 +196,8 @@ class VariantExplorer:
     nearest valid one below it (or the smallest).
 
     Readouts (state widgets that tests read): ``chosen`` and ``baseline``
-    (``Label``, :func:`breakdown` of the chosen layer and of the seed's
-    default layer with the same s, b, h, a, t), ``change`` (``Label``,
+    (``Label``, :func:`breakdown` of the chosen layer and of the paper's
+    layer, no options, with the same s, b, h, a, t), ``change`` (``Label``,
     :func:`change_text`) and ``diff`` (``HTML``, :func:`diff_html`). ``image``
     shows both as stacked bars (PNG). Display with ``display(x.box)``.
 
@@ -232,7 +258,8 @@ class VariantExplorer:
         return {name: c.value for name, c in self.controls.items()}
 
     def results(self) -> tuple[ActivationMemory, ActivationMemory]:
-        """(seed's default layer, chosen layer) for the current controls."""
+        """(paper's layer with no options, chosen layer) for the current
+        controls' s, b, h, a, t."""
         v = self.values()
         return (activation_memory(**self.layer, a=v["a"], t=v["t"]),
                 activation_memory(**self.layer, **v))
@@ -277,12 +304,12 @@ class VariantExplorer:
         """Recompute both layers and write every readout (and the image)."""
         base, chosen = self.results()
         self.readouts["chosen"].value = f"chosen layer: {breakdown(chosen)}"
-        self.readouts["baseline"].value = f"seed's default layer: {breakdown(base)}"
+        self.readouts["baseline"].value = f"{BASELINE}: {breakdown(base)}"
         self.readouts["change"].value = f"change: {change_text(base, chosen)}"
         self.readouts["diff"].value = diff_html(diff_ledgers(base, chosen))
         if self.image is not None:
             from .widgets import png
 
             self.image.value = png(stacked_figure(
-                {"seed's default": base, "chosen": chosen},
-                "Default layer vs chosen options"))
+                {"paper's layer": base, "chosen": chosen},
+                "Paper's layer (no options) vs the chosen options"))

@@ -7,8 +7,10 @@ import pytest
 
 import actmem
 from actmem.ledger_diff import diff_ledgers
+from actmem import variant_views
+from actmem.figures import GROUP_LABELS
 from actmem.variant_views import (
-    VariantExplorer, breakdown, change_text, diff_html, ffn_choices,
+    BASELINE, VariantExplorer, breakdown, change_text, diff_html, ffn_choices,
     kv_head_choices, results_table, stacked_figure, tensor_parallel_choices,
 )
 
@@ -76,6 +78,10 @@ def test_stacked_figure_bars_are_the_groups_in_mib():
     # three groups x six bars, bottom bar = full recomputation, top = no parallelism
     totals = [sum(widths[i::6]) for i in range(6)]
     assert totals == [48, 102, 312, 342, 552, 2736]
+    assert [t.get_text() for t in ax.texts] == [" 48", " 102", " 312", " 342",
+                                                " 552", " 2736"]
+    # neutral labels: true under sequence parallelism and FlashAttention too
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(GROUP_LABELS.values())
 
 
 def check_readouts(x: VariantExplorer) -> None:
@@ -88,7 +94,7 @@ def check_readouts(x: VariantExplorer) -> None:
     base = actmem.activation_memory(**x.layer, a=v["a"], t=v["t"])
     chosen = actmem.activation_memory(**x.layer, **v)
     assert x.readouts["chosen"].value == f"chosen layer: {breakdown(chosen)}"
-    assert x.readouts["baseline"].value == f"seed's default layer: {breakdown(base)}"
+    assert x.readouts["baseline"].value == f"{BASELINE}: {breakdown(base)}"
     assert x.readouts["change"].value == f"change: {change_text(base, chosen)}"
     assert x.readouts["diff"].value == diff_html(diff_ledgers(base, chosen))
 
@@ -157,6 +163,7 @@ def test_explorer_image_is_a_png_and_refreshes():
     x.controls["recompute"].value = "full"
     assert x.image.value != first and x.image.value[:4] == b"\x89PNG"
     assert x.readouts["chosen"].value.startswith("chosen layer: 48 MiB")
+    assert x.readouts["baseline"].value.startswith("paper's layer (no options): 552 MiB")
 
 
 def test_invalid_initial_values_raise_the_models_errors():
@@ -174,3 +181,38 @@ def test_multi_head_attention_follows_a_and_gqa_keeps_its_kv_heads():
     gqa = VariantExplorer(s=2048, b=1, h=4096, a=32, t=1, kv_heads=8, figure=False)
     gqa.controls["a"].value = 64
     assert gqa.values()["kv_heads"] == 8
+
+
+def test_choices_refuse_sizes_that_are_not_positive_integers():
+    with pytest.raises(ValueError, match=r"^t must be a positive integer \(>= 1\), got 0$"):
+        ffn_choices(4096, 0)
+    with pytest.raises(ValueError, match=r"^t must be a positive integer \(>= 1\), got 0$"):
+        kv_head_choices(32, 0)
+    with pytest.raises(ValueError, match=r"^a must be a positive integer"):
+        kv_head_choices(0, 1)
+    with pytest.raises(TypeError, match=r"^h must be a positive integer"):
+        ffn_choices(4096.0, 1)
+    with pytest.raises(ValueError, match=r"^extra must be a positive integer"):
+        ffn_choices(4096, 1, extra=-8)
+
+
+def test_large_layer_readouts_print_whole_mib():
+    """s=32768, b=8, h=12288, a=96: millions of MiB, never 1.6e+06."""
+    x = VariantExplorer(s=32768, b=8, h=12288, a=96, t=1, figure=True)
+    texts = [w.value for w in x.readouts.values()]
+    assert not any("e+" in text for text in texts)
+    assert x.readouts["baseline"].value.startswith(f"{BASELINE}: 4036608 MiB (")
+    assert "attention map 3932160 MiB" in x.readouts["baseline"].value
+    x.controls["flash_attention"].value = True
+    diff = x.readouts["diff"].value.replace('<td style="font-weight:bold">', "<td>")
+    assert "<td>1572864</td><td>-</td><td>-1572864</td>" in diff  # softmax output
+    assert not any("e+" in w.value for w in x.readouts.values())
+    fig = stacked_figure(dict(zip(("paper", "flash"), x.results())), "big")
+    # bars bottom-up: flash = 34 sbh + 4 bas bytes = 34 * 3072 + 96 MiB
+    assert [t.get_text() for t in fig.axes[0].texts] == [" 104544", " 4036608"]
+
+
+def test_docstring_examples():
+    import doctest
+    result = doctest.testmod(variant_views)
+    assert result.attempted > 0 and result.failed == 0
