@@ -7,7 +7,14 @@ changes, and writes the results into ``Label``/``HTML`` state widgets
 (``.readouts``) that tests and notebook ``assert``s read. Figures are PNG
 bytes in an ``Image`` widget, so no ipympl is needed. Core widgets only;
 the code runs under ipywidgets 7.7 and 8. Display an explorer with
-``display(explorer.box)``. ipywidgets is imported here only.
+``display(explorer.box)``. ``import actmem`` never imports ipywidgets:
+this module, :mod:`actmem.variant_views` (inside
+:class:`~actmem.variant_views.VariantExplorer`) and
+:mod:`actmem.measure.widgets` import it when used.
+
+Constructor arguments are checked before any widget is built: an invalid
+value raises ``TypeError`` or ``ValueError`` naming the argument, its value
+and the values allowed.
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from . import figures
 from .config import valid_tensor_parallel_sizes
 from .memory import activation_memory
 from .training import model_activation_memory, pipeline_stage_memory
-from .units import format_bytes, to_mib
-from .validate import common_divisors
+from .units import format_bytes, format_value
+from .validate import common_divisors, positive_int
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""
@@ -34,6 +41,8 @@ A_CHOICES = (8, 16, 32, 40, 52, 64, 96)
 """Head counts offered; only those dividing h are shown."""
 L_CHOICES = (24, 32, 40, 48, 96)
 """Layer counts offered."""
+M_CHOICES = tuple(range(1, 17))
+"""Micro-batches held by a pipeline stage offered (1 to 16)."""
 
 
 def head_choices(h: int) -> list[int]:
@@ -42,7 +51,13 @@ def head_choices(h: int) -> list[int]:
 
 
 def closest(value: int, options: list[int]) -> int:
-    """``value`` if allowed, else the largest option below it (or the first)."""
+    """``value`` if allowed, else the largest option below it (or the first).
+
+    Raises:
+        ValueError: ``options`` is empty.
+    """
+    if not options:
+        raise ValueError(f"options must offer at least one value, got {options!r}")
     if value in options:
         return value
     below = [o for o in options if o <= value]
@@ -56,27 +71,69 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def coefficients(result) -> dict[str, Fraction]:
-    """The seed's three coefficients read back from a result's bytes.
+def coefficient_units(config) -> dict[str, str]:
+    """The unit each group's coefficient counts in, for ``config``'s options.
 
-    ``fixed/(sbh)``, ``intermediate*t/(sbh)`` and
-    ``attention_map*t/(b*a*s^2)``: 10, 24 and 5 for the paper's layer.
+    ``fixed``: ``"sbh"`` (replicated on every GPU), or ``"sbh/t"`` under
+    sequence parallelism (split along s). ``intermediate``: ``"sbh/t"``.
+    ``attention_map``: ``"bas^2/t"`` (the stored s x s maps), or
+    ``"bas/t"`` with FlashAttention, which keeps only fp32 log-sum-exp
+    statistics, one per query position and head.
+    """
+    return {"fixed": "sbh/t" if config.sequence_parallel else "sbh",
+            "intermediate": "sbh/t",
+            "attention_map": "bas/t" if config.flash_attention else "bas^2/t"}
+
+
+def coefficients(result) -> dict[str, Fraction]:
+    """Each group's bytes per GPU as a multiple of its unit, read back exactly.
+
+    Units are those of :func:`coefficient_units`: for the paper's layer
+    ``fixed/(sbh)``, ``intermediate/(sbh/t)`` and
+    ``attention_map/(bas^2/t)``, i.e. 10, 24 and 5. Under sequence
+    parallelism the fixed term is a multiple of sbh/t (still 10); with
+    FlashAttention the attention-map group is a multiple of bas/t (4: fp32
+    statistics, s x s never stored).
+
+    >>> from actmem import activation_memory
+    >>> coefficients(activation_memory(2048, 1, 4096, 32, t=8, flash_attention=True))
+    {'fixed': Fraction(10, 1), 'intermediate': Fraction(24, 1), 'attention_map': Fraction(4, 1)}
     """
     c = result.config
-    sbh, bass = c.s * c.b * c.h, c.b * c.a * c.s * c.s
-    return {"fixed": Fraction(result.fixed, sbh),
-            "intermediate": Fraction(result.intermediate * c.t, sbh),
-            "attention_map": Fraction(result.attention_map * c.t, bass)}
+    sizes = {"sbh": c.s * c.b * c.h, "sbh/t": Fraction(c.s * c.b * c.h, c.t),
+             "bas^2/t": Fraction(c.b * c.a * c.s * c.s, c.t),
+             "bas/t": Fraction(c.b * c.a * c.s, c.t)}
+    return {group: Fraction(result.group_bytes(group)) / sizes[unit]
+            for group, unit in coefficient_units(c).items()}
+
+
+def coefficients_text(result) -> str:
+    """One line: the three coefficients with their units (LedgerExplorer).
+
+    >>> from actmem import activation_memory
+    >>> coefficients_text(activation_memory(2048, 1, 4096, 32, t=2))
+    'fixed 10 sbh, split 24 sbh/t, attention map 5 bas^2/t'
+    >>> coefficients_text(activation_memory(2048, 1, 4096, 32, t=2, flash_attention=True))
+    'fixed 10 sbh, split 24 sbh/t, attention-map statistics 4 bas/t (no s x s map)'
+    """
+    k, unit = coefficients(result), coefficient_units(result.config)
+    attention = (f"attention-map statistics {k['attention_map']} bas/t (no s x s map)"
+                 if result.config.flash_attention else
+                 f"attention map {k['attention_map']} {unit['attention_map']}")
+    return (f"fixed {k['fixed']} {unit['fixed']}, "
+            f"split {k['intermediate']} {unit['intermediate']}, {attention}")
 
 
 def ledger_html(result) -> str:
-    """The ledger rows of ``result`` as an HTML table (bytes in MiB)."""
+    """The ledger rows of ``result`` as an HTML table (bytes in MiB, fixed
+    point with up to 4 decimals, so small rows such as FlashAttention's
+    statistics do not round to 0 and large ones never print as 1.6e+06)."""
     head = ("<tr><th>tensor</th><th>block</th><th>shape</th><th>bytes/elem</th>"
             "<th>placement</th><th>group</th><th>MiB per GPU</th></tr>")
     body = "".join(
         f"<tr><td>{r.name}</td><td>{r.block}</td><td>{' x '.join(r.shape)}</td>"
         f"<td>{r.bytes_per_element}</td><td>{r.placement}</td><td>{r.group}</td>"
-        f"<td>{to_mib(r.bytes):g}</td></tr>"
+        f"<td>{format_value(r.bytes, digits=4)}</td></tr>"
         for r in result.rows)
     return f"<table>{head}{body}</table>"
 
@@ -85,8 +142,27 @@ def _mib_and_gib(n_bytes) -> str:
     return f"{format_bytes(n_bytes)} = {format_bytes(n_bytes, 'GiB')}"
 
 
-def _dropdown(name: str, options, value) -> "widgets.Dropdown":
-    return widgets.Dropdown(options=list(options), value=value, description=name)
+def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
+    """A Dropdown offering ``options``, set to ``value``.
+
+    Raises:
+        TypeError: an integer menu got a non-integer (or a bool).
+        ValueError: ``value`` is not offered; the message names the
+            argument, its value, the choices and ``rule`` (why those).
+    """
+    options = list(options)
+    if all(isinstance(o, int) for o in options):
+        positive_int(name, value)
+    if value not in options:
+        why = f" ({rule})" if rule else ""
+        raise ValueError(f"{name}={value!r} is not offered; choose one of "
+                         f"{', '.join(str(o) for o in options)}{why}")
+    return widgets.Dropdown(options=options, value=value, description=name)
+
+
+def _t_dropdown(h: int, a: int, t) -> "widgets.Dropdown":
+    return _dropdown("t", valid_tensor_parallel_sizes(h, a), t,
+                     f"t must divide a={a} and h={h}")
 
 
 class _Explorer:
@@ -141,11 +217,13 @@ class LayerExplorer(_Explorer):
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1, figure=False):
+        activation_memory(s, b, h, a, t)  # the model's checks and messages first
         controls = {
             "s": _dropdown("s", S_CHOICES, s), "b": _dropdown("b", B_CHOICES, b),
             "h": _dropdown("h", H_CHOICES, h),
-            "a": _dropdown("a", head_choices(h), a),
-            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
+            "a": _dropdown("a", head_choices(h), a,
+                           f"head counts offered that divide h={h}"),
+            "t": _t_dropdown(h, a, t),
         }
         readouts = {k: widgets.Label() for k in
                     ("fixed", "intermediate", "attention_map", "total")}
@@ -179,13 +257,14 @@ class LedgerExplorer(_Explorer):
 
     Controls: t, MLP activation (``gelu``/``swiglu``), FlashAttention.
     Readouts: ``table`` (HTML, :func:`ledger_html`), ``coefficients``
-    (Label, :func:`coefficients`), ``total`` (Label, MiB).
+    (Label, :func:`coefficients_text`), ``total`` (Label, MiB).
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1):
+        activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {
-            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
+            "t": _t_dropdown(h, a, t),
             "activation": _dropdown("MLP", ("gelu", "swiglu"), "gelu"),
             "flash_attention": widgets.Checkbox(value=False,
                                                 description="FlashAttention"),
@@ -196,10 +275,7 @@ class LedgerExplorer(_Explorer):
 
     def refresh(self):
         result = activation_memory(**self.layer, **self.values())
-        k = coefficients(result)
-        self.readouts["coefficients"].value = (
-            f"fixed {k['fixed']} sbh, split {k['intermediate']} sbh/t, "
-            f"attention map {k['attention_map']} bas^2/t")
+        self.readouts["coefficients"].value = coefficients_text(result)
         self.readouts["total"].value = f"total: {format_bytes(result.total)}"
         self.readouts["table"].value = ledger_html(result)
 
@@ -212,8 +288,9 @@ class ShardingExplorer(_Explorer):
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=2):
+        activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
-        controls = {"t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t)}
+        controls = {"t": _t_dropdown(h, a, t)}
         readouts = {k: widgets.Label() for k in
                     ("fixed", "intermediate", "attention_map")}
         super().__init__(controls, readouts, image=True)
@@ -236,12 +313,14 @@ class TrainingExplorer(_Explorer):
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, p=4, m=4):
+        activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {
             "L": _dropdown("L", L_CHOICES, L),
-            "t": _dropdown("t", valid_tensor_parallel_sizes(h, a), t),
-            "p": _dropdown("p", common_divisors(L), p),
-            "m": _dropdown("m", range(1, 17), m),
+            "t": _t_dropdown(h, a, t),
+            "p": _dropdown("p", common_divisors(L), p,
+                           f"p must divide L={L}: each stage gets L/p layers"),
+            "m": _dropdown("m", M_CHOICES, m),
         }
         readouts = {k: widgets.Label() for k in ("per_layer", "model", "stage", "naive")}
         super().__init__(controls, readouts, image=True)
@@ -257,5 +336,5 @@ class TrainingExplorer(_Explorer):
         self.readouts["model"].value = f"L*M, one GPU: {_mib_and_gib(model)}"
         self.readouts["stage"].value = \
             f"m*(L/p)*M, one stage: {_mib_and_gib(pipeline_stage_memory(per_layer, L, p, m))}"
-        self.readouts["naive"].value = f"L*M/p (not the peak): {_mib_and_gib(model / p)}"
+        self.readouts["naive"].value = f"L*M/p (not the peak): {_mib_and_gib(model // p)}"
         self.image.value = png(figures.pipeline_figure(per_layer, L, p))

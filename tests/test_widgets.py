@@ -105,13 +105,63 @@ def test_ledger_readouts(t, activation, flash):
     k = widgets.coefficients(result)
     assert k["fixed"] == 10
     assert k["intermediate"] == (24 if activation == "gelu" else 32)
-    assert k["attention_map"] == (Fraction(1, 512) if flash else 5)
+    # FlashAttention keeps fp32 (4-byte) statistics of shape (b, a, s)
+    assert k["attention_map"] == (4 if flash else 5)
+    split = 24 if activation == "gelu" else 32
+    attention = ("attention-map statistics 4 bas/t (no s x s map)" if flash
+                 else "attention map 5 bas^2/t")
+    assert explorer.readouts["coefficients"].value == \
+        f"fixed 10 sbh, split {split} sbh/t, {attention}"
 
 
 def test_ledger_coefficients_are_the_papers():
     explorer = widgets.LedgerExplorer()
     assert explorer.readouts["coefficients"].value == \
         "fixed 10 sbh, split 24 sbh/t, attention map 5 bas^2/t"
+
+
+S, B, H, A = 2048, 2, 4096, 32
+SBH, BAS = S * B * H, B * A * S
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+@pytest.mark.parametrize("options, bytes_, units", [
+    # the paper's layer: 10 sbh replicated, 24 sbh/t, 5 bas^2/t
+    ({}, (10 * SBH, 24 * SBH, 5 * BAS * S), ("sbh", "sbh/t", "bas^2/t")),
+    # sequence parallelism: the same 10 sbh, now split along s over t ranks
+    ({"sequence_parallel": True}, (10 * SBH, 24 * SBH, 5 * BAS * S),
+     ("sbh/t", "sbh/t", "bas^2/t")),
+    # FlashAttention: no s x s map, fp32 log-sum-exp of shape (b, a, s)
+    ({"flash_attention": True}, (10 * SBH, 24 * SBH, 4 * BAS),
+     ("sbh", "sbh/t", "bas/t")),
+    # no dropout: two 1-byte sbh masks, the s x s mask and output go
+    ({"dropout": False}, (8 * SBH, 24 * SBH, 2 * BAS * S),
+     ("sbh", "sbh/t", "bas^2/t")),
+    # full recomputation: the layer input only
+    ({"recompute": "full"}, (2 * SBH, 0, 0), ("sbh", "sbh/t", "bas^2/t")),
+])
+def test_coefficients_against_hand_arithmetic(t, options, bytes_, units):
+    """Global bytes by hand -> per GPU -> divided by the unit's size."""
+    fixed, split, attention = bytes_
+    sp = options.get("sequence_parallel", False)
+    per_gpu = (Fraction(fixed, t if sp else 1), Fraction(split, t),
+               Fraction(attention, t))
+    size = {"sbh": SBH, "sbh/t": Fraction(SBH, t), "bas/t": Fraction(BAS, t),
+            "bas^2/t": Fraction(BAS * S, t)}
+    result = actmem.activation_memory(S, B, H, A, t, **options)
+    assert (result.fixed, result.intermediate, result.attention_map) == per_gpu
+    assert widgets.coefficient_units(result.config) == dict(zip(actmem.GROUPS, units))
+    assert widgets.coefficients(result) == {
+        g: n / size[u] for g, n, u in zip(actmem.GROUPS, per_gpu, units)}
+    assert list(widgets.coefficients(result).values()) == [
+        Fraction(n, {"sbh": SBH, "sbh/t": SBH, "bas/t": BAS, "bas^2/t": BAS * S}[u])
+        for n, u in zip(bytes_, units)]
+
+
+def test_coefficient_text_under_sequence_parallelism_says_sbh_over_t():
+    result = actmem.activation_memory(2048, 1, 4096, 32, 8, sequence_parallel=True)
+    assert widgets.coefficients_text(result) == \
+        "fixed 10 sbh/t, split 24 sbh/t, attention map 5 bas^2/t"
 
 
 @pytest.mark.parametrize("t", actmem.valid_tensor_parallel_sizes(4096, 32))
@@ -152,6 +202,14 @@ def test_training_readouts(L, t):
         f"L*M, one GPU: {format_bytes(model)} = {format_bytes(model, 'GiB')}"
 
 
+def test_training_naive_split_is_whole_bytes():
+    explorer = widgets.TrainingExplorer(L=96, t=1, p=32, m=1)
+    per_layer = actmem.activation_memory(2048, 1, 4096, 32, 1)
+    naive = actmem.model_activation_memory(per_layer, 96) // 32
+    assert explorer.readouts["naive"].value == \
+        f"L*M/p (not the peak): {format_bytes(naive)} = {format_bytes(naive, 'GiB')}"
+
+
 def test_training_seed_run_is_5888_mib():
     explorer = widgets.TrainingExplorer(L=32, t=8, p=4, m=4)
     assert explorer.readouts["model"].value == "L*M, one GPU: 5888 MiB = 5.75 GiB"
@@ -174,3 +232,83 @@ def test_sharding_figure_draws_groups_by_placement():
     heads = [p for p in fig.axes[8].patches]  # GPU 1, attention map: 32 heads
     kept = [p for p in heads if p.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
     assert (len(heads), len(kept)) == (32, 16)
+
+
+# ------------------------------------------------------------ large layers
+
+BIG = dict(s=32768, b=8, h=12288, a=96)
+"""A long-context GPT-3-sized layer: millions of MiB, no 1.6e+06 anywhere."""
+
+
+def test_large_layer_ledger_html_prints_whole_mib():
+    result = actmem.activation_memory(**BIG)
+    text = widgets.ledger_html(result)
+    assert "e+" not in text
+    # softmax output: 2 bytes x b*a*s^2 = 2 * 8 * 96 * 2^30 B = 1572864 MiB
+    assert "<td>1572864</td>" in text
+    assert "<td>3072</td>" in text  # a 1-byte (s, b, h) mask: sbh B = 3072 MiB
+    assert result.total == 4036608 * 2**20
+
+
+def test_large_layer_figures_print_whole_mib():
+    result = actmem.activation_memory(**BIG)
+    fig = figures.terms_vs_t_figure(**BIG, t_values=[1, 8])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    texts += [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "4036608" in texts and not any("e+" in t for t in texts)
+    fig = figures.pipeline_figure(result, 96, 8)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts] + [ax.get_title()]
+    texts += [t.get_text() for t in ax.get_legend().get_texts()]
+    assert str(4036608 * 96) in texts and not any("e+" in t for t in texts)
+    assert "L*M/p = 48439296 MiB: not the peak" in texts
+    fig = figures.training_memory_figure(96 * result.total)
+    assert any(f"{4036608 * 96} MiB" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_small_rows_keep_their_decimals_in_the_ledger_table():
+    flash = actmem.activation_memory(2048, 1, 4096, 32, 8, flash_attention=True)
+    assert "<td>0.0312</td>" in widgets.ledger_html(flash)  # 32 KiB log-sum-exp
+
+
+# ------------------------------------------------------- invalid arguments
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: widgets.LayerExplorer(t=3), ValueError,
+     r"^t=3 must divide a=32 and h=4096; valid t: 1, 2, 4, 8, 16, 32$"),
+    (lambda: widgets.LayerExplorer(s=1000), ValueError,
+     r"^s=1000 is not offered; choose one of 512, 1024, 2048, 4096, 8192$"),
+    (lambda: widgets.LayerExplorer(b=3), ValueError, r"^b=3 is not offered; choose one of 1, 2, 4, 8$"),
+    (lambda: widgets.LayerExplorer(h=4096, a=128), ValueError,
+     r"^a=128 is not offered; choose one of 8, 16, 32, 64 \(head counts offered"),
+    (lambda: widgets.LayerExplorer(s="2048"), TypeError, r"^s must be a positive integer"),
+    (lambda: widgets.LedgerExplorer(t=64), ValueError, r"^t=64 must divide a=32"),
+    (lambda: widgets.ShardingExplorer(t=3), ValueError,
+     r"^t=3 must divide a=32 and h=4096; valid t: 1, 2, 4, 8, 16, 32$"),
+    (lambda: widgets.TrainingExplorer(L=33), ValueError,
+     r"^L=33 is not offered; choose one of 24, 32, 40, 48, 96$"),
+    (lambda: widgets.TrainingExplorer(p=5), ValueError,
+     r"^p=5 is not offered; choose one of 1, 2, 4, 8, 16, 32 \(p must divide L=32"),
+    (lambda: widgets.TrainingExplorer(m=0), ValueError,
+     r"^m must be a positive integer \(>= 1\), got 0$"),
+    (lambda: widgets.TrainingExplorer(m=20), ValueError,
+     r"^m=20 is not offered; choose one of 1, 2, 3, .*, 16$"),
+    (lambda: widgets.TrainingExplorer(m=2.0), TypeError, r"^m must be a positive integer"),
+    (lambda: widgets.TrainingExplorer(t=True), TypeError, r"^t must be a positive integer"),
+])
+def test_invalid_constructor_values_name_the_argument(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_closest_needs_options():
+    assert widgets.closest(5, [1, 2, 4, 8]) == 4
+    assert widgets.closest(0, [1, 2]) == 1
+    with pytest.raises(ValueError, match=r"^options must offer at least one value"):
+        widgets.closest(3, [])
+
+
+def test_widgets_doctests():
+    import doctest
+    result = doctest.testmod(widgets)
+    assert result.attempted > 0 and result.failed == 0

@@ -51,13 +51,20 @@ def _layer_explorer(layer, v, image):
 
 
 def _ledger_explorer(layer, v, image):
-    from actmem.widgets import coefficients  # pure: bytes -> Fractions
+    """Coefficients by hand: each group's bytes per GPU over its unit."""
+    from fractions import Fraction
     r = activation_memory(**layer, t=v["t"], activation=v["activation"],
                           flash_attention=v["flash_attention"])
-    k = coefficients(r)
+    s, b, h, a, t = layer["s"], layer["b"], layer["h"], layer["a"], v["t"]
+    fixed = Fraction(r.fixed, s * b * h)  # replicated: a multiple of sbh
+    split = Fraction(r.intermediate * t, s * b * h)
+    if v["flash_attention"]:  # fp32 statistics of shape (b, a, s), split by heads
+        attention = f"attention-map statistics {Fraction(r.attention_map * t, b * a * s)} bas/t"
+    else:
+        attention = f"attention map {Fraction(r.attention_map * t, b * a * s * s)} bas^2/t"
     return Expected({"total": [format_bytes(r.total)],
-                     "coefficients": [str(k["fixed"]), str(k["intermediate"]),
-                                      str(k["attention_map"])]},
+                     "coefficients": [f"fixed {fixed} sbh, split {split} sbh/t, "
+                                      f"{attention}"]},
                     None)
 
 
