@@ -129,3 +129,11 @@ def test_identical_ledgers_are_all_unchanged():
     base = actmem.activation_memory(S, B, H, A, T)
     assert {c.kind for c in diff_ledgers(base, base)} == {"unchanged"}
 
+
+
+def test_docstring_examples():
+    import doctest
+
+    import actmem.ledger_diff
+    result = doctest.testmod(actmem.ledger_diff)
+    assert result.attempted > 0 and result.failed == 0
