@@ -150,6 +150,36 @@ def test_every_variant_is_measured(t1):
     assert set(t1) == set(VARIANTS)
 
 
+def test_rows_carry_the_measured_element_size(t1):
+    rows = by_key(t1["paper"])
+    assert rows["query"].measured_itemsize == 2  # bfloat16
+    assert rows["attn_dropout_mask"].measured_itemsize == 1  # bool
+    assert by_key(t1["sdpa"])["softmax_lse"].measured_itemsize == 4  # float32
+
+
+def test_unknown_variant_names_are_refused_with_the_list():
+    listed = ", ".join(VARIANTS)
+    with pytest.raises(ValueError, match=f"^unknown variant 'flash'; choose from {listed}$"):
+        measure_variants(["paper", "flash"])
+    with pytest.raises(TypeError, match=r"^names must be a list of variant names, "
+                                        r"e\.g\. \['paper'\], got the string 'paper'$"):
+        measure_variants("paper")
+
+
+def test_explorer_refuses_an_unmeasured_variant(t1):
+    from actmem.measure.widgets import MeasureExplorer
+
+    results = {"paper": {1: [t1["paper"]]}, "full": {1: [t1["full"]]}}
+    with pytest.raises(ValueError, match=r"^variant='sdpa' was not measured; "
+                                         r"choose from paper, full$"):
+        MeasureExplorer(results, variant="sdpa")
+    with pytest.raises(ValueError, match=r"^unknown variant 'mine'"):
+        MeasureExplorer({"mine": results["paper"]}, variant="mine")
+    with pytest.raises(ValueError, match=r"^results must hold at least one"):
+        MeasureExplorer({})
+    assert MeasureExplorer(results, variant="full").summary.value.startswith("full: ")
+
+
 def test_explorer_writes_the_chosen_variant(t1, t2):
     from actmem.measure.report import summary_line
     from actmem.measure.widgets import MeasureExplorer

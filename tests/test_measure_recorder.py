@@ -68,8 +68,22 @@ def test_layer_refuses_what_it_does_not_model():
         ReferenceLayer(actmem.LayerConfig(8, 1, 16, 2), mask="float")
     with pytest.raises(ValueError, match="rank"):
         ReferenceLayer(actmem.LayerConfig(8, 1, 16, 2), rank=1)
-    with pytest.raises(ValueError, match="t must be >= 1"):
+    with pytest.raises(ValueError, match=r"^t must be a positive integer \(>= 1\), got 0$"):
         on_ranks(print, 0)
+
+
+@pytest.mark.parametrize("t", [2.0, "2", True, None])
+def test_on_ranks_refuses_a_non_integer_t(t):
+    with pytest.raises(TypeError, match=r"^t must be a positive integer, got "):
+        on_ranks(print, t)
+
+
+def test_saved_storage_records_torch_element_size():
+    x = torch.randn(4, 4, dtype=torch.bfloat16, requires_grad=True)
+    mask = torch.rand(4, 4) > 0.5
+    saved = record(lambda x: (x * mask).sum(), x)
+    assert {(st.dtype, st.itemsize, st.nbytes) for st in saved} == {
+        ("bool", 1, 16)}
 
 
 def test_recorder_only_sees_its_with_block():

@@ -15,9 +15,6 @@ from ..ledger import ledger_rows
 from .run import Measurement
 from .saved import SavedStorage
 
-ITEMSIZE = {"bool": 1, "uint8": 1, "bfloat16": 2, "float16": 2, "float32": 4}
-"""Bytes per element of the dtypes the layer saves."""
-
 
 @dataclass(frozen=True)
 class RowCheck:
@@ -30,6 +27,7 @@ class RowCheck:
         measured_bytes: bytes of the saved storage named after the row
             (0 if nothing was saved under that name).
         measured_dtype: its dtype, or ``None``.
+        measured_itemsize: its bytes per element (from torch), or 0.
     """
 
     key: str
@@ -40,13 +38,14 @@ class RowCheck:
     ledger_itemsize: int
     measured_bytes: int
     measured_dtype: str | None
+    measured_itemsize: int
 
     @property
     def same_elements(self) -> bool:
         """Same element count as the ledger (bytes over bytes-per-element)."""
-        if self.measured_dtype is None:
+        if not self.measured_itemsize:
             return False
-        return (self.measured_bytes // ITEMSIZE[self.measured_dtype]
+        return (self.measured_bytes // self.measured_itemsize
                 == self.ledger_bytes // self.ledger_itemsize)
 
     @property
@@ -106,7 +105,7 @@ def _check(row, saved) -> RowCheck:
     return RowCheck(
         row.key, row.name, row.group, row.placement, row.bytes,
         row.bytes_per_element, sum(st.nbytes for st in saved),
-        saved[0].dtype if saved else None)
+        saved[0].dtype if saved else None, saved[0].itemsize if saved else 0)
 
 
 def explain(st: SavedStorage, m: Measurement) -> str:

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from .compare import Comparison
 
-COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")
-"""Okabe-Ito colours, safe for colour-blind readers."""
+SERIES_COLOURS = ("blue", "orange", "green", "purple")
+"""Okabe-Ito colour names (:data:`actmem.figures.OKABE_ITO`, safe for
+colour-blind readers), one per bar series, in turn."""
 
 
 def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     """Horizontal bars per ledger row (and the extras) in KiB: the ledger at
     t = 1, measured at t = 1, and measured on each rank at larger t.
 
-    Returns the matplotlib Figure.
+    Returns the matplotlib Figure. It is made with pyplot, so that
+    notebook 07's ``plt.show()`` displays it; elsewhere (scripts, tests)
+    close it with ``plt.close(fig)`` or figures accumulate.
     """
     import matplotlib.pyplot as plt
 
+    from ..figures import OKABE_ITO
+
+    colours = [OKABE_ITO[name] for name in SERIES_COLOURS]
     one = by_t[1][0]
     series = [("ledger, t=1", one, False), ("measured, t=1", one, True)] + [
         (f"measured, t={t} rank {c.measurement.rank}", c, True)
@@ -27,7 +33,7 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
         values = [(r.measured_bytes if measured else r.ledger_bytes) / 1024
                   for r in c.rows] + [c.extras_total / 1024 if measured else 0]
         ax.barh([y + i * height for y in range(len(labels))], values, height,
-                label=name, color=COLOURS[i % len(COLOURS)])
+                label=name, color=colours[i % len(colours)])
     ax.set_yticks([y + 0.4 - height / 2 for y in range(len(labels))], labels)
     ax.invert_yaxis()
     ax.set_xlabel("bytes saved for backward (KiB)")

@@ -17,6 +17,8 @@ import sys
 import torch
 import torch.distributed as dist
 
+from ..validate import positive_int
+
 TIMEOUT_S = 60
 """A rank that waits longer than this for the others raises."""
 
@@ -36,10 +38,10 @@ def on_ranks(fn, t: int, *args) -> list:
     ranks. An exception on any rank is raised here.
 
     Raises:
+        TypeError: ``t`` is not an int (a bool is refused).
         ValueError: ``t`` < 1.
     """
-    if t < 1:
-        raise ValueError(f"t must be >= 1, got {t}")
+    positive_int("t", t)
     port = free_port()
     jobs = [(fn, rank, t, port, args) for rank in range(t)]
     with multiprocessing.get_context("spawn").Pool(t) as pool:

@@ -40,11 +40,6 @@ class Measurement:
     storages: tuple[SavedStorage, ...]
     same_on_ranks: dict[str, bool] = field(default_factory=dict)
 
-    @property
-    def total(self) -> int:
-        """All saved bytes on this rank (ledger rows and extras)."""
-        return sum(st.nbytes for st in self.storages)
-
 
 def measure_layer(config: LayerConfig, rank: int = 0, mask: str = "bool"
                   ) -> Measurement:

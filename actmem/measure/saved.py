@@ -38,6 +38,8 @@ class SavedStorage:
         saved_by: backward nodes and attributes that hold it,
             e.g. ``("BmmBackward0.self",)``.
         dtype: element type, e.g. ``"bfloat16"``.
+        itemsize: bytes per element of that type (torch's
+            ``element_size()``: 2 for bfloat16, 1 for bool).
         shape: shape of the named tensor, else of the first saved view.
         nbytes: bytes the storage holds.
     """
@@ -46,6 +48,7 @@ class SavedStorage:
     block: str
     saved_by: tuple[str, ...]
     dtype: str
+    itemsize: int
     shape: tuple[int, ...]
     nbytes: int
 
@@ -128,7 +131,7 @@ class Recorder:
         return SavedStorage(
             key=key, block=where, saved_by=saved_by,
             dtype=str(saved.dtype).removeprefix("torch."),
-            shape=tuple(tensor.shape), nbytes=saved.untyped_storage().nbytes())
+            itemsize=saved.element_size(), shape=tuple(tensor.shape), nbytes=saved.untyped_storage().nbytes())
 
 
 def _unpack(tensor: torch.Tensor) -> torch.Tensor:

@@ -90,15 +90,37 @@ def measure_variants(names=tuple(VARIANTS), t: int = 1, **sizes
         ``{name: [comparison of rank 0, ..., rank t-1]}``.
 
     Raises:
-        KeyError: an unknown variant name.
+        TypeError: ``names`` is a single string, not a list of names.
+        ValueError: an unknown variant name (the message lists
+            :data:`VARIANTS`).
         TypeError, ValueError: an invalid configuration (LayerConfig).
     """
+    check_names(names)
     configs = [_config(VARIANTS[n], t, sizes) for n in names]
     if t == 1:
         per_rank = [_measure_rank(0, names, configs)]
     else:
         per_rank = on_ranks(_measure_rank, t, names, configs)
     return {n: [rank[i] for rank in per_rank] for i, n in enumerate(names)}
+
+
+def check_names(names) -> None:
+    """Raise unless ``names`` is a list (or tuple) of keys of :data:`VARIANTS`.
+
+    Raises:
+        TypeError: ``names`` is a string (write ``["paper"]``) or not iterable.
+        ValueError: a name is not a variant; the message lists them all.
+    """
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of variant names, e.g. "
+                        f"[{names!r}], got the string {names!r}")
+    try:
+        unknown = [n for n in names if n not in VARIANTS]
+    except TypeError:
+        raise TypeError(f"names must be a list of variant names, got {names!r}") from None
+    if unknown:
+        raise ValueError(f"unknown variant {unknown[0]!r}; choose from "
+                         f"{', '.join(VARIANTS)}")
 
 
 def _config(v: Variant, t: int, sizes) -> LayerConfig:

@@ -15,7 +15,7 @@ import html
 import ipywidgets as widgets
 
 from .report import summary_line, table
-from .variants import VARIANTS
+from .variants import VARIANTS, check_names
 
 
 class MeasureExplorer:
@@ -24,9 +24,19 @@ class MeasureExplorer:
     Args:
         results: ``{variant: {t: [comparison per rank]}}``.
         variant: the first choice.
+
+    Raises:
+        ValueError: ``results`` is empty or names an unknown variant, or
+            ``variant`` is not one of its keys (the message lists them).
     """
 
     def __init__(self, results: dict, variant: str = "paper"):
+        if not results:
+            raise ValueError("results must hold at least one measured variant, got none")
+        check_names(list(results))
+        if variant not in results:
+            raise ValueError(f"variant={variant!r} was not measured; choose from "
+                             f"{', '.join(results)}")
         self.results = results
         self.choice = widgets.Dropdown(
             options=[(VARIANTS[n].title, n) for n in results], value=variant,
