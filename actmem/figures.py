@@ -120,7 +120,7 @@ def _draw_group(ax, result, group, column):
 
 def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                     t: int = 2) -> Figure:
-    """What GPU 0 and GPU 1 keep of each term's tensors (BRIEF S3, S6).
+    """What GPU 0 and GPU 1 keep of each term's tensors (notebook 03).
 
     Rows are the seed's three groups (fixed, intermediate, attention map);
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
@@ -164,8 +164,8 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     """Stacked bars of the three terms (MiB) for each tensor-parallel size.
 
     The fixed term is the same at every t, so it is drawn as a floor (a
-    dashed line) under which no amount of tensor parallelism goes (BRIEF
-    S10-S11). ``t_values`` defaults to every valid t (divisors of a and h);
+    dashed line) under which no amount of tensor parallelism goes (notebook
+    04). ``t_values`` defaults to every valid t (divisors of a and h);
     ``highlight`` outlines one bar.
 
     Raises:
@@ -204,8 +204,8 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
 def pipeline_figure(per_layer: ActivationMemory, L: int, p: int) -> Figure:
     """Activation memory of one pipeline stage for m = 1..p micro-batches.
 
-    Bars are ``m * (L/p) * M`` (BRIEF S13) in MiB; a bar shows ``L * M``
-    (one GPU, all layers, S12) and a dashed line marks ``L * M / p``, the
+    Bars are ``m * (L/p) * M`` (sec. 4.2.3) in MiB; a bar shows ``L * M``
+    (one GPU, all layers, sec. 4.3) and a dashed line marks ``L * M / p``, the
     naive division that is not the peak: under 1F1B the first stage holds
     p micro-batches.
 
@@ -243,7 +243,7 @@ TRAINING_MEMORY_PARTS = (
                  "allocator overhead and fragmentation")),
 )
 """What a training GPU's memory holds besides (and including) the layers'
-activations (BRIEF S14). Only the first activation entry is the formula."""
+activations (notebook 05). Only the first activation entry is the formula."""
 
 
 def training_memory_figure(layer_activations: int) -> Figure:

@@ -7,7 +7,7 @@ and on when the backward pass frees each micro-batch's activations; ``m``
 counts micro-batches a stage holds at one moment, not gradient-accumulation
 steps; ``L*M/p`` (one micro-batch per stage) is not the peak. Parameters,
 gradients, optimizer states, the embedding, output layer and loss, buffers
-and allocator overhead are extra (S14).
+and allocator overhead are extra (notebook 05).
 """
 
 from __future__ import annotations

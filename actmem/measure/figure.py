@@ -13,11 +13,10 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     """Horizontal bars per ledger row (and the extras) in KiB: the ledger at
     t = 1, measured at t = 1, and measured on each rank at larger t.
 
-    Returns the matplotlib Figure. It is made with pyplot, so that
-    notebook 07's ``plt.show()`` displays it; elsewhere (scripts, tests)
-    close it with ``plt.close(fig)`` or figures accumulate.
+    Returns a matplotlib Figure made without pyplot (nothing accumulates);
+    a notebook shows it with ``display(fig)``.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     from ..figures import OKABE_ITO
 
@@ -27,7 +26,8 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
         (f"measured, t={t} rank {c.measurement.rank}", c, True)
         for t, ranks in sorted(by_t.items()) if t > 1 for c in ranks]
     labels = [r.key for r in one.rows] + ["extras (not in ledger)"]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(labels) + 1.5))
+    fig = Figure(figsize=(8, 0.35 * len(labels) + 1.5))
+    ax = fig.add_subplot()
     height = 0.8 / len(series)
     for i, (name, c, measured) in enumerate(series):
         values = [(r.measured_bytes if measured else r.ledger_bytes) / 1024
