@@ -15,11 +15,10 @@ from .training import model_activation_memory, pipeline_stage_memory
 from .units import UNITS, convert, format_bytes, format_value, to_gb, to_gib, to_mib
 from .validate import common_divisors
 
-
 __all__ = [
     "ACTIVATIONS", "GROUPS", "PLACEMENTS", "RECOMPUTE", "TABLE2",
     "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig", "LedgerRow",
-    "activation_memory", "common_divisors", "convert", "format_bytes", "format_value", "ledger_rows",
-    "model_activation_memory", "pipeline_stage_memory", "seed_formula", "table2",
+    "activation_memory", "common_divisors", "convert", "format_bytes",
+    "format_value", "ledger_rows", "model_activation_memory", "pipeline_stage_memory", "seed_formula", "table2",
     "to_gb", "to_gib", "to_mib", "valid_tensor_parallel_sizes",
 ]

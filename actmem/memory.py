@@ -40,7 +40,8 @@ class ActivationMemory:
 
     @property
     def fixed(self) -> int:
-        """Replicated tensors (10sbh in the paper's layer), bytes."""
+        """The fixed term, bytes: tensors tensor parallelism replicates
+        (10sbh in the paper's layer; divided by t under sequence parallelism)."""
         return self.group_bytes("fixed")
 
     @property
@@ -50,7 +51,8 @@ class ActivationMemory:
 
     @property
     def attention_map(self) -> int:
-        """The s x s attention tensors (5as^2b/t), bytes."""
+        """The attention-map term, bytes: the s x s tensors (5as^2b/t), or
+        FlashAttention's log-sum-exp statistics (4bas/t) that replace them."""
         return self.group_bytes("attention_map")
 
     @property
