@@ -8,10 +8,11 @@ later practice (FlashAttention, grouped-query attention, SwiGLU, no
 dropout). Every number comes from :func:`actmem.activation_memory` and
 :func:`actmem.ledger_diff.diff_ledgers`; nothing here retypes a formula.
 
-The functions that return text and choices are pure and need neither
-matplotlib nor ipywidgets; those two are imported inside the functions
-that draw (:func:`stacked_figure`) or build controls
-(:class:`VariantExplorer`), so ``import actmem`` stays light.
+The functions that return text and choices are pure. :class:`VariantExplorer`
+is an explorer of :mod:`actmem.widgets` (same machinery: valid choices only,
+state widgets, a PNG figure), so this module imports that one, and with it
+ipywidgets and matplotlib; ``import actmem`` does not import this module
+and stays light.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from __future__ import annotations
 import html
 from fractions import Fraction
 
+import ipywidgets as widgets
+
 from .config import ACTIVATIONS, RECOMPUTE
 from .ledger import GROUPS
 from .ledger_diff import RowChange, diff_ledgers
 from .memory import ActivationMemory, activation_memory
 from .units import format_bytes, format_value, to_mib
 from .validate import common_divisors, positive_int
+from .widgets import _dropdown, _Explorer, head_choices, png
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
@@ -183,7 +187,7 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str):
 
 # ------------------------------------------------------------------ explorer
 
-class VariantExplorer:
+class VariantExplorer(_Explorer):
     """Toggle every storage option; see what the ledger loses and gains.
 
     The layer's s, b and h are fixed at construction; the controls are the
@@ -210,52 +214,45 @@ class VariantExplorer:
                  recompute="none", flash_attention=False, kv_heads=None,
                  ffn_hidden_size=None, activation="gelu", dropout=True,
                  figure=True):
-        import ipywidgets as w
-
-        from .widgets import head_choices
-
         activation_memory(s, b, h, a, t, sequence_parallel=sequence_parallel,
                           recompute=recompute, flash_attention=flash_attention,
                           kv_heads=kv_heads, ffn_hidden_size=ffn_hidden_size,
                           activation=activation, dropout=dropout)
         self.layer = dict(s=s, b=b, h=h)
         self._extra_f = ffn_hidden_size
-        f = ffn_hidden_size or 4 * h
-        drop = lambda name, options, value: w.Dropdown(
-            options=options, value=value, description=name)
-        self.controls = {
-            "a": drop("a", sorted(set(head_choices(h)) | {a}), a),
-            "t": drop("t", tensor_parallel_choices(h, a, s, sequence_parallel), t),
-            "sequence_parallel": w.Checkbox(value=sequence_parallel,
-                                            description="sequence parallel"),
-            "recompute": w.ToggleButtons(options=list(RECOMPUTE),
-                                         value=recompute, description="recompute"),
-            "flash_attention": w.Checkbox(value=flash_attention,
-                                          description="FlashAttention"),
-            "kv_heads": drop("kv_heads", kv_head_choices(a, t), kv_heads or a),
-            "activation": w.ToggleButtons(options=list(ACTIVATIONS),
-                                          value=activation, description="MLP"),
-            "ffn_hidden_size": drop("f", ffn_choices(h, t, ffn_hidden_size), f),
-            "dropout": w.Checkbox(value=dropout, description="dropout"),
-        }
-        self.readouts = {"chosen": w.Label(), "baseline": w.Label(),
-                         "change": w.Label(), "diff": w.HTML()}
-        self.image = w.Image(format="png") if figure else None
-        self._busy = False
         self._heads = a  # to keep multi-head attention when a changes
-        for control in self.controls.values():
-            control.observe(self._changed, names="value")
-        rows = [w.HBox([self.controls[k] for k in ("a", "t", "kv_heads", "ffn_hidden_size")]),
-                w.HBox([self.controls[k] for k in ("sequence_parallel", "flash_attention", "dropout")]),
-                self.controls["recompute"], self.controls["activation"],
-                *self.readouts.values()]
-        self.box = w.VBox(rows + ([self.image] if figure else []))
-        self.refresh()
+        controls = self._build_controls(
+            a=a, t=t, sequence_parallel=sequence_parallel, recompute=recompute,
+            flash_attention=flash_attention, kv_heads=kv_heads or a,
+            activation=activation, ffn_hidden_size=ffn_hidden_size or 4 * h,
+            dropout=dropout)
+        layout = [widgets.HBox([controls[k] for k in ("a", "t", "kv_heads", "ffn_hidden_size")]),
+                  widgets.HBox([controls[k] for k in ("sequence_parallel", "flash_attention",
+                                                      "dropout")]),
+                  controls["recompute"], controls["activation"]]
+        readouts = {"chosen": widgets.Label(), "baseline": widgets.Label(),
+                    "change": widgets.Label(), "diff": widgets.HTML()}
+        super().__init__(controls, readouts, figure, layout)
 
-    def values(self) -> dict:
-        """Current control values as :func:`actmem.activation_memory` kwargs
-        (besides s, b, h)."""
-        return {name: c.value for name, c in self.controls.items()}
+    def _build_controls(self, **v) -> dict:
+        """One control per option, offering only values valid for ``v``."""
+        s, h, a, t = self.layer["s"], self.layer["h"], v["a"], v["t"]
+        check = widgets.Checkbox
+        return {
+            "a": _dropdown("a", sorted(set(head_choices(h)) | {a}), a),
+            "t": _dropdown("t", tensor_parallel_choices(h, a, s, v["sequence_parallel"]), t),
+            "sequence_parallel": check(value=v["sequence_parallel"],
+                                       description="sequence parallel"),
+            "recompute": widgets.ToggleButtons(options=list(RECOMPUTE), value=v["recompute"],
+                                               description="recompute"),
+            "flash_attention": check(value=v["flash_attention"], description="FlashAttention"),
+            "kv_heads": _dropdown("kv_heads", kv_head_choices(a, t), v["kv_heads"]),
+            "activation": widgets.ToggleButtons(options=list(ACTIVATIONS),
+                                                value=v["activation"], description="MLP"),
+            "ffn_hidden_size": _dropdown("f", ffn_choices(h, t, self._extra_f),
+                                         v["ffn_hidden_size"]),
+            "dropout": check(value=v["dropout"], description="dropout"),
+        }
 
     def results(self) -> tuple[ActivationMemory, ActivationMemory]:
         """(paper's layer with no options, chosen layer) for the current
@@ -264,17 +261,7 @@ class VariantExplorer:
         return (activation_memory(**self.layer, a=v["a"], t=v["t"]),
                 activation_memory(**self.layer, **v))
 
-    def _changed(self, change) -> None:
-        if self._busy:
-            return
-        self._busy = True
-        try:
-            self._restrict()
-        finally:
-            self._busy = False
-        self.refresh()
-
-    def _restrict(self) -> None:
+    def restrict(self) -> None:
         """Narrow t, kv_heads and f to values valid for the current a, t, SP.
 
         Multi-head attention (kv_heads = a) stays multi-head when a changes.
@@ -283,22 +270,10 @@ class VariantExplorer:
         s, h = self.layer["s"], self.layer["h"]
         multi_head = v["kv_heads"] == self._heads
         self._heads = v["a"]
-        t = self._set("t", tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"]))
-        self._set("kv_heads", kv_head_choices(v["a"], t), v["a"] if multi_head else None)
-        self._set("ffn_hidden_size", ffn_choices(h, t, self._extra_f))
-
-    def _set(self, name: str, options: list, prefer: int | None = None) -> int:
-        """Offer ``options``; keep the value (or ``prefer``) if allowed,
-        else the closest allowed value below it."""
-        from .widgets import closest
-
-        control = self.controls[name]
-        allowed = [o[1] if isinstance(o, tuple) else o for o in options]
-        value = closest(control.value if prefer is None else prefer, allowed)
-        if list(control.options) != options:
-            control.options = options
-        control.value = value
-        return value
+        t = self._set_options("t", tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"]))
+        self._set_options("kv_heads", kv_head_choices(v["a"], t),
+                          v["a"] if multi_head else None)
+        self._set_options("ffn_hidden_size", ffn_choices(h, t, self._extra_f))
 
     def refresh(self) -> None:
         """Recompute both layers and write every readout (and the image)."""
@@ -308,8 +283,6 @@ class VariantExplorer:
         self.readouts["change"].value = f"change: {change_text(base, chosen)}"
         self.readouts["diff"].value = diff_html(diff_ledgers(base, chosen))
         if self.image is not None:
-            from .widgets import png
-
             self.image.value = png(stacked_figure(
                 {"paper's layer": base, "chosen": chosen},
                 "Paper's layer (no options) vs the chosen options"))

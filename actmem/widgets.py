@@ -8,9 +8,9 @@ changes, and writes the results into ``Label``/``HTML`` state widgets
 bytes in an ``Image`` widget, so no ipympl is needed. Core widgets only;
 the code runs under ipywidgets 7.7 and 8. Display an explorer with
 ``display(explorer.box)``. ``import actmem`` never imports ipywidgets:
-this module, :mod:`actmem.variant_views` (inside
-:class:`~actmem.variant_views.VariantExplorer`) and
-:mod:`actmem.measure.widgets` import it when used.
+this module, :mod:`actmem.variant_views` and :mod:`actmem.measure.widgets`
+(whose explorers are subclasses of this module's ``_Explorer``) import it
+when used.
 
 Constructor arguments are checked before any widget is built: an invalid
 value raises ``TypeError`` or ``ValueError`` naming the argument, its value
@@ -142,8 +142,15 @@ def _mib_and_gib(n_bytes) -> str:
     return f"{format_bytes(n_bytes)} = {format_bytes(n_bytes, 'GiB')}"
 
 
+def _option_values(options) -> list:
+    """The values of ``options``: plain values, or the second item of
+    ``(label, value)`` pairs."""
+    return [o[1] if isinstance(o, tuple) else o for o in options]
+
+
 def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
-    """A Dropdown offering ``options``, set to ``value``.
+    """A Dropdown offering ``options`` (values or ``(label, value)``
+    pairs), set to ``value``.
 
     Raises:
         TypeError: an integer menu got a non-integer (or a bool).
@@ -151,9 +158,10 @@ def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
             argument, its value, the choices and ``rule`` (why those).
     """
     options = list(options)
-    if all(isinstance(o, int) for o in options):
+    values = _option_values(options)
+    if all(isinstance(o, int) for o in values):
         positive_int(name, value)
-    if value not in options:
+    if value not in values:
         why = f" ({rule})" if rule else ""
         raise ValueError(f"{name}={value!r} is not offered; choose one of "
                          f"{', '.join(str(o) for o in options)}{why}")
@@ -166,17 +174,29 @@ def _t_dropdown(h: int, a: int, t) -> "widgets.Dropdown":
 
 
 class _Explorer:
-    """Controls -> one pure computation -> state widgets (and an image)."""
+    """Controls -> one pure computation -> state widgets (and an image).
 
-    def __init__(self, controls: dict, readouts: dict, image: bool):
+    ``box`` stacks the controls (one row, or the widgets of ``layout``),
+    the readouts and the image. DOM hooks for browser tests: ``box`` has
+    the CSS class ``actmem-explorer`` and each readout
+    ``actmem-readout-<name>``.
+    """
+
+    def __init__(self, controls: dict, readouts: dict, image: bool,
+                 layout: list | None = None):
         self.controls = controls
         self.readouts = readouts
         self.image = widgets.Image(format="png") if image else None
         self._busy = False
         for control in controls.values():
             control.observe(self._changed, names="value")
-        children = [widgets.HBox(list(controls.values())), *readouts.values()]
+        for name, readout in readouts.items():
+            readout.add_class(f"actmem-readout-{name}")
+        if layout is None:
+            layout = [widgets.HBox(list(controls.values()))]
+        children = [*layout, *readouts.values()]
         self.box = widgets.VBox(children + ([self.image] if image else []))
+        self.box.add_class("actmem-explorer")
         self.refresh()
 
     def values(self) -> dict:
@@ -195,12 +215,17 @@ class _Explorer:
     def restrict(self) -> None:
         """Narrow dependent options to valid values (override)."""
 
-    def _set_options(self, name: str, options: list[int]) -> None:
+    def _set_options(self, name: str, options: list, prefer=None):
+        """Offer ``options`` (values or ``(label, value)`` pairs); keep the
+        value (or ``prefer``) if allowed, else the closest allowed value
+        below it (:func:`closest`). Returns the value set."""
         control = self.controls[name]
-        value = closest(control.value, options)
+        value = closest(control.value if prefer is None else prefer,
+                        _option_values(options))
         if list(control.options) != options:
             control.options = options
         control.value = value
+        return value
 
     def refresh(self) -> None:
         """Recompute and write every readout (override)."""

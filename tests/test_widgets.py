@@ -6,12 +6,14 @@ h, a dividing h, p dividing L).
 """
 
 from fractions import Fraction
+from functools import partial
 
 import pytest
 
 import actmem
 from actmem import figures, widgets
 from actmem.units import format_bytes
+from actmem.variant_views import VariantExplorer
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -312,3 +314,16 @@ def test_widgets_doctests():
     import doctest
     result = doctest.testmod(widgets)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("make", [
+    widgets.LayerExplorer, widgets.LedgerExplorer, widgets.ShardingExplorer,
+    widgets.TrainingExplorer,
+    partial(VariantExplorer, figure=False)])
+def test_explorers_carry_dom_hooks_for_the_browser_suite(make):
+    """tests/browser finds readouts by these CSS classes, not by position."""
+    x = make()
+    assert "actmem-explorer" in x.box._dom_classes
+    for name, readout in x.readouts.items():
+        assert f"actmem-readout-{name}" in readout._dom_classes
+        assert readout in x.box.children

@@ -5,7 +5,9 @@ changing the choice writes into two state widgets, ``summary`` (Label)
 and ``table`` (HTML), so tests and notebooks can assert on them. Like the
 explorers of :mod:`actmem.widgets` it exposes ``box``, ``controls``
 (``{"variant": Dropdown}``), ``readouts`` (``{"summary": Label, "table":
-HTML}``) and ``layer`` (the sizes s, b, h, a it was measured at).
+HTML}``) and ``layer`` (the sizes s, b, h, a it was measured at); it is
+one of them (a subclass of ``actmem.widgets._Explorer``), with the same
+DOM hooks (CSS classes ``actmem-explorer``, ``actmem-readout-<name>``).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import html
 
 import ipywidgets as widgets
 
+from ..widgets import _Explorer
 from .report import summary_line, table
 from .variants import VARIANTS, check_names
 
 
-class MeasureExplorer:
+class MeasureExplorer(_Explorer):
     """Dropdown of variants -> one-line summary and the row table.
 
     Args:
@@ -43,15 +46,14 @@ class MeasureExplorer:
             description="layer")
         self.summary = widgets.Label()
         self.table = widgets.HTML()
-        self.choice.observe(self._update, names="value")
-        self.box = widgets.VBox([self.choice, self.summary, self.table])
-        self.controls = {"variant": self.choice}
-        self.readouts = {"summary": self.summary, "table": self.table}
         config = next(iter(results.values()))[1][0].measurement.config
         self.layer = {k: getattr(config, k) for k in ("s", "b", "h", "a")}
-        self._update()
+        super().__init__({"variant": self.choice},
+                         {"summary": self.summary, "table": self.table},
+                         image=False, layout=[self.choice])
 
-    def _update(self, _change=None) -> None:
+    def refresh(self) -> None:
+        """Write the chosen variant's summary line and table."""
         name = self.choice.value
         self.summary.value = summary_line(name, self.results[name])
         self.table.value = (f"<p>{html.escape(VARIANTS[name].expect)}</p>"
