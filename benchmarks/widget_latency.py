@@ -132,7 +132,7 @@ def run_root(nb, root, info, changes: int, log) -> dict:
                 state = nb.state(root)
                 try:
                     exp = oracles.expected(info, state["controls"])
-                    if oracles.mismatches(info, exp, state["readouts"]):
+                    if oracles.mismatches(info, exp, state["named"]):
                         mismatched += 1
                 except (ValueError, TypeError, LookupError):
                     mismatched += 1

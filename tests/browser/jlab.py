@@ -4,7 +4,8 @@ Shared by the browser tests (tests/browser/) and the latency benchmark
 (benchmarks/widget_latency.py). Nothing here knows actmem's formulas: this
 module starts one ``jupyter lab`` on 127.0.0.1, one Chromium, opens a
 notebook, runs all cells through the menu as a person would, finds the
-widget controls, readouts and figures that ipywidgets put in the DOM and
+widget controls, readouts (an actmem explorer's by their CSS classes
+``actmem-readout-<name>``) and figures that ipywidgets put in the DOM and
 changes controls with the mouse or keyboard. Expected values come from
 ``oracles.py``.
 
@@ -284,6 +285,19 @@ PAGE_JS = r"""
   function readouts(root) {
     return [...root.querySelectorAll(READOUT_SELECTOR)].filter(el => !el.closest(CONTROL_SELECTOR));
   }
+  // Readouts an actmem explorer names with the CSS class actmem-readout-<name>
+  // (name -> innerText of every element carrying it, normally one).
+  const NAMED_PREFIX = 'actmem-readout-';
+  function namedReadouts(root) {
+    const out = {};
+    root.querySelectorAll('[class*="' + NAMED_PREFIX + '"]').forEach(el => {
+      const cls = [...el.classList].find(c => c.startsWith(NAMED_PREFIX));
+      if (!cls) return;
+      const text = el.matches(READOUT_SELECTOR) ? el : (el.querySelector(READOUT_SELECTOR) || el);
+      (out[cls.slice(NAMED_PREFIX.length)] ||= []).push(text.innerText);
+    });
+    return out;
+  }
   function images(root) { return [...root.querySelectorAll('img')]; }
   async function digest(src) {
     if (!src) return '';
@@ -304,6 +318,8 @@ PAGE_JS = r"""
       if (!root) return null;
       return {controls: controls(root).map(c => ({kind: kind(c), description: describe(c), value: value(c)})),
               readouts: readouts(root).map(e => e.innerText),
+              named: namedReadouts(root),
+              explorer: root.querySelector('.actmem-explorer') !== null,
               images: await Promise.all(images(root).map(i => digest(i.getAttribute('src'))))};
     },
     controlEl: (ci, oi, k) => controls(rootAt(ci, oi))[k],
@@ -476,6 +492,12 @@ class NotebookPage:
         return [Root(**r) for r in self.page.evaluate("window.__actmem.roots()")]
 
     def state(self, root: Root) -> dict:
+        """What the output shows now: ``controls`` [{kind, description,
+        value}], ``readouts`` (innerText of every Label/HTML, in page order),
+        ``named`` (readout name -> [innerText] for elements with the CSS
+        class ``actmem-readout-<name>``), ``explorer`` (whether an element
+        has the class ``actmem-explorer``) and ``images`` (SHA-256 of each
+        image's src)."""
         return self.page.evaluate("([c, o]) => window.__actmem.state(c, o)", [root.cell, root.output])
 
     def root_locator(self, root: Root):

@@ -177,14 +177,22 @@ def expected(info: dict, dom_controls: list) -> Expected | None:
     return oracle(info.get("layer") or {}, values, info.get("image", False))
 
 
-def mismatches(info: dict, exp: Expected, readout_texts: list) -> list[str]:
-    """Readouts whose DOM text lacks an expected string ([] when all agree)."""
-    names = info["readouts"]
-    if len(names) != len(readout_texts):
-        return [f"{len(readout_texts)} readouts in the DOM, {len(names)} in "
-                f"{info['cls']} ({names})"]
+def mismatches(info: dict, exp: Expected, named: dict) -> list[str]:
+    """Readouts whose DOM text lacks an expected string ([] when all agree).
+
+    ``named`` is ``state()["named"]``: readout name -> texts of the elements
+    with the CSS class ``actmem-readout-<name>`` (the explorer adds it), so a
+    readout is found by its name, not by its place on the page. Each readout
+    the kernel probe lists must be there exactly once and be non-empty."""
     bad = []
-    for name, text in zip(names, readout_texts):
+    for name in info["readouts"]:
+        texts = named.get(name, [])
+        if len(texts) != 1:
+            bad.append(f"{name}: {len(texts)} elements with class "
+                       f"actmem-readout-{name} in the output, expected 1 "
+                       f"({info['cls']} readouts {info['readouts']})")
+            continue
+        text = texts[0]
         if not text.strip():
             bad.append(f"{name}: empty")
         for want in exp.readouts.get(name, []):

@@ -8,10 +8,10 @@ For each notebook in notebooks/ (discovered, so new notebooks are covered):
 * ``test_controls``: for every widget control in every widget output
   (dropdown, checkbox, slider, toggle buttons, radio, number box), change
   it with the mouse or keyboard; the control shows the new value, every
-  readout shows what actmem's pure functions give for the new setting
-  (oracles.py), and the figure's PNG bytes changed when what it is drawn
-  from changed; screenshot of the output after each change. One subtest
-  per control.
+  readout (found by its CSS class ``actmem-readout-<name>``) shows what
+  actmem's pure functions give for the new setting (oracles.py), and the
+  figure's PNG bytes changed when what it is drawn from changed;
+  screenshot of the output after each change. One subtest per control.
 
 Screenshots go to artifacts/screenshots/ (printed at the end of the run).
 """
@@ -80,7 +80,7 @@ def _check_change(nb, root, index, info, shots: Path, stem: str) -> str:
             exp = oracles.expected(info, state["controls"])
         except (ValueError, TypeError, LookupError):
             return False
-        if oracles.mismatches(info, exp, state["readouts"]):
+        if oracles.mismatches(info, exp, state["named"]):
             return False
         return exp.figure == exp_before.figure or state["images"] != before["images"]
 
@@ -101,8 +101,10 @@ def _check_change(nb, root, index, info, shots: Path, stem: str) -> str:
                 or after["images"] != before["images"]), \
             f"{label}: no readout and no figure changed"
     else:
+        assert after.get("explorer"), \
+            f"{info['cls']} {label}: no element with class actmem-explorer in the output"
         exp = oracles.expected(info, after["controls"])
-        bad = oracles.mismatches(info, exp, after["readouts"])
+        bad = oracles.mismatches(info, exp, after["named"])
         assert not bad, (f"{info['cls']} {label}: readouts do not show what actmem "
                          f"computes for {oracles.control_values(info, after['controls'])}:\n"
                          + "\n".join(bad))
