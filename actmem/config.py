@@ -19,13 +19,21 @@ ACTIVATIONS = ("gelu", "swiglu")
 """MLP activation functions the ledger knows how to count."""
 
 
-def valid_tensor_parallel_sizes(h: int, a: int) -> list[int]:
-    """Values of t that divide both a and h, ascending (choices for widgets).
+def valid_tensor_parallel_sizes(h: int, a: int, s: int | None = None) -> list[int]:
+    """Values of t that divide a and h, ascending (choices for widgets).
+
+    Pass ``s`` when sequence parallelism is on: then t must divide s too
+    (each rank keeps s/t positions, sec. 4.2.2).
 
     >>> valid_tensor_parallel_sizes(6656, 52)
     [1, 2, 4, 13, 26, 52]
+    >>> valid_tensor_parallel_sizes(6656, 52, s=2048)
+    [1, 2, 4]
+
+    Raises:
+        TypeError, ValueError: a size is not a positive integer.
     """
-    return common_divisors(a, h)
+    return common_divisors(a, h) if s is None else common_divisors(a, h, s)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import ipywidgets as widgets
 
-from .config import ACTIVATIONS, RECOMPUTE
+from .config import ACTIVATIONS, RECOMPUTE, valid_tensor_parallel_sizes
 from .ledger import GROUPS
 from .ledger_diff import RowChange, diff_ledgers
 from .memory import ActivationMemory, activation_memory
@@ -45,11 +45,8 @@ paper's layer (sec. 4.1) at the same s, b, h, a and t."""
 
 # ------------------------------------------------------------------ choices
 
-def tensor_parallel_choices(h: int, a: int, s: int,
-                            sequence_parallel: bool) -> list[int]:
-    """Valid tensor-parallel sizes: t divides a and h, and s under sequence
-    parallelism (each rank keeps s/t positions), ascending."""
-    return common_divisors(a, h, s) if sequence_parallel else common_divisors(a, h)
+def _t_choices(h: int, a: int, s: int, sequence_parallel: bool) -> list[int]:
+    return valid_tensor_parallel_sizes(h, a, s if sequence_parallel else None)
 
 
 def kv_head_choices(a: int, t: int) -> list[int]:
@@ -240,7 +237,7 @@ class VariantExplorer(_Explorer):
         check = widgets.Checkbox
         return {
             "a": _dropdown("a", sorted(set(head_choices(h)) | {a}), a),
-            "t": _dropdown("t", tensor_parallel_choices(h, a, s, v["sequence_parallel"]), t),
+            "t": _dropdown("t", _t_choices(h, a, s, v["sequence_parallel"]), t),
             "sequence_parallel": check(value=v["sequence_parallel"],
                                        description="sequence parallel"),
             "recompute": widgets.ToggleButtons(options=list(RECOMPUTE), value=v["recompute"],
@@ -270,7 +267,7 @@ class VariantExplorer(_Explorer):
         s, h = self.layer["s"], self.layer["h"]
         multi_head = v["kv_heads"] == self._heads
         self._heads = v["a"]
-        t = self._set_options("t", tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"]))
+        t = self._set_options("t", _t_choices(h, v["a"], s, v["sequence_parallel"]))
         self._set_options("kv_heads", kv_head_choices(v["a"], t),
                           v["a"] if multi_head else None)
         self._set_options("ffn_hidden_size", ffn_choices(h, t, self._extra_f))

@@ -11,7 +11,7 @@ from actmem import variant_views
 from actmem.figures import GROUP_LABELS
 from actmem.variant_views import (
     BASELINE, VariantExplorer, breakdown, change_text, diff_html, ffn_choices,
-    kv_head_choices, results_table, stacked_figure, tensor_parallel_choices,
+    kv_head_choices, results_table, stacked_figure,
 )
 
 GPT3 = dict(s=2048, b=1, h=12288, a=96, t=8)
@@ -28,9 +28,9 @@ def test_kv_heads_divide_a_and_are_multiples_of_t(a, t, expected):
 
 
 def test_tensor_parallel_choices_add_s_only_under_sequence_parallelism():
-    assert tensor_parallel_choices(6656, 52, 2048, False) == [1, 2, 4, 13, 26, 52]
-    assert tensor_parallel_choices(6656, 52, 2048, True) == [1, 2, 4]
-    assert tensor_parallel_choices(6656, 52, 2080, True) == [1, 2, 4, 13, 26, 52]
+    assert actmem.valid_tensor_parallel_sizes(6656, 52) == [1, 2, 4, 13, 26, 52]
+    assert actmem.valid_tensor_parallel_sizes(6656, 52, s=2048) == [1, 2, 4]
+    assert actmem.valid_tensor_parallel_sizes(6656, 52, s=2080) == [1, 2, 4, 13, 26, 52]
 
 
 def test_ffn_choices_keep_whole_widths_that_t_divides():
@@ -87,7 +87,8 @@ def test_stacked_figure_bars_are_the_groups_in_mib():
 def check_readouts(x: VariantExplorer) -> None:
     v = x.values()
     s, h = x.layer["s"], x.layer["h"]
-    assert v["t"] in tensor_parallel_choices(h, v["a"], s, v["sequence_parallel"])
+    assert v["t"] in actmem.valid_tensor_parallel_sizes(
+        h, v["a"], s if v["sequence_parallel"] else None)
     assert list(x.controls["kv_heads"].options) == kv_head_choices(v["a"], v["t"])
     assert v["kv_heads"] in kv_head_choices(v["a"], v["t"])
     assert v["ffn_hidden_size"] % v["t"] == 0
