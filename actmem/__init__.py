@@ -11,14 +11,24 @@ from .config import ACTIVATIONS, RECOMPUTE, LayerConfig, valid_tensor_parallel_s
 from .formula import TABLE2_FORMULAS, seed_formula
 from .ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .memory import TABLE2, ActivationMemory, activation_memory, table2
+from .pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
+                                gpipe_in_flight, interleaved_factor,
+                                interleaved_factor_holds, interleaved_first_stage_memory,
+                                interleaved_in_flight, one_f_one_b_in_flight)
+from .schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
 from .training import model_activation_memory, pipeline_stage_memory
 from .units import UNITS, convert, format_bytes, format_value, to_gb, to_gib, to_mib
 from .validate import common_divisors
 
 __all__ = [
-    "ACTIVATIONS", "GROUPS", "PLACEMENTS", "RECOMPUTE", "TABLE2",
-    "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig", "LedgerRow",
-    "activation_memory", "common_divisors", "convert", "format_bytes",
-    "format_value", "ledger_rows", "model_activation_memory", "pipeline_stage_memory", "seed_formula", "table2",
-    "to_gb", "to_gib", "to_mib", "valid_tensor_parallel_sizes",
+    "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
+    "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
+    "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
+    "bubble_fraction_formula", "common_divisors", "convert",
+    "first_stage_memory_1f1b", "format_bytes", "format_value",
+    "gpipe_in_flight", "interleaved_factor", "interleaved_factor_holds",
+    "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
+    "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",
+    "seed_formula", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
+    "valid_tensor_parallel_sizes",
 ]

@@ -1,11 +1,10 @@
 """From one layer to a training run: whole model and pipeline stages.
 
 Rough estimates (paper sections 4.2.3 and 4.3; notebook 05). They
-multiply the per-layer figure and so inherit its assumptions. Caveats:
-the real peak depends on the pipeline schedule (GPipe, 1F1B, interleaved)
-and on when the backward pass frees each micro-batch's activations; ``m``
+multiply the per-layer figure and so inherit its assumptions. Here ``m``
 counts micro-batches a stage holds at one moment, not gradient-accumulation
-steps; ``L*M/p`` (one micro-batch per stage) is not the peak. Parameters,
+steps; ``L*M/p`` (one micro-batch per stage) is not the peak. How many a
+stage holds follows from the pipeline schedule: :mod:`actmem.schedules`. Parameters,
 gradients, optimizer states, the embedding, output layer and loss, buffers
 and allocator overhead are extra (notebook 05).
 """
@@ -16,10 +15,32 @@ from .memory import ActivationMemory
 from .validate import positive_int
 
 
-def _layer_bytes(per_layer: ActivationMemory | int) -> int:
+def layer_bytes(per_layer: ActivationMemory | int) -> int:
+    """``M`` in bytes from an :class:`ActivationMemory` or a positive int.
+
+    Raises:
+        TypeError, ValueError: ``per_layer`` is neither.
+    """
     if isinstance(per_layer, ActivationMemory):
         return per_layer.total
     return positive_int("per_layer", per_layer)
+
+
+def chunk_layers(L: int, p: int, v: int = 1) -> int:
+    """``L/(p*v)``: layers in one model chunk (one pipeline stage if v=1).
+
+    Raises:
+        TypeError, ValueError: a value is not a positive int, or ``p*v``
+            does not divide ``L``.
+    """
+    for name, value in (("L", L), ("p", p), ("v", v)):
+        positive_int(name, value)
+    if L % (p * v):
+        if v == 1:
+            raise ValueError(f"p={p} must divide L={L} (each stage gets L/p layers)")
+        raise ValueError(f"p*v={p * v} (p={p}, v={v}) must divide L={L} "
+                         "(each model chunk gets L/(p*v) layers)")
+    return L // (p * v)
 
 
 def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
@@ -38,15 +59,19 @@ def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
     >>> model_activation_memory(activation_memory(2048, 1, 4096, 32, 8), 32) // 2**20
     5888
     """
-    return positive_int("L", L) * _layer_bytes(per_layer)
+    return positive_int("L", L) * layer_bytes(per_layer)
 
 
 def pipeline_stage_memory(per_layer: ActivationMemory | int, L: int, p: int,
                           m: int) -> int:
     """``m * (L/p) * M``: bytes one pipeline stage holds for ``m`` micro-batches.
 
-    Pipeline parallelism (sec. 4.2.3): a stage has L/p layers; under 1F1B
-    the first stage holds p micro-batches at its peak.
+    Pipeline parallelism (sec. 4.2.3): a stage has L/p layers. How many
+    micro-batches a stage holds depends on the schedule and the stage: for
+    the schedule-aware answer use :func:`actmem.simulate_schedule` and its
+    ``stage_activation_memory(i, per_layer, L)`` (1F1B: stage i holds
+    ``min(p - i, m)``; GPipe: all m; interleaved: chunk passes of L/(p*v)
+    layers).
 
     Args:
         per_layer: an :class:`ActivationMemory` or its total in bytes.
@@ -58,9 +83,5 @@ def pipeline_stage_memory(per_layer: ActivationMemory | int, L: int, p: int,
         TypeError, ValueError: a value is not a positive int, or p does not
             divide L.
     """
-    positive_int("L", L)
-    positive_int("p", p)
-    positive_int("m", m)
-    if L % p:
-        raise ValueError(f"p={p} must divide L={L} (each stage gets L/p layers)")
-    return m * (L // p) * _layer_bytes(per_layer)
+    layers = chunk_layers(L, p)
+    return positive_int("m", m) * layers * layer_bytes(per_layer)

@@ -1,0 +1,136 @@
+"""Closed forms for pipeline schedules, each checked against the simulation.
+
+:mod:`actmem.schedules` lists every stage's operations; the functions here
+are the short formulas people quote, with the conditions under which they
+hold. The tests compare each one with :func:`actmem.simulate_schedule` over
+p up to 16, m up to 64 and v up to 4 (notebook 05 derives them from the
+schedule charts). Sources: Korthikanti et al. 2022, sec. 4.2.3 (first stage
+of 1F1B holds ``L*M``; interleaving multiplies it by ``1 + (p-1)/(p*v)``);
+Narayanan et al. 2021, sec. 2.2 (bubble ``(p-1)/m`` and ``(p-1)/(v*m)``).
+
+Symbols: p pipeline stages, m micro-batches per optimizer step, v model
+chunks per GPU, i stage index (0 = first), L layers, M bytes one layer
+keeps per micro-batch.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from .memory import ActivationMemory
+from .schedules import SCHEDULES
+from .training import chunk_layers, layer_bytes, pipeline_stage_memory
+from .validate import choice, positive_int
+
+
+def _stage(i: object, p: int) -> int:
+    positive_int("p", p)
+    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < p:
+        raise ValueError(f"stage i must be an int in 0..{p - 1} (p={p}), got {i!r}")
+    return i
+
+
+def gpipe_in_flight(p: int, m: int, i: int) -> int:
+    """GPipe: every stage holds all ``m`` micro-batches at its peak
+    (all forwards run before any backward)."""
+    _stage(i, p)
+    return positive_int("m", m)
+
+
+def one_f_one_b_in_flight(p: int, m: int, i: int) -> int:
+    """1F1B: stage ``i`` holds at most ``min(p - i, m)`` micro-batches:
+    ``p - i - 1`` warm-up forwards plus the one in flight in the steady
+    phase; with fewer micro-batches than that, all ``m``.
+
+    >>> [one_f_one_b_in_flight(4, 8, i) for i in range(4)]
+    [4, 3, 2, 1]
+    """
+    _stage(i, p)
+    return min(p - i, positive_int("m", m))
+
+
+def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = None
+                          ) -> int:
+    """Interleaved 1F1B: (micro-batch, chunk) forward passes stage ``i``
+    holds at its peak: ``min(2*(p-i-1) + (v-1)*N + 1, m*v)``, the warm-up
+    count plus one, with ``N`` micro-batches per group (``group``; default
+    ``p``, Megatron-LM's). Each holds ``L/(p*v)`` layers.
+
+    >>> interleaved_in_flight(4, 8, 2, 0)   # (v+1)*p - 1
+    11
+    """
+    _stage(i, p)
+    positive_int("v", v)
+    group = p if group is None else positive_int("group", group)
+    return min(2 * (p - i - 1) + (v - 1) * group + 1, positive_int("m", m) * v)
+
+
+def interleaved_factor(p: int, v: int) -> Fraction:
+    """``1 + (p-1)/(p*v)``: the interleaved first stage's activations over
+    ``L*M`` in the steady state (sec. 4.2.3): it holds ``(v+1)*p - 1``
+    chunk passes of ``L/(p*v)`` layers each.
+
+    >>> interleaved_factor(4, 2)
+    Fraction(11, 8)
+    """
+    positive_int("p", p)
+    positive_int("v", v)
+    return 1 + Fraction(p - 1, p * v)
+
+
+def interleaved_factor_holds(p: int, m: int, v: int) -> bool:
+    """Whether the first stage reaches the steady-state peak behind
+    :func:`interleaved_factor`: ``m*v >= (v+1)*p - 1`` (more chunk passes
+    than the warm-up). With ``m`` a multiple of ``p`` (Megatron-LM): ``m >=
+    2p``. At ``m = p`` every pass is warm-up and the first stage holds
+    ``m*v`` chunk passes, i.e. ``L*M`` (factor 1).
+    """
+    for name, value in (("p", p), ("m", m), ("v", v)):
+        positive_int(name, value)
+    return m * v >= (v + 1) * p - 1
+
+
+def first_stage_memory_1f1b(per_layer: ActivationMemory | int, L: int, p: int,
+                            m: int) -> int:
+    """Bytes the first stage holds at its peak under 1F1B:
+    ``min(p, m) * (L/p) * M``.
+
+    **p cancels** (sec. 4.2.3): with ``m >= p`` the first stage holds ``p``
+    micro-batches of ``L/p`` layers each, ``p * (L/p) * M = L*M``, the same
+    bytes as one GPU running the whole model for one micro-batch, whatever
+    ``p`` is. Pipeline parallelism does not shrink the first stage's
+    activations; tensor and sequence parallelism and recomputation do.
+
+    Raises:
+        TypeError, ValueError: as :func:`actmem.pipeline_stage_memory`.
+    """
+    return pipeline_stage_memory(per_layer, L, p, one_f_one_b_in_flight(p, m, 0))
+
+
+def interleaved_first_stage_memory(per_layer: ActivationMemory | int, L: int,
+                                   p: int, v: int) -> int:
+    """``L*M*(1 + (p-1)/(p*v))`` bytes, exact: ``((v+1)*p - 1) * L/(p*v) * M``;
+    the interleaved first stage at its peak when
+    :func:`interleaved_factor_holds`.
+
+    Raises:
+        TypeError, ValueError: a value is not a positive int, or ``p*v``
+            does not divide ``L``.
+    """
+    return ((v + 1) * p - 1) * chunk_layers(L, p, v) * layer_bytes(per_layer)
+
+
+def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fraction:
+    """Narayanan et al. 2021, sec. 2.2: ``(p-1)/m`` for GPipe and 1F1B,
+    ``(p-1)/(v*m)`` for interleaved 1F1B. Equal to the simulated
+    :meth:`~actmem.schedules.PipelineSchedule.bubble_fraction` for GPipe
+    and 1F1B at every ``m``, and for interleaving when ``p`` divides ``m``
+    (PyTorch's order with ``m < p`` idles longer).
+
+    >>> bubble_fraction_formula("interleaved", 4, 8, 2)
+    Fraction(3, 16)
+    """
+    for name, value in (("p", p), ("m", m), ("v", v)):
+        positive_int(name, value)
+    choice("schedule", schedule, SCHEDULES)
+    return Fraction(p - 1, (v if schedule == "interleaved" else 1) * m)
