@@ -4,6 +4,11 @@ Measures the reference layer (and, with ``--variant``, ledger variants) at
 each tensor-parallel size (default t = 1 and, on two real gloo ranks,
 t = 2) and prints, per ledger row, the ledger's and the measured bytes on
 every rank, then the extras. ``--json`` prints the same as JSON.
+
+``python -m actmem.measure pipeline`` runs GPipe, 1F1B and interleaved 1F1B
+on PyTorch's pipeline engine (p = 2 and 4 gloo processes) and prints, per
+stage, the peak saved bytes, one micro-batch's bytes, their ratio and the
+simulated peak in flight (:mod:`.pipeline`); ``--json`` as JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", nargs="+", default=["paper"],
                    choices=list(VARIANTS), help="layers to measure (paper)")
     p.add_argument("--json", action="store_true", help="print bytes as JSON")
+    sub = p.add_subparsers(dest="command", metavar="pipeline")
+    pipe = sub.add_parser("pipeline", help="pipeline schedules on PyTorch's engine",
+                          description="Per pipeline stage: peak saved bytes over one "
+                          "micro-batch's bytes, against actmem.simulate_schedule.")
+    pipe.add_argument("--json", action="store_true", help="print bytes as JSON")
     return p
+
+
+def pipeline_main(args) -> int:
+    """``python -m actmem.measure pipeline [--json]``."""
+    from ..pipeline_measured import measurement_table
+    from .pipeline import measurement
+
+    data = measurement()
+    print(json.dumps(data, indent=1) if args.json else measurement_table(data))
+    return 0 if all(stage["agrees"] for stage in data["stages"]) else 1
 
 
 def collect(args) -> dict:
@@ -39,6 +59,8 @@ def collect(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "pipeline":
+        return pipeline_main(args)
     try:
         results = collect(args)
     except (TypeError, ValueError) as err:

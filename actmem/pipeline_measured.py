@@ -1,0 +1,64 @@
+"""PyTorch's pipeline engine against the simulation, as a table (notebook 05).
+
+Measuring needs torch (:mod:`actmem.measure.pipeline`, the ``measure``
+extra); this module does not. :func:`load_measurement` measures now when
+torch is installed and otherwise reads the result stored in
+``actmem/data/pipeline_measured.json`` (written by ``python -m
+actmem.measure pipeline --json``; a test checks it against a fresh run),
+and says which of the two it returns.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from importlib.resources import files
+
+STORED = "data/pipeline_measured.json"
+"""Where the stored measurement lives inside the package."""
+
+
+def stored_measurement() -> dict:
+    """The stored measurement: ``{"config": ..., "stages": [...]}``."""
+    return json.loads(files("actmem").joinpath(STORED).read_text(encoding="utf-8"))
+
+
+def load_measurement() -> tuple[str, dict]:
+    """``(source, data)``: measured now if torch is importable (about 10 s,
+    p = 2 and 4 gloo processes), else the stored result; ``source`` says
+    which, with the torch version that measured it."""
+    if importlib.util.find_spec("torch") is None:
+        data = stored_measurement()
+        return (f"STORED result (torch {data['config']['torch']}); torch is not "
+                "installed here, so nothing was measured now", data)
+    from .measure.pipeline import measurement
+
+    data = measurement()
+    return f"measured now with torch {data['config']['torch']}", data
+
+
+def _cases(data: dict) -> dict[tuple, list[dict]]:
+    cases: dict[tuple, list[dict]] = {}
+    for stage in data["stages"]:
+        cases.setdefault((stage["schedule"], stage["p"], stage["m"], stage["v"]),
+                         []).append(stage)
+    return cases
+
+
+def measurement_table(data: dict) -> str:
+    """One line per measured schedule: the bytes one micro-batch's pass
+    through one chunk saves, and for every stage (first to last) the
+    measured peak over that, next to the simulated peak in flight.
+
+    >>> print(measurement_table(stored_measurement()).splitlines()[0])
+    schedule     p  m  v  one pass (B)  measured peak / one pass  simulated  agrees
+    """
+    lines = ["schedule     p  m  v  one pass (B)  measured peak / one pass  "
+             "simulated  agrees"]
+    for (schedule, p, m, v), stages in _cases(data).items():
+        measured = " ".join(s["ratio"] for s in stages)
+        simulated = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
+        agrees = "yes" if all(s["agrees"] for s in stages) else "NO"
+        lines.append(f"{schedule:<11} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>12}"
+                     f"  {measured:<24}  {simulated:<9}  {agrees}")
+    return "\n".join(lines)
