@@ -15,7 +15,6 @@ from matplotlib.patches import Rectangle
 
 from .ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from .memory import ActivationMemory, activation_memory
-from .training import model_activation_memory, pipeline_stage_memory
 from .units import format_bytes, format_value, to_mib
 from .validate import common_divisors
 
@@ -200,40 +199,6 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
 
 
 # ---------------------------------------------------------------- training
-
-def pipeline_figure(per_layer: ActivationMemory, L: int, p: int) -> Figure:
-    """Activation memory of one pipeline stage for m = 1..p micro-batches.
-
-    Bars are ``m * (L/p) * M`` (sec. 4.2.3) in MiB; a bar shows ``L * M``
-    (one GPU, all layers, sec. 4.3) and a dashed line marks ``L * M / p``, the
-    naive division that is not the peak: under 1F1B the first stage holds
-    p micro-batches.
-
-    Raises:
-        TypeError, ValueError: L or p invalid, or p does not divide L.
-    """
-    ms = list(range(1, p + 1))
-    stage_bytes = [pipeline_stage_memory(per_layer, L, p, m) for m in ms]
-    whole_bytes = model_activation_memory(per_layer, L)
-    stage, whole = [to_mib(n) for n in stage_bytes], to_mib(whole_bytes)
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.subplots()
-    labels = ["no pipeline\n(L layers, m=1)"] + [f"m={m}" for m in ms]
-    colours = [OKABE_ITO["grey"]] + [OKABE_ITO["blue"]] * p
-    ax.bar(range(p + 1), [whole] + stage, color=colours, edgecolor="black",
-           linewidth=0.5)
-    for i, (v, n) in enumerate(zip([whole] + stage, [whole_bytes] + stage_bytes)):
-        ax.text(i, v, format_value(n), ha="center", va="bottom", fontsize=8)
-    ax.axhline(whole / p, color=OKABE_ITO["vermillion"], linestyle="--",
-               label=f"L*M/p = {format_bytes(whole_bytes // p)}: not the peak")
-    ax.set_xticks(range(p + 1), labels, fontsize=8)
-    ax.set_xlabel(f"micro-batches m held by one stage of L/p = {L // p} layers")
-    ax.set_ylabel("activation memory per GPU (MiB)")
-    ax.set_title(f"Pipeline stage: m * (L/p) * M, L={L}, p={p}, "
-                 f"M={format_bytes(per_layer.total)}")
-    ax.legend(fontsize=8)
-    return fig
-
 
 TRAINING_MEMORY_PARTS = (
     ("model states", ("parameters", "gradients", "optimizer states")),

@@ -199,24 +199,38 @@ def simulate_schedule(schedule: str, p: int, m: int, v: int = 1,
     >>> " ".join(map(str, s.ops[0]))
     'F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7'
     """
+    group = check_schedule(schedule, p, m, v, order)
+    if schedule == "interleaved":
+        ops = [_interleaved(p, m, v, i, group) for i in range(p)]
+    else:
+        build = _gpipe if schedule == "gpipe" else _one_f_one_b
+        ops = [build(p, m, i) for i in range(p)]
+    return PipelineSchedule(schedule, order, p, m, v, tuple(map(tuple, ops)))
+
+
+def check_schedule(schedule: str, p: int, m: int, v: int = 1,
+                   order: str = "megatron") -> int | None:
+    """The rules of :func:`simulate_schedule` (one copy, also used by the
+    widgets to offer only valid values); returns the interleaved schedule's
+    micro-batch group size ``N``, or None for the others.
+
+    Raises:
+        TypeError, ValueError: as :func:`simulate_schedule`.
+    """
     choice("schedule", schedule, SCHEDULES)
     choice("order", order, ORDERS)
     for name, value in (("p", p), ("m", m), ("v", v)):
         positive_int(name, value)
     if schedule == "interleaved":
-        group = _interleaved_group(p, m, v, order)
-        ops = [_interleaved(p, m, v, i, group) for i in range(p)]
-    else:
-        if v != 1:
-            raise ValueError(f"v={v}: model chunks (v > 1) need schedule="
-                             f"'interleaved'; {schedule!r} takes v=1")
-        if schedule == "1f1b" and order == "pytorch" and m < p:
-            raise ValueError(f"m={m} < p={p}: PyTorch's Schedule1F1B needs at least "
-                             "as many micro-batches as stages (Megatron-LM's 1F1B "
-                             "accepts m < p: use order='megatron')")
-        build = _gpipe if schedule == "gpipe" else _one_f_one_b
-        ops = [build(p, m, i) for i in range(p)]
-    return PipelineSchedule(schedule, order, p, m, v, tuple(map(tuple, ops)))
+        return _interleaved_group(p, m, v, order)
+    if v != 1:
+        raise ValueError(f"v={v}: model chunks (v > 1) need schedule="
+                         f"'interleaved'; {schedule!r} takes v=1")
+    if schedule == "1f1b" and order == "pytorch" and m < p:
+        raise ValueError(f"m={m} < p={p}: PyTorch's Schedule1F1B needs at least "
+                         "as many micro-batches as stages (Megatron-LM's 1F1B "
+                         "accepts m < p: use order='megatron')")
+    return None
 
 
 # ------------------------------------------------------------------ orders

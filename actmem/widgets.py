@@ -27,9 +27,8 @@ import ipywidgets as widgets
 from . import figures
 from .config import valid_tensor_parallel_sizes
 from .memory import activation_memory
-from .training import model_activation_memory, pipeline_stage_memory
 from .units import format_bytes, format_value
-from .validate import common_divisors, positive_int
+from .validate import positive_int
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""
@@ -41,8 +40,6 @@ A_CHOICES = (8, 16, 32, 40, 52, 64, 96)
 """Head counts offered; only those dividing h are shown."""
 L_CHOICES = (24, 32, 40, 48, 96)
 """Layer counts offered."""
-M_CHOICES = tuple(range(1, 17))
-"""Micro-batches held by a pipeline stage offered (1 to 16)."""
 
 
 def head_choices(h: int) -> list[int]:
@@ -136,10 +133,6 @@ def ledger_html(result) -> str:
         f"<td>{format_value(r.bytes, digits=4)}</td></tr>"
         for r in result.rows)
     return f"<table>{head}{body}</table>"
-
-
-def _mib_and_gib(n_bytes) -> str:
-    return f"{format_bytes(n_bytes)} = {format_bytes(n_bytes, 'GiB')}"
 
 
 def _option_values(options) -> list:
@@ -327,39 +320,3 @@ class ShardingExplorer(_Explorer):
             self.readouts[group].value = \
                 f"{group} per GPU: {format_bytes(result.group_bytes(group))}"
         self.image.value = png(figures.sharding_figure(**self.layer, t=t))
-
-
-class TrainingExplorer(_Explorer):
-    """L, t, p, m -> whole-model and pipeline-stage activations (notebook 05).
-
-    p is restricted to divisors of L, t to valid tensor-parallel sizes.
-    Readouts (``Label``): ``per_layer``, ``model`` (L*M), ``stage``
-    (m*(L/p)*M), ``naive`` (L*M/p, not the peak), in MiB and GiB.
-    """
-
-    def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, p=4, m=4):
-        activation_memory(s, b, h, a, t)
-        self.layer = dict(s=s, b=b, h=h, a=a)
-        controls = {
-            "L": _dropdown("L", L_CHOICES, L),
-            "t": _t_dropdown(h, a, t),
-            "p": _dropdown("p", common_divisors(L), p,
-                           f"p must divide L={L}: each stage gets L/p layers"),
-            "m": _dropdown("m", M_CHOICES, m),
-        }
-        readouts = {k: widgets.Label() for k in ("per_layer", "model", "stage", "naive")}
-        super().__init__(controls, readouts, image=True)
-
-    def restrict(self):
-        self._set_options("p", common_divisors(self.controls["L"].value))
-
-    def refresh(self):
-        L, t, p, m = (self.controls[k].value for k in ("L", "t", "p", "m"))
-        per_layer = activation_memory(**self.layer, t=t)
-        model = model_activation_memory(per_layer, L)
-        self.readouts["per_layer"].value = f"M(t) per layer: {format_bytes(per_layer.total)}"
-        self.readouts["model"].value = f"L*M, one GPU: {_mib_and_gib(model)}"
-        self.readouts["stage"].value = \
-            f"m*(L/p)*M, one stage: {_mib_and_gib(pipeline_stage_memory(per_layer, L, p, m))}"
-        self.readouts["naive"].value = f"L*M/p (not the peak): {_mib_and_gib(model // p)}"
-        self.image.value = png(figures.pipeline_figure(per_layer, L, p))

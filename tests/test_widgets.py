@@ -13,6 +13,7 @@ import pytest
 import actmem
 from actmem import figures, widgets
 from actmem.units import format_bytes
+from actmem.schedule_views import ScheduleExplorer
 from actmem.variant_views import VariantExplorer
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -184,42 +185,6 @@ def test_sharding_at_t2_is_80_96_320_mib():
         "attention_map per GPU: 320 MiB"]
 
 
-@pytest.mark.parametrize("L", widgets.L_CHOICES)
-@pytest.mark.parametrize("t", [1, 8])
-def test_training_readouts(L, t):
-    explorer = widgets.TrainingExplorer(t=8, p=4, m=4)
-    explorer.controls["L"].value = L
-    explorer.controls["t"].value = t
-    assert list(explorer.controls["p"].options) == actmem.common_divisors(L)
-    per_layer = actmem.activation_memory(2048, 1, 4096, 32, t)
-    for p in (1, max(explorer.controls["p"].options)):
-        explorer.controls["p"].value = p
-        for m in (1, 16):
-            explorer.controls["m"].value = m
-            stage = actmem.pipeline_stage_memory(per_layer, L, p, m)
-            assert explorer.readouts["stage"].value == \
-                f"m*(L/p)*M, one stage: {format_bytes(stage)} = {format_bytes(stage, 'GiB')}"
-    model = actmem.model_activation_memory(per_layer, L)
-    assert explorer.readouts["model"].value == \
-        f"L*M, one GPU: {format_bytes(model)} = {format_bytes(model, 'GiB')}"
-
-
-def test_training_naive_split_is_whole_bytes():
-    explorer = widgets.TrainingExplorer(L=96, t=1, p=32, m=1)
-    per_layer = actmem.activation_memory(2048, 1, 4096, 32, 1)
-    naive = actmem.model_activation_memory(per_layer, 96) // 32
-    assert explorer.readouts["naive"].value == \
-        f"L*M/p (not the peak): {format_bytes(naive)} = {format_bytes(naive, 'GiB')}"
-
-
-def test_training_seed_run_is_5888_mib():
-    explorer = widgets.TrainingExplorer(L=32, t=8, p=4, m=4)
-    assert explorer.readouts["model"].value == "L*M, one GPU: 5888 MiB = 5.75 GiB"
-    assert explorer.readouts["stage"].value == "m*(L/p)*M, one stage: 5888 MiB = 5.75 GiB"
-    assert explorer.readouts["naive"].value == \
-        "L*M/p (not the peak): 1472 MiB = 1.44 GiB"
-
-
 def test_terms_figure_bars_are_the_table_in_mib():
     fig = figures.terms_vs_t_figure(2048, 1, 4096, 32, t_values=[1, 2, 4, 8])
     ax = fig.axes[0]
@@ -258,12 +223,6 @@ def test_large_layer_figures_print_whole_mib():
     texts = [t.get_text() for t in fig.axes[0].texts]
     texts += [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "4036608" in texts and not any("e+" in t for t in texts)
-    fig = figures.pipeline_figure(result, 96, 8)
-    ax = fig.axes[0]
-    texts = [t.get_text() for t in ax.texts] + [ax.get_title()]
-    texts += [t.get_text() for t in ax.get_legend().get_texts()]
-    assert str(4036608 * 96) in texts and not any("e+" in t for t in texts)
-    assert "L*M/p = 48439296 MiB: not the peak" in texts
     fig = figures.training_memory_figure(96 * result.total)
     assert any(f"{4036608 * 96} MiB" in t.get_text() for t in fig.axes[0].texts)
 
@@ -287,16 +246,6 @@ def test_small_rows_keep_their_decimals_in_the_ledger_table():
     (lambda: widgets.LedgerExplorer(t=64), ValueError, r"^t=64 must divide a=32"),
     (lambda: widgets.ShardingExplorer(t=3), ValueError,
      r"^t=3 must divide a=32 and h=4096; valid t: 1, 2, 4, 8, 16, 32$"),
-    (lambda: widgets.TrainingExplorer(L=33), ValueError,
-     r"^L=33 is not offered; choose one of 24, 32, 40, 48, 96$"),
-    (lambda: widgets.TrainingExplorer(p=5), ValueError,
-     r"^p=5 is not offered; choose one of 1, 2, 4, 8, 16, 32 \(p must divide L=32"),
-    (lambda: widgets.TrainingExplorer(m=0), ValueError,
-     r"^m must be a positive integer \(>= 1\), got 0$"),
-    (lambda: widgets.TrainingExplorer(m=20), ValueError,
-     r"^m=20 is not offered; choose one of 1, 2, 3, .*, 16$"),
-    (lambda: widgets.TrainingExplorer(m=2.0), TypeError, r"^m must be a positive integer"),
-    (lambda: widgets.TrainingExplorer(t=True), TypeError, r"^t must be a positive integer"),
 ])
 def test_invalid_constructor_values_name_the_argument(make, error, message):
     with pytest.raises(error, match=message):
@@ -318,8 +267,7 @@ def test_widgets_doctests():
 
 @pytest.mark.parametrize("make", [
     widgets.LayerExplorer, widgets.LedgerExplorer, widgets.ShardingExplorer,
-    widgets.TrainingExplorer,
-    partial(VariantExplorer, figure=False)])
+    ScheduleExplorer, partial(VariantExplorer, figure=False)])
 def test_explorers_carry_dom_hooks_for_the_browser_suite(make):
     """tests/browser finds readouts by these CSS classes, not by position."""
     x = make()

@@ -1,0 +1,141 @@
+"""Figures for pipeline schedules (notebook 05): the chart, memory over time,
+and the first stage against p.
+
+:func:`schedule_figure` draws a :class:`~actmem.schedules.PipelineSchedule`
+from its operations and simulated times: a Gantt chart (stages as rows,
+time as columns, forward and backward boxes labelled by micro-batch) above
+the number of forward passes each stage holds over time, which is what its
+activation memory follows (Korthikanti et al. 2022, sec. 4.2.3). Colours
+are Okabe-Ito (colour-blind safe); chunk 1 and later of an interleaved
+schedule are hatched. Nothing here computes a number the schedule does
+not already hold.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .figures import OKABE_ITO
+from .memory import ActivationMemory
+from .schedules import BACKWARD, FORWARD, PipelineSchedule, simulate_schedule
+from .training import model_activation_memory
+from .units import format_bytes, format_value, to_mib
+from .validate import common_divisors
+
+PASS_COLOURS = {FORWARD: OKABE_ITO["sky"], BACKWARD: OKABE_ITO["orange"]}
+"""Forward and backward boxes."""
+STAGE_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["green"],
+                 OKABE_ITO["purple"], OKABE_ITO["yellow"], OKABE_ITO["grey"],
+                 OKABE_ITO["sky"], OKABE_ITO["orange"])
+"""Lines of the in-flight plot, stage 0 first (repeated after 8 stages)."""
+LABEL_LIMIT = 48
+"""Operations per stage up to which boxes carry their micro-batch number."""
+TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
+
+
+def _chart(ax, schedule: PipelineSchedule) -> None:
+    """Gantt chart: one row per stage, stage 0 on top."""
+    labelled = len(schedule.ops[0]) <= LABEL_LIMIT
+    for i, stage in enumerate(schedule.timeline):
+        for timed in stage:
+            op, width = timed.op, float(timed.end - timed.start)
+            ax.barh(i, width, left=float(timed.start), height=0.8,
+                    color=PASS_COLOURS[op.kind], edgecolor="black", linewidth=0.4,
+                    hatch="//" if op.chunk else None)
+            if labelled:
+                ax.text(float(timed.start) + width / 2, i, str(op.microbatch),
+                        ha="center", va="center", fontsize=7)
+    ax.set_yticks(range(schedule.p), [f"stage {i}" for i in range(schedule.p)])
+    ax.set_ylim(schedule.p - 0.5, -0.5)
+    ax.set_xlim(0, float(schedule.makespan()))
+    handles = [Patch(facecolor=PASS_COLOURS[FORWARD], edgecolor="black",
+                     label="forward (1 unit per stage)"),
+               Patch(facecolor=PASS_COLOURS[BACKWARD], edgecolor="black",
+                     label="backward (2 units)")]
+    if schedule.v > 1:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
+                             label="model chunk >= 1"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    title = TITLES[schedule.schedule]
+    chunks = f", v={schedule.v} chunks per GPU" if schedule.v > 1 else ""
+    ax.set_title(f"{title}: p={schedule.p} stages, m={schedule.m} micro-batches{chunks}\n"
+                 f"bubble {float(schedule.bubble_fraction()):.1%} of the ideal time; "
+                 "box numbers: micro-batch", fontsize=9)
+
+
+def _in_flight(ax, schedule: PipelineSchedule) -> None:
+    """Forward passes held by each stage after each of its operations."""
+    for i, stage in enumerate(schedule.timeline):
+        times = [0.0] + [float(t.end) for t in stage]
+        counts = [0] + schedule.in_flight(i)
+        ax.step(times, counts, where="post", color=STAGE_COLOURS[i % len(STAGE_COLOURS)],
+                linewidth=1.5, label=f"stage {i}: peak {schedule.peak_in_flight(i)}")
+    ax.set_xlim(0, float(schedule.makespan()))
+    ax.set_ylim(0, None)
+    what = "chunk passes" if schedule.v > 1 else "micro-batches"
+    ax.set_ylabel(f"{what} held", fontsize=8)
+    ax.set_xlabel("time (units: one forward pass of one micro-batch through one stage)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+              ncol=1 + (schedule.p - 1) // 8)
+
+
+def schedule_figure(schedule: PipelineSchedule) -> Figure:
+    """The schedule chart above the in-flight count per stage over time.
+
+    Args:
+        schedule: from :func:`actmem.simulate_schedule`.
+
+    Returns:
+        A matplotlib Figure (not registered with pyplot).
+
+    Raises:
+        TypeError: ``schedule`` is not a :class:`PipelineSchedule`.
+    """
+    if not isinstance(schedule, PipelineSchedule):
+        raise TypeError("schedule must be a PipelineSchedule from "
+                        f"actmem.simulate_schedule, got {type(schedule).__name__}")
+    fig = Figure(figsize=(10, 2.2 + 0.35 * schedule.p), layout="constrained")
+    chart, held = fig.subplots(2, 1, sharex=True, height_ratios=[max(schedule.p, 2), 2])
+    _chart(chart, schedule)
+    _in_flight(held, schedule)
+    return fig
+
+
+def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:
+    """The first stage's activations against p (bars, MiB): 1F1B and
+    interleaved 1F1B (v=2) from the simulation, with ``L*M`` (one GPU, all
+    layers) and the naive ``L*M/p`` as lines. Under 1F1B with ``m >= p``
+    every bar is ``L*M``: p cancels (sec. 4.2.3). p runs over the
+    divisors of ``L`` up to ``m``; interleaved bars only where Megatron-LM
+    accepts them (``p`` divides ``m``, ``2p`` divides ``L``).
+
+    Raises:
+        TypeError, ValueError: ``L`` or ``m`` not a positive int.
+    """
+    ps = [p for p in common_divisors(L) if p <= m]
+    whole = model_activation_memory(per_layer, L)
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.subplots()
+    x = range(len(ps))
+    one = [simulate_schedule("1f1b", p, m).stage_activation_memory(0, per_layer, L) for p in ps]
+    ax.bar([i - 0.2 for i in x], [to_mib(n) for n in one], width=0.4,
+           color=PASS_COLOURS[FORWARD], edgecolor="black", label=f"1F1B, m={m}")
+    inter = [(i, simulate_schedule("interleaved", p, m, 2).stage_activation_memory(
+        0, per_layer, L)) for i, p in zip(x, ps) if p > 1 and m % p == 0 and L % (2 * p) == 0]
+    ax.bar([i + 0.2 for i, _ in inter], [to_mib(n) for _, n in inter], width=0.4,
+           color=PASS_COLOURS[BACKWARD], edgecolor="black", hatch="//",
+           label=f"interleaved 1F1B, v=2, m={m}")
+    for i, n in [*zip([i - 0.2 for i in x], one), *((i + 0.2, n) for i, n in inter)]:
+        ax.text(i, to_mib(n), format_value(n), ha="center", va="bottom", fontsize=7)
+    ax.axhline(to_mib(whole), color="black", linewidth=1,
+               label=f"L*M = {format_bytes(whole)}: all L layers, one micro-batch")
+    ax.plot(list(x), [to_mib(whole) / p for p in ps], color=OKABE_ITO["vermillion"],
+            linestyle="--", marker="o", label="L*M/p: naive, not the peak")
+    ax.set_xticks(list(x), [str(p) for p in ps])
+    ax.set_xlabel("pipeline-parallel size p (stages)")
+    ax.set_ylabel("first stage's activations (MiB)")
+    ax.set_title(f"p cancels: the first stage holds L*M whatever p (L={L}, "
+                 f"M={format_bytes(per_layer.total)})")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    return fig

@@ -1,0 +1,137 @@
+"""Views for notebook 05: per-stage text and an explorer over pipeline schedules.
+
+The choice functions offer only what :func:`actmem.schedules.check_schedule`
+accepts (and ``p*v`` dividing ``L``), so a learner can never pick a
+schedule Megatron-LM would refuse. :class:`ScheduleExplorer` is an explorer
+of :mod:`actmem.widgets` (state widgets, a PNG figure): it redraws the
+schedule chart of :mod:`actmem.schedule_figures` and states each stage's
+activation bytes for the notebook's layer. Like :mod:`actmem.variant_views`
+it imports ipywidgets and matplotlib; ``import actmem`` does not import it.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .config import valid_tensor_parallel_sizes
+from .memory import ActivationMemory, activation_memory
+from .schedule_figures import TITLES, schedule_figure
+from .schedules import SCHEDULES, PipelineSchedule, check_schedule, simulate_schedule
+from .training import chunk_layers, model_activation_memory
+from .units import format_bytes
+from .validate import common_divisors
+from .widgets import L_CHOICES, _dropdown, _Explorer, png
+
+P_MAX, M_MAX, V_MAX = 16, 32, 4
+"""Largest p, m and v offered (the charts stay readable)."""
+SCHEDULE_OPTIONS = [(TITLES[name], name) for name in SCHEDULES]
+"""(label, value) pairs of the schedule menu."""
+
+
+def _accepted(schedule: str, p: int, m: int, v: int) -> bool:
+    try:
+        check_schedule(schedule, p, m, v)
+    except ValueError:
+        return False
+    return True
+
+
+def chunk_choices(L: int, p: int, schedule: str) -> list[int]:
+    """v values for ``schedule`` with p stages: 1 without interleaving;
+    else 2..4 with ``p*v`` dividing ``L`` (empty if none does)."""
+    if schedule != "interleaved":
+        return [1]
+    return [v for v in range(2, V_MAX + 1) if L % (p * v) == 0 and p >= 2]
+
+
+def stage_choices(L: int, schedule: str) -> list[int]:
+    """p values up to 16 that divide ``L`` (and leave a valid v).
+
+    >>> stage_choices(24, "interleaved")
+    [2, 3, 4, 6, 8, 12]
+    """
+    return [p for p in common_divisors(L) if p <= P_MAX and chunk_choices(L, p, schedule)]
+
+
+def microbatch_choices(schedule: str, p: int, v: int) -> list[int]:
+    """m values up to 32 that the schedule accepts (interleaved:
+    multiples of p, Megatron-LM's rule)."""
+    return [m for m in range(1, M_MAX + 1) if _accepted(schedule, p, m, v)]
+
+
+def stage_table_html(schedule: PipelineSchedule, per_layer: ActivationMemory,
+                     L: int) -> str:
+    """One row per stage: peak passes held, layers per pass, and bytes."""
+    layers = chunk_layers(L, schedule.p, schedule.v)
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{schedule.peak_in_flight(i)}</td><td>{layers}</td>"
+        f"<td>{format_bytes(n)}</td><td>{format_bytes(n, 'GiB')}</td></tr>"
+        for i in range(schedule.p)
+        for n in [schedule.stage_activation_memory(i, per_layer, L)])
+    return ("<table><tr><th>stage</th><th>passes held at peak</th><th>layers per pass</th>"
+            f"<th>activations</th><th>GiB</th></tr>{rows}</table>")
+
+
+def first_stage_text(schedule: PipelineSchedule, per_layer: ActivationMemory,
+                     L: int) -> str:
+    """The first stage's peak against ``L*M``, the whole model on one GPU."""
+    first = schedule.stage_activation_memory(0, per_layer, L)
+    whole = model_activation_memory(per_layer, L)
+    layers = chunk_layers(L, schedule.p, schedule.v)
+    return (f"first stage: {schedule.peak_in_flight(0)} x {layers} layers x "
+            f"{format_bytes(per_layer.total)} = {format_bytes(first)}, "
+            f"{first / whole:.3f} x L*M ({format_bytes(whole)})")
+
+
+def bubble_text(schedule: PipelineSchedule) -> str:
+    """The simulated bubble, as a fraction and a percentage."""
+    bubble = schedule.bubble_fraction()
+    return f"bubble: {bubble} of the ideal time = {float(bubble):.1%} (simulated)"
+
+
+class ScheduleExplorer(_Explorer):
+    """L, t, schedule, p, v, m -> the schedule chart and each stage's bytes.
+
+    Readouts: ``first_stage`` (Label, :func:`first_stage_text`), ``bubble``
+    (Label, :func:`bubble_text`), ``stages`` (HTML,
+    :func:`stage_table_html`). Only valid combinations are offered.
+    """
+
+    def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, schedule="1f1b",
+                 p=4, v=1, m=8):
+        activation_memory(s, b, h, a, t)
+        self.layer = dict(s=s, b=b, h=h, a=a)
+        controls = {"L": _dropdown("L", L_CHOICES, L)}
+        controls["t"] = _dropdown("t", valid_tensor_parallel_sizes(h, a), t,
+                                  f"t must divide a={a} and h={h}")
+        controls["schedule"] = _dropdown("schedule", SCHEDULE_OPTIONS, schedule)
+        controls["p"] = _dropdown("p", stage_choices(L, schedule), p,
+                                  f"p <= {P_MAX} must divide L={L}")
+        controls["v"] = _dropdown("v", chunk_choices(L, p, schedule), v,
+                                  f"v=1 without interleaving; else p*v divides L={L}")
+        controls["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m,
+                                  "interleaved needs m a multiple of p")
+        readouts = {"first_stage": widgets.Label(), "bubble": widgets.Label(),
+                    "stages": widgets.HTML()}
+        super().__init__(controls, readouts, image=True)
+
+    def restrict(self) -> None:
+        L, schedule = self.controls["L"].value, self.controls["schedule"].value
+        p = self._set_options("p", stage_choices(L, schedule))
+        chunks = chunk_choices(L, p, schedule)
+        v = self._set_options("v", chunks, prefer=max(self.controls["v"].value, chunks[0]))
+        self._set_options("m", microbatch_choices(schedule, p, v))
+
+    def schedule(self) -> PipelineSchedule:
+        """The schedule the controls show."""
+        c = self.values()
+        return simulate_schedule(c["schedule"], c["p"], c["m"], c["v"])
+
+    def refresh(self) -> None:
+        L = self.controls["L"].value
+        per_layer = activation_memory(**self.layer, t=self.controls["t"].value)
+        schedule = self.schedule()
+        self.readouts["first_stage"].value = first_stage_text(schedule, per_layer, L)
+        self.readouts["bubble"].value = bubble_text(schedule)
+        self.readouts["stages"].value = stage_table_html(schedule, per_layer, L)
+        self.image.value = png(schedule_figure(schedule))

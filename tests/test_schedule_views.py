@@ -1,0 +1,100 @@
+"""Notebook 05's schedule views: menus offer exactly the valid combinations,
+readouts state the simulation's bytes, figures are drawn from the ops."""
+
+import pytest
+
+import actmem
+from actmem import schedule_figures, schedule_views, simulate_schedule
+from actmem.schedule_views import ScheduleExplorer
+from actmem.widgets import L_CHOICES
+
+WORKED = actmem.activation_memory(2048, 1, 4096, 32, 8)
+
+
+def accepted(schedule, p, m, v, L):
+    try:
+        simulate_schedule(schedule, p, m, v).stage_activation_memory(0, WORKED, L)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("L", L_CHOICES)
+@pytest.mark.parametrize("schedule", actmem.SCHEDULES)
+def test_menus_offer_exactly_the_valid_combinations(L, schedule):
+    offered = {(p, v, m) for p in schedule_views.stage_choices(L, schedule)
+               for v in schedule_views.chunk_choices(L, p, schedule)
+               for m in schedule_views.microbatch_choices(schedule, p, v)}
+    valid = {(p, v, m) for p in range(1, 17) for v in range(1, 5) for m in range(1, 33)
+             if accepted(schedule, p, m, v, L)}
+    assert offered == valid and offered
+
+
+def test_worked_example_readouts():
+    x = ScheduleExplorer()
+    assert x.values() == {"L": 32, "t": 8, "schedule": "1f1b", "p": 4, "v": 1, "m": 8}
+    assert x.readouts["first_stage"].value == (
+        "first stage: 4 x 8 layers x 184 MiB = 5888 MiB, 1.000 x L*M (5888 MiB)")
+    assert x.readouts["bubble"].value == "bubble: 3/8 of the ideal time = 37.5% (simulated)"
+    assert "<td>3</td><td>1</td><td>8</td><td>1472 MiB</td>" in x.readouts["stages"].value
+    x.controls["schedule"].value = "interleaved"
+    assert (x.controls["v"].value, x.controls["m"].value) == (2, 8)
+    assert x.readouts["first_stage"].value == (
+        "first stage: 11 x 4 layers x 184 MiB = 8096 MiB, 1.375 x L*M (5888 MiB)")
+    assert x.readouts["bubble"].value == "bubble: 3/16 of the ideal time = 18.8% (simulated)"
+
+
+def test_readouts_follow_every_control():
+    x = ScheduleExplorer()
+    for L in (24, 96):
+        x.controls["L"].value = L
+        for schedule in actmem.SCHEDULES:
+            x.controls["schedule"].value = schedule
+            for p in x.controls["p"].options[-2:]:
+                x.controls["p"].value = p
+                for m in x.controls["m"].options[:2]:
+                    x.controls["m"].value = m
+                    t, v = x.controls["t"].value, x.controls["v"].value
+                    s = simulate_schedule(schedule, p, m, v)
+                    per_layer = actmem.activation_memory(2048, 1, 4096, 32, t)
+                    assert x.readouts["first_stage"].value == \
+                        schedule_views.first_stage_text(s, per_layer, L)
+                    assert x.readouts["bubble"].value == schedule_views.bubble_text(s)
+                    assert x.readouts["stages"].value == \
+                        schedule_views.stage_table_html(s, per_layer, L)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"p": 5}, r"^p=5 is not offered; choose one of 1, 2, 4, 8, 16 \(p <= 16 must divide L=32\)$"),
+    ({"v": 2}, r"^v=2 is not offered; choose one of 1 \(v=1 without interleaving"),
+    ({"schedule": "interleaved", "v": 2, "m": 6}, r"^m=6 is not offered; choose one of 4, 8, "),
+    ({"schedule": "zero-bubble"}, r"^schedule='zero-bubble' is not offered; choose one of "),
+    ({"L": 33}, r"^L=33 is not offered; choose one of 24, 32, 40, 48, 96$"),
+])
+def test_invalid_constructor_values_name_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ScheduleExplorer(**kwargs)
+
+
+def test_schedule_figure_draws_every_operation():
+    s = simulate_schedule("interleaved", 4, 8, 2)
+    fig = schedule_figures.schedule_figure(s)
+    chart, held = fig.axes[:2]
+    assert len(chart.patches) == 4 * 2 * 8 * 2
+    assert len(held.lines) == 4 and "peak 11" in held.get_legend().get_texts()[0].get_text()
+    assert "bubble 18.8%" in chart.get_title()
+    with pytest.raises(TypeError, match="schedule must be a PipelineSchedule"):
+        schedule_figures.schedule_figure("1f1b")
+
+
+def test_first_stage_figure_bars_are_l_times_m_under_1f1b():
+    fig = schedule_figures.first_stage_figure(WORKED, 32, 16)
+    ax = fig.axes[0]
+    heights = [round(bar.get_height()) for bar in ax.patches]
+    assert heights == [5888] * 5 + [7360, 8096, 8464, 5888]
+
+
+def test_schedule_views_doctests():
+    import doctest
+    result = doctest.testmod(schedule_views)
+    assert result.attempted > 0 and result.failed == 0
