@@ -36,21 +36,25 @@ def _accepted(schedule: str, p: int, m: int, v: int) -> bool:
     return True
 
 
-def chunk_choices(L: int, p: int, schedule: str) -> list[int]:
-    """v values for ``schedule`` with p stages: 1 without interleaving;
-    else 2..4 with ``p*v`` dividing ``L`` (empty if none does)."""
-    if schedule != "interleaved":
-        return [1]
-    return [v for v in range(2, V_MAX + 1) if L % (p * v) == 0 and p >= 2]
+def chunk_choices(L: int, p: int) -> list[int]:
+    """v values for interleaving with p stages: 2..4 with ``p*v`` dividing
+    ``L`` (empty when none does, or p < 2)."""
+    return [v for v in range(2, V_MAX + 1) if p >= 2 and L % (p * v) == 0]
 
 
-def stage_choices(L: int, schedule: str) -> list[int]:
-    """p values up to 16 that divide ``L`` (and leave a valid v).
+def stage_choices(L: int) -> list[int]:
+    """p values up to 16 that divide ``L``.
 
-    >>> stage_choices(24, "interleaved")
-    [2, 3, 4, 6, 8, 12]
+    >>> stage_choices(24)
+    [1, 2, 3, 4, 6, 8, 12]
     """
-    return [p for p in common_divisors(L) if p <= P_MAX and chunk_choices(L, p, schedule)]
+    return [p for p in common_divisors(L) if p <= P_MAX]
+
+
+def schedule_options(chunks: list[int]) -> list[tuple[str, str]]:
+    """The schedule menu: interleaving only when some v is valid."""
+    return [(label, name) for label, name in SCHEDULE_OPTIONS
+            if name != "interleaved" or chunks]
 
 
 def microbatch_choices(schedule: str, p: int, v: int) -> list[int]:
@@ -92,36 +96,59 @@ def bubble_text(schedule: PipelineSchedule) -> str:
 class ScheduleExplorer(_Explorer):
     """L, t, schedule, p, v, m -> the schedule chart and each stage's bytes.
 
-    Readouts: ``first_stage`` (Label, :func:`first_stage_text`), ``bubble``
-    (Label, :func:`bubble_text`), ``stages`` (HTML,
-    :func:`stage_table_html`). Only valid combinations are offered.
+    v = 1 means no interleaving: picking v > 1 switches the schedule to
+    interleaved 1F1B, picking v = 1 switches it back to 1F1B, and picking
+    interleaved sets the smallest valid v. Only valid combinations are
+    offered. Readouts: ``first_stage`` (Label, :func:`first_stage_text`),
+    ``bubble`` (Label, :func:`bubble_text`), ``stages`` (HTML,
+    :func:`stage_table_html`).
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, schedule="1f1b",
                  p=4, v=1, m=8):
         activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
+        self._cause = None
         controls = {"L": _dropdown("L", L_CHOICES, L)}
         controls["t"] = _dropdown("t", valid_tensor_parallel_sizes(h, a), t,
                                   f"t must divide a={a} and h={h}")
-        controls["schedule"] = _dropdown("schedule", SCHEDULE_OPTIONS, schedule)
-        controls["p"] = _dropdown("p", stage_choices(L, schedule), p,
+        controls["p"] = _dropdown("p", stage_choices(L), p,
                                   f"p <= {P_MAX} must divide L={L}")
-        controls["v"] = _dropdown("v", chunk_choices(L, p, schedule), v,
-                                  f"v=1 without interleaving; else p*v divides L={L}")
+        chunks = chunk_choices(L, p)
+        controls["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
+        controls["v"] = _dropdown("v", [1, *chunks], v,
+                                  f"1, or v >= 2 with p*v dividing L={L}")
+        check_schedule(schedule, p, p, v)  # schedule and v agree
         controls["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m,
                                   "interleaved needs m a multiple of p")
         readouts = {"first_stage": widgets.Label(), "bubble": widgets.Label(),
                     "stages": widgets.HTML()}
-        super().__init__(controls, readouts, image=True)
+        rows = [widgets.HBox([controls[k] for k in row])
+                for row in (("L", "t", "p"), ("schedule", "v", "m"))]
+        super().__init__(controls, readouts, image=True, layout=rows)
+
+    def _changed(self, change) -> None:
+        if not self._busy:
+            self._cause = next(k for k, c in self.controls.items() if c is change["owner"])
+        super()._changed(change)
 
     def restrict(self) -> None:
-        L, schedule = self.controls["L"].value, self.controls["schedule"].value
-        p = self._set_options("p", stage_choices(L, schedule))
-        chunks = chunk_choices(L, p, schedule)
-        v = self._set_options("v", chunks, prefer=max(self.controls["v"].value, chunks[0]))
+        L = self.controls["L"].value
+        p = self._set_options("p", stage_choices(L))
+        chunks = chunk_choices(L, p)
+        schedule, v = self.controls["schedule"].value, self.controls["v"].value
+        if self._cause == "v":
+            schedule = "interleaved" if v > 1 else \
+                ("1f1b" if schedule == "interleaved" else schedule)
+        if schedule == "interleaved" and not chunks:
+            schedule = "1f1b"
+        if schedule != "interleaved":
+            v = 1
+        elif v not in chunks:
+            v = chunks[0]
+        self._set_options("schedule", schedule_options(chunks), prefer=schedule)
+        self._set_options("v", [1, *chunks], prefer=v)
         self._set_options("m", microbatch_choices(schedule, p, v))
-
     def schedule(self) -> PipelineSchedule:
         """The schedule the controls show."""
         c = self.values()

@@ -20,14 +20,17 @@ def accepted(schedule, p, m, v, L):
 
 
 @pytest.mark.parametrize("L", L_CHOICES)
-@pytest.mark.parametrize("schedule", actmem.SCHEDULES)
-def test_menus_offer_exactly_the_valid_combinations(L, schedule):
-    offered = {(p, v, m) for p in schedule_views.stage_choices(L, schedule)
-               for v in schedule_views.chunk_choices(L, p, schedule)
-               for m in schedule_views.microbatch_choices(schedule, p, v)}
-    valid = {(p, v, m) for p in range(1, 17) for v in range(1, 5) for m in range(1, 33)
-             if accepted(schedule, p, m, v, L)}
-    assert offered == valid and offered
+def test_menus_offer_exactly_the_valid_combinations(L):
+    offered = set()
+    for p in schedule_views.stage_choices(L):
+        chunks = schedule_views.chunk_choices(L, p)
+        for _, schedule in schedule_views.schedule_options(chunks):
+            for v in chunks if schedule == "interleaved" else [1]:
+                offered |= {(schedule, p, v, m)
+                            for m in schedule_views.microbatch_choices(schedule, p, v)}
+    valid = {(schedule, p, v, m) for schedule in actmem.SCHEDULES for p in range(1, 17)
+             for v in range(1, 5) for m in range(1, 33) if accepted(schedule, p, m, v, L)}
+    assert offered == valid and {s for s, *_ in offered} == set(actmem.SCHEDULES)
 
 
 def test_worked_example_readouts():
@@ -39,9 +42,27 @@ def test_worked_example_readouts():
     assert "<td>3</td><td>1</td><td>8</td><td>1472 MiB</td>" in x.readouts["stages"].value
     x.controls["schedule"].value = "interleaved"
     assert (x.controls["v"].value, x.controls["m"].value) == (2, 8)
+    assert list(x.controls["v"].options) == [1, 2, 4]
     assert x.readouts["first_stage"].value == (
         "first stage: 11 x 4 layers x 184 MiB = 8096 MiB, 1.375 x L*M (5888 MiB)")
     assert x.readouts["bubble"].value == "bubble: 3/16 of the ideal time = 18.8% (simulated)"
+
+
+def test_v_and_schedule_move_together():
+    x = ScheduleExplorer()
+    x.controls["v"].value = 4
+    assert x.values()["schedule"] == "interleaved" and x.values()["m"] == 8
+    x.controls["v"].value = 1
+    assert x.values()["schedule"] == "1f1b"
+    x.controls["schedule"].value = "gpipe"
+    x.controls["v"].value = 2
+    assert x.values()["schedule"] == "interleaved"
+    x.controls["schedule"].value = "gpipe"
+    assert x.values()["v"] == 1
+    x.controls["schedule"].value = "interleaved"
+    x.controls["p"].value = 1  # no interleaving with one stage
+    assert x.values()["schedule"] == "1f1b" and list(x.controls["v"].options) == [1]
+    assert [label for label, _ in x.controls["schedule"].options] == ["GPipe", "1F1B"]
 
 
 def test_readouts_follow_every_control():
@@ -50,7 +71,8 @@ def test_readouts_follow_every_control():
         x.controls["L"].value = L
         for schedule in actmem.SCHEDULES:
             x.controls["schedule"].value = schedule
-            for p in x.controls["p"].options[-2:]:
+            assert x.values()["schedule"] == schedule
+            for p in x.controls["p"].options[-3:-1]:
                 x.controls["p"].value = p
                 for m in x.controls["m"].options[:2]:
                     x.controls["m"].value = m
@@ -66,7 +88,9 @@ def test_readouts_follow_every_control():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"p": 5}, r"^p=5 is not offered; choose one of 1, 2, 4, 8, 16 \(p <= 16 must divide L=32\)$"),
-    ({"v": 2}, r"^v=2 is not offered; choose one of 1 \(v=1 without interleaving"),
+    ({"v": 3}, r"^v=3 is not offered; choose one of 1, 2, 4 \(1, or v >= 2 with p\*v"),
+    ({"v": 2}, r"^v=2: model chunks \(v > 1\) need schedule='interleaved'"),
+    ({"schedule": "interleaved"}, r"^v=1: the interleaved schedule needs v >= 2"),
     ({"schedule": "interleaved", "v": 2, "m": 6}, r"^m=6 is not offered; choose one of 4, 8, "),
     ({"schedule": "zero-bubble"}, r"^schedule='zero-bubble' is not offered; choose one of "),
     ({"L": 33}, r"^L=33 is not offered; choose one of 24, 32, 40, 48, 96$"),

@@ -75,16 +75,17 @@ def _sharding_explorer(layer, v, image):
                     v["t"] if image else None)
 
 
-def _training_explorer(layer, v, image):
-    L, t, p, m = v["L"], v["t"], v["p"], v["m"]
-    per_layer = activation_memory(**layer, t=t)
-    model = actmem.model_activation_memory(per_layer, L)
-    stage = actmem.pipeline_stage_memory(per_layer, L, p, m)
-    both = lambda n: [format_bytes(n), format_bytes(n, "GiB")]  # noqa: E731
-    return Expected({"per_layer": [format_bytes(per_layer.total)],
-                     "model": both(model), "stage": both(stage),
-                     "naive": both(model / p)},
-                    (per_layer.total, L, p) if image else None)
+def _schedule_explorer(layer, v, image):
+    """Bytes per stage from the simulation (not from schedule_views)."""
+    L = v["L"]
+    per_layer = activation_memory(**layer, t=v["t"])
+    schedule = actmem.simulate_schedule(v["schedule"], v["p"], v["m"], v["v"])
+    stages = [schedule.stage_activation_memory(i, per_layer, L) for i in range(v["p"])]
+    whole = actmem.model_activation_memory(per_layer, L)
+    return Expected({"first_stage": [f"= {format_bytes(stages[0])}", format_bytes(whole)],
+                     "bubble": [f"bubble: {schedule.bubble_fraction()} of the ideal time"],
+                     "stages": [format_bytes(n) for n in stages]},
+                    (v["schedule"], v["p"], v["m"], v["v"]) if image else None)
 
 
 def _variant_explorer(layer, v, image):
@@ -130,7 +131,7 @@ ORACLES = {
     "LayerExplorer": _layer_explorer,
     "LedgerExplorer": _ledger_explorer,
     "ShardingExplorer": _sharding_explorer,
-    "TrainingExplorer": _training_explorer,
+    "ScheduleExplorer": _schedule_explorer,
     "VariantExplorer": _variant_explorer,
     "MeasureExplorer": _measure_explorer,
 }
