@@ -1,4 +1,6 @@
-"""Command line: ``python -m actmem`` / ``actmem`` prints the seed's table.
+"""Command line: ``python -m actmem`` / ``actmem`` prints the seed's table;
+``python -m actmem train --preset NAME ...`` a GPU's peak training memory
+(:mod:`actmem.train_cli`).
 
 The table: activation memory per layer, per micro-batch, per GPU, in MiB.
 
@@ -13,6 +15,7 @@ import argparse
 import json
 import sys
 
+from . import train_cli
 from .config import ACTIVATIONS, RECOMPUTE
 from .memory import activation_memory
 from .training import model_activation_memory
@@ -57,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--no-dropout", dest="dropout", action="store_false",
                       help="the layer applies no dropout")
     parser.add_argument("--json", action="store_true", help="print bytes as JSON")
+    sub = parser.add_subparsers(dest="command", metavar="train",
+                                parser_class=_Parser)
+    train_cli.add_parser(sub)
     return parser
 
 
@@ -100,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns 0, or exits 2 with a one-line error."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "train":
+        return _train(parser, args)
     try:
         rows = compute(args)
     except (TypeError, ValueError) as error:
@@ -110,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
                           "rows": rows}, indent=2))
     else:
         print(render_table(args, rows))
+    return 0
+
+
+def _train(parser, args) -> int:
+    try:
+        result = train_cli.compute(args)
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
+    print(train_cli.as_json(args, result) if args.json else train_cli.render(args, result))
     return 0
 
 

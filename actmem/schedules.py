@@ -146,6 +146,30 @@ class PipelineSchedule:
         layers = chunk_layers(L, self.p, self.v)
         return self.peak_in_flight(i) * layers * layer_bytes(per_layer)
 
+    def peak_parts(self, i: int, parts: list[dict[str, int]]) -> dict[str, int]:
+        """Bytes by part that stage ``i`` holds at its peak, when one pass
+        through chunk ``c`` keeps ``parts[c]`` (name -> bytes). The peak is
+        the first moment, after an operation, of the largest total
+        (chunks may keep different bytes: the first stage's chunk 0 also
+        holds the embedding's activations).
+
+        Raises:
+            ValueError: a bad ``i``, or not one dict per chunk.
+        """
+        if len(parts) != self.v:
+            raise ValueError(f"parts needs one dict per model chunk (v={self.v}), "
+                             f"got {len(parts)}")
+        sizes = [sum(chunk.values()) for chunk in parts]
+        held, best, best_total = [0] * self.v, [0] * self.v, -1
+        for op in self.ops[self._stage(i)]:
+            held[op.chunk] += 1 if op.kind == FORWARD else -1
+            total = sum(n * size for n, size in zip(held, sizes))
+            if total > best_total:
+                best, best_total = list(held), total
+        names = dict.fromkeys(name for chunk in parts for name in chunk)
+        return {name: sum(n * chunk.get(name, 0) for n, chunk in zip(best, parts))
+                for name in names}
+
     @cached_property
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:
         return _simulate(self)

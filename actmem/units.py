@@ -1,11 +1,16 @@
-"""Byte units: MiB = 2^20, GiB = 2^30 bytes, GB = 10^9 bytes."""
+"""Byte units: MiB = 2^20, GiB = 2^30, TiB = 2^40 bytes; GB = 10^9, TB = 10^12."""
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
 from numbers import Real
 
-UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "GB": 10**9}
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+         "GB": 10**9, "TB": 10**12}
 """Bytes per unit."""
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
 
 
 def convert(n_bytes: Real, unit: str) -> float:
@@ -64,3 +69,34 @@ def format_bytes(n_bytes: Real, unit: str = "MiB", digits: int = 2) -> str:
     See :func:`format_value` for the number; errors as there.
     """
     return f"{format_value(n_bytes, unit, digits)} {unit}"
+
+
+def parse_size(name: str, value: object) -> int:
+    """Bytes from ``value``: an int of bytes, or a string such as ``"80GB"``
+    (80 x 10^9 bytes) or ``"80GiB"`` (80 x 2^30 bytes); units as
+    :data:`UNITS`. ``name`` is the argument named in errors.
+
+    >>> parse_size("gpu_memory", "80GiB") - parse_size("gpu_memory", "80GB")
+    5899345920
+
+    Raises:
+        TypeError: not an int or a string (a bool is refused).
+        ValueError: a string that is not a number and a unit, an unknown
+            unit, a size that is not a whole number of bytes, or < 1.
+    """
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        if not match or match.group(2) not in UNITS:
+            raise ValueError(f"{name}={value!r} is not a size: write a number and a unit, "
+                             f"e.g. '80GB' (10^9 bytes) or '80GiB' (2^30 bytes); "
+                             f"units: {', '.join(UNITS)}")
+        size = Fraction(match.group(1)) * UNITS[match.group(2)]
+        if size.denominator != 1:
+            raise ValueError(f"{name}={value!r} is not a whole number of bytes")
+        value = int(size)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be bytes (an int) or a size such as '80GB', "
+                        f"got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1 byte, got {value}")
+    return value

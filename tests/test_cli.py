@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import actmem
 from actmem.cli import main
 
 SEED_TABLE = """\
@@ -81,3 +82,46 @@ def test_large_values_print_in_fixed_point(capsys):
     last = capsys.readouterr().out.splitlines()[-1].split()
     # 10sbh = 30720 MiB, 24sbh = 73728 MiB, 5as^2b = 3932160 MiB at t=1
     assert last == ["1", "30720", "73728", "3932160", "4036608"]
+
+
+# ------------------------------------------------------------------ train
+
+def test_train_prints_every_stage_and_the_verdict(capsys):
+    assert main(["train", "--preset", "llama2-7b", "--t", "2", "--p", "2", "--d", "2",
+                 "--m", "8", "--schedule", "1f1b", "--gpu-memory", "80GB"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["part", "(MiB", "per", "GPU)", "stage", "0", "stage", "1"]
+    assert out[5].split() == ["layer", "activations", "26656", "13328"]
+    assert out[-1] == ("most loaded: stage 0, 54.27 GiB of 74.51 GiB: "
+                       "margin 20.23 GiB, fits")
+
+
+def test_train_json_is_training_memory_in_bytes(capsys):
+    assert main(["train", "--preset", "llama3-8b", "--t", "4", "--p", "2", "--m", "4",
+                 "--sequence-parallel", "--recompute", "selective", "--json",
+                 "--gpu-memory", "40GiB", "--reserve", "0.05"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    r = actmem.training_memory(actmem.PRESETS["llama3-8b"], t=4, p=2, m=4,
+                               sequence_parallel=True, recompute="selective",
+                               gpu_memory="40GiB", reserve=0.05)
+    assert data["stages"] == [{**s.parts, "total": s.total} for s in r.stages]
+    assert (data["most_loaded"], data["margin"], data["fits"]) == (
+        r.most_loaded.stage, r.margin, r.fits)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu-memory", "80 gigs"], "gpu_memory='80 gigs' is not a size"),
+    (["--p", "3"], "p=3 must divide L=32"),
+    (["--zero-stage", "4", "--accounting", "zero"], "zero_stage must be 0, 1, 2 or 3"),
+])
+def test_train_errors_are_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--preset", "llama2-7b", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_table_command_unchanged_with_train_registered(capsys):
+    assert main(["-L", "32"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "L=32, t=8: 5888 MiB = 5.75 GiB"

@@ -4,10 +4,12 @@ import doctest
 
 import pytest
 
-from actmem import config, memory, pipeline_formulas, pipeline_measured, schedules, training, validate
+from actmem import (config, memory, model, pipeline_formulas, pipeline_measured, schedules,
+                    states, training, units, validate)
 
 
-@pytest.mark.parametrize("module", [config, memory, pipeline_formulas, pipeline_measured, schedules, training, validate])
+@pytest.mark.parametrize("module", [config, memory, model, pipeline_formulas, pipeline_measured, schedules, states,
+                                    training, units, validate])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
