@@ -29,23 +29,28 @@ STAGE_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["green"],
                  OKABE_ITO["purple"], OKABE_ITO["yellow"], OKABE_ITO["grey"],
                  OKABE_ITO["sky"], OKABE_ITO["orange"])
 """Lines of the in-flight plot, stage 0 first (repeated after 8 stages)."""
-LABEL_LIMIT = 48
-"""Operations per stage up to which boxes carry their micro-batch number."""
+LABEL_LIMIT = 256
+"""Operations (all stages) up to which boxes carry their micro-batch number."""
 TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
 
 
 def _chart(ax, schedule: PipelineSchedule) -> None:
-    """Gantt chart: one row per stage, stage 0 on top."""
-    labelled = len(schedule.ops[0]) <= LABEL_LIMIT
+    """Gantt chart: one row per stage, stage 0 on top; one ``broken_barh``
+    per stage, pass and chunk kind, so large schedules draw quickly."""
+    labelled = schedule.p * len(schedule.ops[0]) <= LABEL_LIMIT
     for i, stage in enumerate(schedule.timeline):
+        groups: dict[tuple[str, bool], list] = {}
         for timed in stage:
-            op, width = timed.op, float(timed.end - timed.start)
-            ax.barh(i, width, left=float(timed.start), height=0.8,
-                    color=PASS_COLOURS[op.kind], edgecolor="black", linewidth=0.4,
-                    hatch="//" if op.chunk else None)
+            width = float(timed.end - timed.start)
+            groups.setdefault((timed.op.kind, timed.op.chunk > 0), []).append(
+                (float(timed.start), width))
             if labelled:
-                ax.text(float(timed.start) + width / 2, i, str(op.microbatch),
+                ax.text(float(timed.start) + width / 2, i, str(timed.op.microbatch),
                         ha="center", va="center", fontsize=7)
+        for (kind, later_chunk), spans in groups.items():
+            ax.broken_barh(spans, (i - 0.4, 0.8), facecolors=PASS_COLOURS[kind],
+                           edgecolor="black", linewidth=0.4,
+                           hatch="//" if later_chunk else None)
     ax.set_yticks(range(schedule.p), [f"stage {i}" for i in range(schedule.p)])
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))

@@ -104,7 +104,7 @@ def test_schedule_figure_draws_every_operation():
     s = simulate_schedule("interleaved", 4, 8, 2)
     fig = schedule_figures.schedule_figure(s)
     chart, held = fig.axes[:2]
-    assert len(chart.patches) == 4 * 2 * 8 * 2
+    assert sum(len(boxes.get_paths()) for boxes in chart.collections) == 4 * 2 * 8 * 2
     assert len(held.lines) == 4 and "peak 11" in held.get_legend().get_texts()[0].get_text()
     assert "bubble 18.8%" in chart.get_title()
     with pytest.raises(TypeError, match="schedule must be a PipelineSchedule"):
