@@ -63,6 +63,34 @@ def microbatch_choices(schedule: str, p: int, v: int) -> list[int]:
     return [m for m in range(1, M_MAX + 1) if _accepted(schedule, p, m, v)]
 
 
+def couple(cause: str | None, schedule: str, v: int, chunks: list[int]) -> tuple[str, int]:
+    """The schedule and v after a change of ``cause``: v > 1 means
+    interleaving, v = 1 none; picking one moves the other.
+
+    >>> couple("v", "1f1b", 2, [2, 4])
+    ('interleaved', 2)
+    >>> couple("schedule", "interleaved", 1, [2, 4])
+    ('interleaved', 2)
+    """
+    if cause == "v":
+        schedule = "interleaved" if v > 1 else \
+            ("1f1b" if schedule == "interleaved" else schedule)
+    if schedule == "interleaved" and not chunks:
+        schedule = "1f1b"
+    if schedule != "interleaved":
+        return schedule, 1
+    return schedule, v if v in chunks else chunks[0]
+
+
+def restrict_schedule(explorer, chunks: list[int], p: int) -> None:
+    """Offer the valid schedule, v and m of an explorer with those controls."""
+    c = explorer.controls
+    schedule, v = couple(explorer.cause, c["schedule"].value, c["v"].value, chunks)
+    explorer._set_options("schedule", schedule_options(chunks), prefer=schedule)
+    explorer._set_options("v", [1, *chunks], prefer=v)
+    explorer._set_options("m", microbatch_choices(schedule, p, v))
+
+
 def stage_table_html(schedule: PipelineSchedule, per_layer: ActivationMemory,
                      L: int) -> str:
     """One row per stage: peak passes held, layers per pass, and bytes."""
@@ -108,7 +136,6 @@ class ScheduleExplorer(_Explorer):
                  p=4, v=1, m=8):
         activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
-        self._cause = None
         controls = {"L": _dropdown("L", L_CHOICES, L)}
         controls["t"] = _dropdown("t", valid_tensor_parallel_sizes(h, a), t,
                                   f"t must divide a={a} and h={h}")
@@ -127,28 +154,10 @@ class ScheduleExplorer(_Explorer):
                 for row in (("L", "t", "p"), ("schedule", "v", "m"))]
         super().__init__(controls, readouts, image=True, layout=rows)
 
-    def _changed(self, change) -> None:
-        if not self._busy:
-            self._cause = next(k for k, c in self.controls.items() if c is change["owner"])
-        super()._changed(change)
-
     def restrict(self) -> None:
         L = self.controls["L"].value
         p = self._set_options("p", stage_choices(L))
-        chunks = chunk_choices(L, p)
-        schedule, v = self.controls["schedule"].value, self.controls["v"].value
-        if self._cause == "v":
-            schedule = "interleaved" if v > 1 else \
-                ("1f1b" if schedule == "interleaved" else schedule)
-        if schedule == "interleaved" and not chunks:
-            schedule = "1f1b"
-        if schedule != "interleaved":
-            v = 1
-        elif v not in chunks:
-            v = chunks[0]
-        self._set_options("schedule", schedule_options(chunks), prefer=schedule)
-        self._set_options("v", [1, *chunks], prefer=v)
-        self._set_options("m", microbatch_choices(schedule, p, v))
+        restrict_schedule(self, chunk_choices(L, p), p)
     def schedule(self) -> PipelineSchedule:
         """The schedule the controls show."""
         c = self.values()

@@ -181,6 +181,7 @@ class _Explorer:
         self.readouts = readouts
         self.image = widgets.Image(format="png") if image else None
         self._busy = False
+        self.cause = None  # the control whose change is being applied
         for control in controls.values():
             control.observe(self._changed, names="value")
         for name, readout in readouts.items():
@@ -198,6 +199,7 @@ class _Explorer:
 
     def _changed(self, change) -> None:
         if not self._busy:
+            self.cause = next(k for k, c in self.controls.items() if c is change["owner"])
             self._busy = True
             try:
                 self.restrict()
@@ -206,7 +208,8 @@ class _Explorer:
             self.refresh()
 
     def restrict(self) -> None:
-        """Narrow dependent options to valid values (override)."""
+        """Narrow dependent options to valid values (override); ``cause``
+        names the control the user changed."""
 
     def _set_options(self, name: str, options: list, prefer=None):
         """Offer ``options`` (values or ``(label, value)`` pairs); keep the

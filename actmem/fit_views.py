@@ -1,0 +1,145 @@
+"""Notebook 08's planner: pick a model and a parallel layout, see every
+stage's memory against the GPU and a fits / does-not-fit verdict.
+
+The menus offer only what :func:`actmem.training_memory` accepts: t divides
+the heads, hidden size, key/value heads and MLP width (and s under sequence
+parallelism); p divides L; schedule, v and m as in notebook 05
+(:func:`actmem.schedule_views.couple`); full recomputation's group size k
+divides the layers of a model chunk. Like the other view modules it imports
+ipywidgets and matplotlib; ``import actmem`` does not import it.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .config import RECOMPUTE, valid_tensor_parallel_sizes
+from .fit_figures import stage_memory_figure
+from .peak import PARTS, TrainingMemory, training_memory
+from .presets import PRESETS, preset
+from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
+    schedule_options
+from .train_cli import verdict
+from .training import chunk_layers
+from .units import format_value
+from .validate import common_divisors
+from .widgets import _dropdown, _Explorer, png
+
+D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+"""Data-parallel sizes offered."""
+P_MAX = 64
+GPUS = ("24GB", "32GB", "40GB", "48GB", "80GB", "80GiB", "141GB")
+"""GPU capacities offered: GB = 10^9 bytes, GiB = 2^30 bytes."""
+STATES = {
+    "Megatron-LM (18 B/param)": ("megatron", 0, False),
+    "Megatron-LM distributed optimizer": ("megatron", 0, True),
+    "ZeRO stage 0 (16 B/param)": ("zero", 0, False),
+    "ZeRO stage 1": ("zero", 1, False),
+    "ZeRO stage 2": ("zero", 2, False),
+    "ZeRO stage 3": ("zero", 3, False),
+}
+"""Model-state options: label -> (accounting, zero_stage, distributed_optimizer)."""
+
+
+def tensor_choices(model, sequence_parallel: bool) -> list[int]:
+    """t values that divide a, h, kv_heads and f (and s with sequence
+    parallelism)."""
+    c = model.layer()
+    ts = valid_tensor_parallel_sizes(c.h, c.a, c.s if sequence_parallel else None)
+    return [t for t in ts if c.g % t == 0 and c.f % t == 0]
+
+
+def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
+    """(label, (recompute, k)) pairs: none, selective, and full
+    recomputation in groups of k layers for every k dividing ``layers``."""
+    plain = [(mode, (mode, 1)) for mode in RECOMPUTE if mode != "full"]
+    return plain + [(f"full, k={k}", ("full", k)) for k in common_divisors(layers)]
+
+
+def run_arguments(values: dict) -> dict:
+    """The planner's control values as :func:`actmem.training_memory`
+    arguments (model excluded)."""
+    recompute, k = values["recompute"]
+    accounting, zero_stage, distributed = values["states"]
+    return dict(t=values["t"], p=values["p"], d=values["d"], m=values["m"],
+                schedule=values["schedule"], v=values["v"],
+                sequence_parallel=values["sequence_parallel"], recompute=recompute,
+                recompute_num_layers=k, accounting=accounting, zero_stage=zero_stage,
+                distributed_optimizer=distributed, gpu_memory=values["gpu"])
+
+
+def stages_html(result: TrainingMemory) -> str:
+    """Parts (rows) by stage (columns), GiB."""
+    head = "".join(f"<th>stage {s.stage}</th>" for s in result.stages)
+    rows = "".join(f"<tr><td>{part.replace('_', ' ')}</td>" + "".join(
+        f"<td>{format_value(s.parts[part], 'GiB')}</td>" for s in result.stages) + "</tr>"
+        for part in PARTS)
+    total = "".join(f"<td><b>{format_value(s.total, 'GiB')}</b></td>" for s in result.stages)
+    return (f"<table><tr><th>GiB per GPU</th>{head}</tr>{rows}"
+            f"<tr><td><b>total</b></td>{total}</tr></table>")
+
+
+class FitPlanner(_Explorer):
+    """Preset, t, p, d, m, schedule, v, recomputation (and k), FlashAttention,
+    sequence parallelism, model-state sharding and GPU -> every stage's
+    memory, the verdict, and the stacked-bar figure.
+
+    Readouts: ``verdict`` (Label: the most loaded stage, its margin, fits or
+    not), ``stages`` (HTML, :func:`stages_html`).
+    """
+
+    def __init__(self, model="llama2-7b", t=2, p=2, d=2, m=8, schedule="1f1b", v=1,
+                 recompute=("none", 1), flash_attention=False, sequence_parallel=False,
+                 states="Megatron-LM (18 B/param)", gpu="80GB"):
+        shape = preset(model)
+        c = {"model": _dropdown("model", list(PRESETS), model),
+             "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
+                            "t divides a, h, kv_heads and f"),
+             "p": _dropdown("p", self._stages(shape), p, "p divides L"),
+             "d": _dropdown("d", D_CHOICES, d)}
+        chunks = chunk_choices(shape.L, p)
+        c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
+        c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
+        c["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m)
+        c["recompute"] = _dropdown("recompute", recompute_options(
+            chunk_layers(shape.L, p, v)), tuple(recompute), "k divides a chunk's layers")
+        c["flash_attention"] = widgets.Checkbox(value=flash_attention,
+                                                description="FlashAttention")
+        c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
+                                                  description="sequence parallel")
+        c["states"] = _dropdown("states", list(STATES), states)
+        c["gpu"] = _dropdown("gpu", GPUS, gpu)
+        readouts = {"verdict": widgets.Label(), "stages": widgets.HTML()}
+        rows = [widgets.HBox([c[k] for k in row]) for row in (
+            ("model", "t", "p", "d"), ("schedule", "v", "m", "recompute"),
+            ("flash_attention", "sequence_parallel", "states", "gpu"))]
+        super().__init__(c, readouts, image=True, layout=rows)
+
+    @staticmethod
+    def _stages(shape) -> list[int]:
+        return [p for p in common_divisors(shape.L) if p <= P_MAX]
+
+    def model(self):
+        """The chosen preset with the FlashAttention choice applied."""
+        return PRESETS[self.controls["model"].value].with_(
+            flash_attention=self.controls["flash_attention"].value)
+
+    def restrict(self) -> None:
+        shape = self.model()
+        self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
+        p = self._set_options("p", self._stages(shape))
+        restrict_schedule(self, chunk_choices(shape.L, p), p)
+        layers = chunk_layers(shape.L, p, self.controls["v"].value)
+        self._set_options("recompute", recompute_options(layers))
+
+    def result(self) -> TrainingMemory:
+        """:func:`actmem.training_memory` for the current controls."""
+        values = {**self.values(), "states": STATES[self.controls["states"].value]}
+        return training_memory(self.model(), **run_arguments(values))
+
+    def refresh(self) -> None:
+        result = self.result()
+        self.readouts["verdict"].value = verdict(result)
+        self.readouts["stages"].value = stages_html(result)
+        self.image.value = png(stage_memory_figure(
+            result, f"{self.controls['model'].value} on {self.controls['gpu'].value} GPUs"))
