@@ -85,7 +85,8 @@ def recompute_figure(model: ModelConfig, **run) -> Figure:
     ax.plot([ks[best]], [peak[best]], "o", color=OKABE_ITO["vermillion"],
             label=f"lowest peak: k={ks[best]}, "
                   f"{format_bytes(stages[best].layer_activations + stages[best].recompute_working_set, 'GiB')}")
-    ax.set_xlabel("k = recompute_num_layers (layers per checkpointed group)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k = recompute_num_layers (layers per checkpointed group, log scale)")
     ax.set_ylabel("first stage's layer activations (GiB)")
     ax.set_title(f"Full recomputation: the peak against k ({layers} layers on the stage)")
     ax.legend(fontsize=8)

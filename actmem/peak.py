@@ -70,6 +70,16 @@ class StageMemory:
         """The sum of the parts, bytes."""
         return sum(self.parts.values())
 
+    @property
+    def held_between_passes(self) -> int:
+        """Activations kept from forward to backward at the peak, bytes."""
+        return self.layer_activations + self.embedding_activations + self.output_activations
+
+    @property
+    def peak_during_backward(self) -> int:
+        """:attr:`held_between_passes` plus what recomputation rebuilds."""
+        return self.held_between_passes + self.recompute_working_set
+
 
 @dataclass(frozen=True)
 class TrainingMemory:

@@ -81,18 +81,22 @@ def verdict(result: TrainingMemory) -> str:
             f"{format_bytes(result.margin, 'GiB')}, {word}")
 
 
-def render(args, result: TrainingMemory) -> str:
-    """The per-stage table in MiB, then the verdict."""
-    head = f"{'part (MiB per GPU)':<24}" + "".join(
-        f"{'stage ' + str(s.stage):>12}" for s in result.stages)
-    lines = [f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
-             f"{args.schedule} v={args.v}", head]
+def table(result: TrainingMemory) -> str:
+    """Parts (rows) by stage (columns) in MiB, the totals, then the verdict."""
+    lines = [f"{'part (MiB per GPU)':<24}" + "".join(
+        f"{'stage ' + str(s.stage):>12}" for s in result.stages)]
     for part in PARTS:
         lines.append(f"{part.replace('_', ' '):<24}" + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
     lines.append(f"{'total':<24}" + "".join(
         f"{format_value(s.total):>12}" for s in result.stages))
     return "\n".join(lines + [verdict(result)])
+
+
+def render(args, result: TrainingMemory) -> str:
+    """The run in one line, then :func:`table`."""
+    return (f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
+            f"{args.schedule} v={args.v}\n{table(result)}")
 
 
 def as_json(args, result: TrainingMemory) -> str:

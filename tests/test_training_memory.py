@@ -119,6 +119,7 @@ def test_selective_recomputation_working_set_is_one_attention_map():
     r = training_memory(PRESETS["175b"], t=8, recompute="selective").stages[0]
     layer = actmem.activation_memory(2048, 1, 12288, 96, 8)
     assert r.recompute_working_set == layer.attention_map == 5 * 96 * 2048**2 // 8
+    assert r.peak_during_backward - r.held_between_passes == layer.attention_map
     assert r.layer_activations == 96 * (layer.total - layer.attention_map)
 
 

@@ -88,6 +88,29 @@ def _schedule_explorer(layer, v, image):
                     (v["schedule"], v["p"], v["m"], v["v"]) if image else None)
 
 
+def _fit_planner(layer, v, image):
+    """The verdict and per-stage totals from actmem.training_memory; menu
+    values the probe could not map (labels made after Run All, such as
+    'full, k=5') are read from their label."""
+    from actmem.fit_views import STATES, run_arguments
+    values = dict(v)
+    recompute = values["recompute"]
+    if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N'
+        mode, _, k = recompute.partition(", k=")
+        recompute = (mode, int(k) if k else 1)
+    values["recompute"] = tuple(recompute)
+    values["states"] = STATES[values["states"]]
+    model = actmem.PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
+    result = actmem.training_memory(model, **run_arguments(values))
+    top = result.most_loaded
+    word = "fits" if result.fits else "DOES NOT FIT"
+    return Expected({"verdict": [f"stage {top.stage}, {format_bytes(top.total, 'GiB')}",
+                                 f"margin {format_bytes(result.margin, 'GiB')}, {word}"],
+                     "stages": [actmem.format_value(s.total, "GiB") for s in result.stages]},
+                    (tuple(tuple(s.parts.values()) for s in result.stages),
+                     result.gpu_memory, values["model"], values["gpu"]) if image else None)
+
+
 def _variant_explorer(layer, v, image):
     base = activation_memory(**layer, a=v["a"], t=v["t"])
     chosen = activation_memory(**layer, **v)
@@ -132,6 +155,7 @@ ORACLES = {
     "LedgerExplorer": _ledger_explorer,
     "ShardingExplorer": _sharding_explorer,
     "ScheduleExplorer": _schedule_explorer,
+    "FitPlanner": _fit_planner,
     "VariantExplorer": _variant_explorer,
     "MeasureExplorer": _measure_explorer,
 }
