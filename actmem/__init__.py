@@ -1,26 +1,35 @@
 """actmem: activation memory of a Transformer layer, tensor by tensor.
 
 Teaching helpers for Korthikanti et al. 2022, "Reducing Activation
-Recomputation in Large Transformer Models" (sections 4.1-5, Table 2).
-All numbers are exact bytes; see :mod:`actmem.units` for MiB/GiB/GB.
-Plotting and widgets live in :mod:`actmem.figures` and :mod:`actmem.widgets`
-and are imported only when used.
+Recomputation in Large Transformer Models" (sections 4.1-5, Table 2), and
+for the training run around it. All numbers are exact bytes; see
+:mod:`actmem.units` for MiB/GiB/GB.
+
+The package flows one way: :mod:`actmem.layer` (one layer on one GPU) ->
+:mod:`actmem.run` (schedules, whole models, model states, the peak) ->
+:mod:`actmem.views` (figures, widgets, tables, the command line);
+:mod:`actmem.measure` checks the first two with PyTorch. The public names
+are importable from ``actmem``; so are the modules by their short name
+(``from actmem import figures``), each imported only when first used, so
+``import actmem`` loads neither matplotlib nor ipywidgets.
 """
 
-from .config import ACTIVATIONS, RECOMPUTE, LayerConfig, valid_tensor_parallel_sizes
-from .formula import TABLE2_FORMULAS, seed_formula
-from .ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
-from .memory import TABLE2, ActivationMemory, activation_memory, table2
-from .model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
-from .peak import PARTS, StageMemory, TrainingMemory, training_memory
-from .presets import PRESETS, preset
-from .states import ACCOUNTINGS, ModelStates, model_states
-from .pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
+import importlib
+
+from .layer.config import ACTIVATIONS, RECOMPUTE, LayerConfig, valid_tensor_parallel_sizes
+from .layer.formula import TABLE2_FORMULAS, seed_formula
+from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
+from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
+from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
+from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
+from .run.presets import PRESETS, preset
+from .run.states import ACCOUNTINGS, ModelStates, model_states
+from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
                                 gpipe_in_flight, interleaved_factor,
                                 interleaved_factor_holds, interleaved_first_stage_memory,
                                 interleaved_in_flight, one_f_one_b_in_flight)
-from .schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
-from .training import model_activation_memory, pipeline_stage_memory
+from .run.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
+from .run.training import model_activation_memory, pipeline_stage_memory
 from .units import (UNITS, convert, format_bytes, format_value, parse_size, to_gb, to_gib,
                     to_mib)
 from .validate import common_divisors
@@ -40,3 +49,20 @@ __all__ = [
     "seed_formula", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
     "valid_tensor_parallel_sizes",
 ]
+
+_MODULES = {
+    **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff"), "layer"),
+    **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
+                     "states", "peak", "megatron_estimate"), "run"),
+    **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
+                     "schedule_figures", "schedule_views", "fit_figures", "fit_views",
+                     "pipeline_measured"), "views"),
+}
+"""Short module name -> the subpackage it lives in."""
+
+
+def __getattr__(name: str):
+    """``actmem.figures`` and the like: the module, imported on first use."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{_MODULES[name]}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import actmem
-from actmem.cli import main
+from actmem.views.cli import main
 
 SEED_TABLE = """\
 s=2048 b=1 h=4096 a=32: MiB per layer, per micro-batch, per GPU

@@ -7,7 +7,7 @@ import pytest
 
 import actmem
 from actmem import PRESETS, fit_figures, megatron_estimate, training_memory
-from actmem.fit_views import STATES, FitPlanner, recompute_options, run_arguments, \
+from actmem.views.fit_views import STATES, FitPlanner, recompute_options, run_arguments, \
     tensor_choices
 
 GIB = 2**30

@@ -4,7 +4,7 @@ in exact bytes per GPU (seed layer s=2048, b=1, h=4096, a=32, t=8)."""
 from hypothesis import given, strategies as st
 
 import actmem
-from actmem.ledger_diff import KINDS, bytes_by_kind, changed, diff_ledgers, format_changes
+from actmem.layer.ledger_diff import KINDS, bytes_by_kind, changed, diff_ledgers, format_changes
 
 S, B, H, A, T = 2048, 1, 4096, 32, 8
 SBH, MAP = S * B * H, B * A * S * S
@@ -134,6 +134,6 @@ def test_identical_ledgers_are_all_unchanged():
 def test_docstring_examples():
     import doctest
 
-    import actmem.ledger_diff
+    import actmem.layer.ledger_diff
     result = doctest.testmod(actmem.ledger_diff)
     assert result.attempted > 0 and result.failed == 0

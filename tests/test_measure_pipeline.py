@@ -14,7 +14,7 @@ if not os.environ.get("CI"):
 import actmem  # noqa: E402
 from actmem.measure import __main__ as cli  # noqa: E402
 from actmem.measure import pipeline  # noqa: E402
-from actmem.pipeline_measured import stored_measurement  # noqa: E402
+from actmem.views.pipeline_measured import stored_measurement  # noqa: E402
 
 LAYERNORM_STATS = 512
 """Two LayerNorms x (mean, rstd) x s*b bfloat16 values per layer (test_measure)."""

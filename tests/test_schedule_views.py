@@ -5,8 +5,8 @@ import pytest
 
 import actmem
 from actmem import schedule_figures, schedule_views, simulate_schedule
-from actmem.schedule_views import ScheduleExplorer
-from actmem.widgets import L_CHOICES
+from actmem.views.schedule_views import ScheduleExplorer
+from actmem.views.widgets import L_CHOICES
 
 WORKED = actmem.activation_memory(2048, 1, 4096, 32, 8)
 

@@ -6,10 +6,10 @@ import itertools
 import pytest
 
 import actmem
-from actmem.ledger_diff import diff_ledgers
+from actmem.layer.ledger_diff import diff_ledgers
 from actmem import variant_views
-from actmem.figures import GROUP_LABELS
-from actmem.variant_views import (
+from actmem.views.figures import GROUP_LABELS
+from actmem.views.variant_views import (
     BASELINE, VariantExplorer, breakdown, change_text, diff_html, ffn_choices,
     kv_head_choices, results_table, stacked_figure,
 )

@@ -13,8 +13,8 @@ import pytest
 import actmem
 from actmem import figures, widgets
 from actmem.units import format_bytes
-from actmem.schedule_views import ScheduleExplorer
-from actmem.variant_views import VariantExplorer
+from actmem.views.schedule_views import ScheduleExplorer
+from actmem.views.variant_views import VariantExplorer
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

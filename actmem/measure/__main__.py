@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def pipeline_main(args) -> int:
     """``python -m actmem.measure pipeline [--json]``."""
-    from ..pipeline_measured import measurement_table
+    from ..views.pipeline_measured import measurement_table
     from .pipeline import measurement
 
     data = measurement()

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from ..config import LayerConfig
+from ..layer.config import LayerConfig
 from .layer import ReferenceLayer, layer_input, unsharded
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ledger import ledger_rows
+from ..layer.ledger import ledger_rows
 from .run import Measurement
 from .saved import SavedStorage
 

@@ -18,7 +18,7 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     """
     from matplotlib.figure import Figure
 
-    from ..figures import OKABE_ITO
+    from ..views.figures import OKABE_ITO
 
     colours = [OKABE_ITO[name] for name in SERIES_COLOURS]
     one = by_t[1][0]

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..config import LayerConfig
+from ..layer.config import LayerConfig
 from .parallel import ColumnParallelLinear, RowParallelLinear, TensorParallel
 from .saved import block, named
 

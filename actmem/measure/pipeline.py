@@ -31,8 +31,8 @@ from torch import nn
 from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
                                           ScheduleInterleaved1F1B)
 
-from ..config import LayerConfig
-from ..schedules import simulate_schedule
+from ..layer.config import LayerConfig
+from ..run.schedules import simulate_schedule
 from .alive import AliveBytes
 from .launch import on_ranks
 from .layer import ReferenceLayer

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ..config import LayerConfig
-from ..ledger import DROPOUT_ROWS
+from ..layer.config import LayerConfig
+from ..layer.ledger import DROPOUT_ROWS
 from .layer import ReferenceLayer, layer_input
 from .saved import Recorder, SavedStorage
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import LayerConfig
+from ..layer.config import LayerConfig
 from .compare import Comparison, compare
 from .launch import on_ranks
 from .run import measure_layer

@@ -16,7 +16,7 @@ import html
 
 import ipywidgets as widgets
 
-from ..widgets import _Explorer
+from ..views.widgets import _Explorer
 from .report import summary_line, table
 from .variants import VARIANTS, check_names
 

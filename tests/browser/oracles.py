@@ -92,7 +92,7 @@ def _fit_planner(layer, v, image):
     """The verdict and per-stage totals from actmem.training_memory; menu
     values the probe could not map (labels made after Run All, such as
     'full, k=5') are read from their label."""
-    from actmem.fit_views import STATES, run_arguments
+    from actmem.views.fit_views import STATES, run_arguments
     values = dict(v)
     recompute = values["recompute"]
     if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N'

@@ -31,7 +31,7 @@ def load_measurement() -> tuple[str, dict]:
         data = stored_measurement()
         return (f"STORED result (torch {data['config']['torch']}); torch is not "
                 "installed here, so nothing was measured now", data)
-    from .measure.pipeline import measurement
+    from ..measure.pipeline import measurement
 
     data = measurement()
     return f"measured now with torch {data['config']['torch']}", data

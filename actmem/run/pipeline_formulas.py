@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .memory import ActivationMemory
+from ..layer.memory import ActivationMemory
 from .schedules import SCHEDULES
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
-from .validate import choice, positive_int
+from ..validate import choice, positive_int
 
 
 def _stage(i: object, p: int) -> int:

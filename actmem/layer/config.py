@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .validate import choice, common_divisors, divides, flag, positive_int
+from ..validate import choice, common_divisors, divides, flag, positive_int
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation modes: none, selective (core attention), full."""

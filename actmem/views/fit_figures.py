@@ -11,10 +11,10 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from .figures import OKABE_ITO
-from .model import ModelConfig
-from .peak import PARTS, TrainingMemory, training_memory
-from .training import chunk_layers
-from .units import format_bytes, format_value, to_gib
+from ..run.model import ModelConfig
+from ..run.peak import PARTS, TrainingMemory, training_memory
+from ..run.training import chunk_layers
+from ..units import format_bytes, format_value, to_gib
 
 PART_COLOURS = {
     "weights": OKABE_ITO["blue"], "gradients": OKABE_ITO["sky"],

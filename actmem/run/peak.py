@@ -31,13 +31,13 @@ import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
-from .memory import activation_memory
+from ..layer.memory import activation_memory
 from .model import ModelConfig
 from .schedules import simulate_schedule
 from .states import model_states
 from .training import chunk_layers
-from .units import parse_size
-from .validate import flag, positive_int
+from ..units import parse_size
+from ..validate import flag, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
          "embedding_activations", "output_activations", "recompute_working_set",

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
-from .memory import ActivationMemory
+from ..layer.memory import ActivationMemory
 from .training import chunk_layers, layer_bytes
-from .validate import choice, positive_int
+from ..validate import choice, positive_int
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 """Schedule names :func:`simulate_schedule` accepts."""

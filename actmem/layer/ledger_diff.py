@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .ledger import LedgerRow
 from .memory import ActivationMemory
-from .units import format_bytes
+from ..units import format_bytes
 
 KINDS = ("removed", "shrunk", "unchanged", "grown", "added")
 """What happened to one row, from ``before`` to ``after``."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from .config import RECOMPUTE
-from .peak import PARTS, TrainingMemory, training_memory
-from .presets import PRESETS, preset
-from .schedules import ORDERS, SCHEDULES
-from .states import ACCOUNTINGS
-from .units import format_bytes, format_value, parse_size
+from ..layer.config import RECOMPUTE
+from ..run.peak import PARTS, TrainingMemory, training_memory
+from ..run.presets import PRESETS, preset
+from ..run.schedules import ORDERS, SCHEDULES
+from ..run.states import ACCOUNTINGS
+from ..units import format_bytes, format_value, parse_size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

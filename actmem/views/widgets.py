@@ -25,10 +25,10 @@ from fractions import Fraction
 import ipywidgets as widgets
 
 from . import figures
-from .config import valid_tensor_parallel_sizes
-from .memory import activation_memory
-from .units import format_bytes, format_value
-from .validate import positive_int
+from ..layer.config import valid_tensor_parallel_sizes
+from ..layer.memory import activation_memory
+from ..units import format_bytes, format_value
+from ..validate import positive_int
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""

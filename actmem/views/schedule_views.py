@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .config import valid_tensor_parallel_sizes
-from .memory import ActivationMemory, activation_memory
+from ..layer.config import valid_tensor_parallel_sizes
+from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure
-from .schedules import SCHEDULES, PipelineSchedule, check_schedule, simulate_schedule
-from .training import chunk_layers, model_activation_memory
-from .units import format_bytes
-from .validate import common_divisors
+from ..run.schedules import SCHEDULES, PipelineSchedule, check_schedule, simulate_schedule
+from ..run.training import chunk_layers, model_activation_memory
+from ..units import format_bytes
+from ..validate import common_divisors
 from .widgets import L_CHOICES, _dropdown, _Explorer, png
 
 P_MAX, M_MAX, V_MAX = 16, 32, 4

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import LayerConfig
-from .validate import choice, flag, positive_int
+from ..layer.config import LayerConfig
+from ..validate import choice, flag, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
-from .memory import ActivationMemory, activation_memory
-from .units import format_bytes, format_value, to_mib
-from .validate import common_divisors
+from ..layer.ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
+from ..layer.memory import ActivationMemory, activation_memory
+from ..units import format_bytes, format_value, to_mib
+from ..validate import common_divisors
 
 OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73",

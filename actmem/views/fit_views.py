@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .config import RECOMPUTE, valid_tensor_parallel_sizes
+from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import stage_memory_figure
-from .peak import PARTS, TrainingMemory, training_memory
-from .presets import PRESETS, preset
+from ..run.peak import PARTS, TrainingMemory, training_memory
+from ..run.presets import PRESETS, preset
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
     schedule_options
 from .train_cli import verdict
-from .training import chunk_layers
-from .units import format_value
-from .validate import common_divisors
+from ..run.training import chunk_layers
+from ..units import format_value
+from ..validate import common_divisors
 from .widgets import _dropdown, _Explorer, png
 
 D_CHOICES = (1, 2, 4, 8, 16, 32, 64)

@@ -22,12 +22,12 @@ from fractions import Fraction
 
 import ipywidgets as widgets
 
-from .config import ACTIVATIONS, RECOMPUTE, valid_tensor_parallel_sizes
-from .ledger import GROUPS
-from .ledger_diff import RowChange, diff_ledgers
-from .memory import ActivationMemory, activation_memory
-from .units import format_bytes, format_value, to_mib
-from .validate import common_divisors, positive_int
+from ..layer.config import ACTIVATIONS, RECOMPUTE, valid_tensor_parallel_sizes
+from ..layer.ledger import GROUPS
+from ..layer.ledger_diff import RowChange, diff_ledgers
+from ..layer.memory import ActivationMemory, activation_memory
+from ..units import format_bytes, format_value, to_mib
+from ..validate import common_divisors, positive_int
 from .widgets import _dropdown, _Explorer, head_choices, png
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",

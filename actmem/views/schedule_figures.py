@@ -17,11 +17,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .figures import OKABE_ITO
-from .memory import ActivationMemory
-from .schedules import BACKWARD, FORWARD, PipelineSchedule, simulate_schedule
-from .training import model_activation_memory
-from .units import format_bytes, format_value, to_mib
-from .validate import common_divisors
+from ..layer.memory import ActivationMemory
+from ..run.schedules import BACKWARD, FORWARD, PipelineSchedule, simulate_schedule
+from ..run.training import model_activation_memory
+from ..units import format_bytes, format_value, to_mib
+from ..validate import common_divisors
 
 PASS_COLOURS = {FORWARD: OKABE_ITO["sky"], BACKWARD: OKABE_ITO["orange"]}
 """Forward and backward boxes."""

@@ -16,10 +16,10 @@ import json
 import sys
 
 from . import train_cli
-from .config import ACTIVATIONS, RECOMPUTE
-from .memory import activation_memory
-from .training import model_activation_memory
-from .units import format_bytes, format_value
+from ..layer.config import ACTIVATIONS, RECOMPUTE
+from ..layer.memory import activation_memory
+from ..run.training import model_activation_memory
+from ..units import format_bytes, format_value
 
 COLUMNS = ("fixed", "intermediate", "attention_map", "total")
 DESCRIPTION = ("Activation memory one Transformer layer keeps for backward, per "

@@ -11,8 +11,8 @@ and allocator overhead are extra (notebook 05).
 
 from __future__ import annotations
 
-from .memory import ActivationMemory
-from .validate import positive_int
+from ..layer.memory import ActivationMemory
+from ..validate import positive_int
 
 
 def layer_bytes(per_layer: ActivationMemory | int) -> int:

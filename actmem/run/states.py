@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .model import ModelConfig, ParameterCount, parameter_count
 from .training import chunk_layers
-from .validate import choice, flag, positive_int
+from ..validate import choice, flag, positive_int
 
 ACCOUNTINGS = ("zero", "megatron")
 OPTIMIZERS = ("adam",)
