@@ -8,16 +8,23 @@ every saved storage is set against the ledger row it belongs to
 (:mod:`.variants`). Notebook: ``notebooks/07_measure_it.ipynb``. Command
 line: ``python -m actmem.measure --json``.
 
-Needs the optional extra: ``pip install -e ".[measure]"`` (torch==2.13.0,
-a CPU build is enough). ``import actmem`` itself never imports torch.
+Needs PyTorch (the optional ``measure`` extra: torch==2.13.0, a CPU build
+is enough; :data:`INSTALL_HINT`). ``import actmem`` itself never imports
+torch.
 """
+
+import sys
+
+INSTALL_HINT = ("pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+                "(the CPU build is enough)")
+"""Works however actmem was installed: the ``measure`` extra only adds torch."""
 
 try:
     import torch  # noqa: F401
 except ImportError as err:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "actmem.measure needs PyTorch: pip install -e \".[measure]\" "
-        "(torch==2.13.0; the CPU build is enough)") from err
+    if sys.argv[:1] == ["-m"]:  # python -m actmem.measure: one line, no traceback
+        raise SystemExit(f"python -m actmem.measure: error: needs PyTorch: {INSTALL_HINT}")
+    raise ImportError(f"actmem.measure needs PyTorch: {INSTALL_HINT}") from err
 
 from .check import tensor_parallel_error
 from .compare import Comparison, Extra, RowCheck, compare, explain

@@ -1,4 +1,5 @@
-"""nbval collection rules for notebooks/.
+"""nbval collection rules for notebooks/ (kept at the repository root, so that
+``jupyter lab notebooks/`` shows the lessons and no test plumbing).
 
 A notebook lists the optional modules it needs in its metadata
 (``"actmem": {"requires": ["torch"]}``; notebook 07 needs the ``measure``
