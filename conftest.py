@@ -27,5 +27,5 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb" and (missing := missing_requirements(item.path)):
             item.add_marker(pytest.mark.skip(
-                reason=f"{', '.join(missing)} not installed: pip install -e "
-                "'.[measure]' (torch==2.13.0, CPU) to run this notebook"))
+                reason=f"{', '.join(missing)} not installed: pip install torch==2.13.0 "
+                "--index-url https://download.pytorch.org/whl/cpu to run this notebook"))

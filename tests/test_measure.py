@@ -12,7 +12,8 @@ import pytest
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch is not installed: "
-                        "pip install -e '.[measure]' (torch==2.13.0, CPU)")
+                        "pip install torch==2.13.0 --index-url "
+                        "https://download.pytorch.org/whl/cpu")
 
 import actmem  # noqa: E402
 from actmem.measure import (SMALL, VARIANTS, measure_variants,  # noqa: E402

@@ -36,7 +36,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser: layer sizes, storage options, -L and --json."""
-    parser = _Parser(prog="actmem", description=DESCRIPTION)
+    parser = _Parser(prog="actmem", description=DESCRIPTION,
+                     usage="%(prog)s [options]         the worked example's table\n"
+                           "       %(prog)s train --preset NAME [options]   "
+                           "peak training memory per GPU (train --help)")
     size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
     size.add_argument("--s", type=int, default=2048, help="sequence length (2048)")
     size.add_argument("--b", type=int, default=1, help="micro-batch size (1)")
