@@ -42,7 +42,7 @@ def test_json_in_bytes(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--a", "52", "--h", "6656", "--t", "8"],
      "actmem: error: t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13, 26, 52\n"),
-    (["--s", "x"], "actmem: error: argument --s: invalid int value: 'x'\n"),
+    (["--s", "x"], "actmem: error: argument -s/--s: invalid int value: 'x'\n"),
     (["--b", "0"], "actmem: error: b must be a positive integer (>= 1), got 0\n"),
     (["--recompute", "some"], None),
 ])
@@ -125,3 +125,22 @@ def test_train_errors_are_one_line(argv, message, capsys):
 def test_table_command_unchanged_with_train_registered(capsys):
     assert main(["-L", "32"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "L=32, t=8: 5888 MiB = 5.75 GiB"
+
+
+def test_short_flags_are_the_paper_symbols(capsys):
+    assert main(["-s", "2048", "-b", "1", "--h", "4096", "-a", "32", "-t", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["total"] == 184 * 2**20
+    assert main(["train", "--preset", "llama2-7b", "-t", "2", "-p", "2", "-d", "2",
+                 "-m", "8", "--gpu-memory", "80GB"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("margin 20.23 GiB, fits")
+
+
+def test_h_with_a_number_points_to_the_hidden_size(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["-h", "4096"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        "actmem: error: -h is --help; for the hidden size write --h 4096\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["-h"])
+    assert exit_.value.code == 0 and "usage: actmem" in capsys.readouterr().out

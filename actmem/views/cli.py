@@ -28,10 +28,19 @@ DESCRIPTION = ("Activation memory one Transformer layer keeps for backward, per 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line: ``actmem: error: ...``."""
+    """argparse, but errors are one line: ``actmem: error: ...``, and
+    ``-h 4096`` (help followed by a number) is read as a mistyped hidden
+    size: ``-h`` stays help, as in every tool, and the error points to ``--h``."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        for flag, after in zip(argv, argv[1:]):
+            if flag == "-h" and after.isdigit():
+                self.error(f"-h is --help; for the hidden size write --h {after}")
+        return super().parse_args(argv, namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "       %(prog)s train --preset NAME [options]   "
                            "peak training memory per GPU (train --help)")
     size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
-    size.add_argument("--s", type=int, default=2048, help="sequence length (2048)")
-    size.add_argument("--b", type=int, default=1, help="micro-batch size (1)")
+    size.add_argument("-s", "--s", type=int, default=2048, help="sequence length (2048)")
+    size.add_argument("-b", "--b", type=int, default=1, help="micro-batch size (1)")
     size.add_argument("--h", type=int, default=4096, help="hidden size (4096)")
-    size.add_argument("--a", type=int, default=32, help="attention heads (32)")
-    size.add_argument("--t", type=int, nargs="+", default=[1, 2, 4, 8],
+    size.add_argument("-a", "--a", type=int, default=32, help="attention heads (32)")
+    size.add_argument("-t", "--t", type=int, nargs="+", default=[1, 2, 4, 8],
                       help="tensor-parallel sizes (1 2 4 8)")
     size.add_argument("-L", "--layers", type=int, help="add L*M for L layers")
     opts = parser.add_argument_group("storage options")

@@ -24,11 +24,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               description=__doc__.splitlines()[0])
     p.add_argument("--preset", required=True, choices=list(PRESETS),
                    help="published model shape (actmem.PRESETS)")
-    p.add_argument("--s", type=int, help="sequence length (the preset's)")
-    p.add_argument("--b", type=int, help="micro-batch size (the preset's: 1)")
+    p.add_argument("-s", "--s", type=int, help="sequence length (the preset's)")
+    p.add_argument("-b", "--b", type=int, help="micro-batch size (the preset's: 1)")
     for name, help_ in (("t", "tensor-parallel size"), ("p", "pipeline stages"),
                         ("d", "data-parallel size"), ("m", "micro-batches per step")):
-        p.add_argument(f"--{name}", type=int, default=1, help=f"{help_} (1)")
+        p.add_argument(f"-{name}", f"--{name}", type=int, default=1, help=f"{help_} (1)")
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="(1f1b)")
     p.add_argument("--v", type=int, default=1, help="model chunks per GPU, interleaved (1)")
     p.add_argument("--order", choices=ORDERS, default="megatron", help="(megatron)")
