@@ -23,7 +23,8 @@ L7 = PRESETS["llama2-7b"]
     ("llama3-70b", 70_553_706_496), ("gpt2-large", 774_030_080),
 ])
 def test_parameter_counts_match_published(name, published):
-    assert parameter_count(PRESETS[name]).total == published
+    count = parameter_count(PRESETS[name])
+    assert count == published and count.total == published and isinstance(count, int)
 
 
 def test_gpt3_layer_is_12h2_plus_13h():

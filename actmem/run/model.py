@@ -98,9 +98,9 @@ class ModelConfig:
         return replace(self, **changes)
 
 
-@dataclass(frozen=True)
-class ParameterCount:
-    """Parameters of a model, block by block (counts, not bytes).
+class ParameterCount(int):
+    """The number of parameters of a model (an ``int``: the total), with its
+    breakdown block by block as attributes (counts, not bytes).
 
     Attributes:
         layer_split: per layer, by block, the weights tensor parallelism
@@ -108,21 +108,23 @@ class ParameterCount:
             column-parallel biases).
         layer_replicated: per layer, by block, the weights every tensor-
             parallel rank keeps whole (norms, row-parallel biases).
-        vocab: the vocabulary size the embedding tables use.
+        L: layers. vocab: the vocabulary size the embedding tables use.
         embedding: input embedding (vocab x h, split over t).
         positions: learned position table (replicated), or 0.
         output_layer: untied output layer (vocab x h, split), or 0.
         final_norm: the norm after the last layer (replicated).
     """
 
-    layer_split: dict[str, int]
-    layer_replicated: dict[str, int]
-    L: int
-    vocab: int
-    embedding: int
-    positions: int
-    output_layer: int
-    final_norm: int
+    def __new__(cls, *, layer_split: dict[str, int], layer_replicated: dict[str, int],
+                L: int, vocab: int, embedding: int, positions: int, output_layer: int,
+                final_norm: int) -> "ParameterCount":
+        per_layer = sum(layer_split.values()) + sum(layer_replicated.values())
+        count = super().__new__(cls, L * per_layer + embedding + positions
+                                + output_layer + final_norm)
+        count.__dict__.update(layer_split=layer_split, layer_replicated=layer_replicated,
+                              L=L, vocab=vocab, embedding=embedding, positions=positions,
+                              output_layer=output_layer, final_norm=final_norm)
+        return count
 
     @property
     def per_layer(self) -> int:
@@ -131,13 +133,18 @@ class ParameterCount:
 
     @property
     def total(self) -> int:
-        """All parameters of the model."""
-        return (self.L * self.per_layer + self.embedding + self.positions
-                + self.output_layer + self.final_norm)
+        """All parameters of the model, a plain ``int``."""
+        return int(self)
+
+    def __repr__(self) -> str:
+        return (f"ParameterCount({int(self)}: {self.L} layers x {self.per_layer}, "
+                f"embedding {self.embedding}, positions {self.positions}, "
+                f"output layer {self.output_layer}, final norm {self.final_norm})")
 
 
 def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCount:
-    """Count the parameters of ``model`` (Megatron-LM's GPT layout).
+    """Count the parameters of ``model`` (Megatron-LM's GPT layout): an
+    ``int`` carrying its breakdown (:class:`ParameterCount`).
 
     Per layer: Q (h x h), K and V (h x g*h/a each), the output projection
     (h x h), the MLP (``h x f`` and ``f x h``; SwiGLU has two ``h x f``
@@ -150,8 +157,8 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
             ``model.padded_vocab(t)`` for what Megatron-LM allocates.
 
     >>> from actmem import PRESETS
-    >>> parameter_count(PRESETS["llama2-7b"]).total
-    6738415616
+    >>> parameter_count(PRESETS["llama2-7b"]) == 6_738_415_616
+    True
     """
     c, h = model.layer(), model.h
     kv = c.g * h // c.a
