@@ -8,6 +8,8 @@ deep inside a library or a silently wrong number.
 
 from __future__ import annotations
 
+import math
+
 
 def positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is an ``int`` >= 1 (``bool`` is refused).
@@ -54,8 +56,30 @@ def common_divisors(*numbers: int) -> list[int]:
         raise TypeError("common_divisors needs at least one positive integer")
     for i, n in enumerate(numbers):
         positive_int(f"numbers[{i}]", n)
-    smallest = min(numbers)
-    return [d for d in range(1, smallest + 1) if all(n % d == 0 for n in numbers)]
+    return divisors(math.gcd(*numbers))
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending, from its prime factors (trial
+    division that divides each factor out: about square-root time in the
+    largest prime factor, instant for sizes such as 2^40).
+
+    >>> divisors(6656)[:8]
+    [1, 2, 4, 8, 13, 16, 26, 32]
+    """
+    factors: dict[int, int] = {}
+    rest, p = positive_int("n", n), 2
+    while p * p <= rest:
+        while rest % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    found = [1]
+    for prime, power in factors.items():
+        found = [d * prime**e for d in found for e in range(power + 1)]
+    return sorted(found)
 
 
 def divides(name: str, value: int, **targets: int) -> int:

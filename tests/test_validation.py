@@ -3,7 +3,8 @@
 import pytest
 
 import actmem
-from actmem import activation_memory, model_activation_memory, pipeline_stage_memory
+from actmem import (activation_memory, common_divisors, model_activation_memory,
+                    pipeline_stage_memory)
 
 GOOD = dict(s=2048, b=1, h=4096, a=32, t=1)
 
@@ -70,3 +71,36 @@ def test_unknown_unit():
 def test_common_divisors_refuses_bad_input(args, error, message):
     with pytest.raises(error, match=message):
         actmem.common_divisors(*args)
+
+
+# ------------------------------------------- issue 10, items 3, 4 and 7
+
+def test_valid_t_knows_kv_heads_and_ffn_width_like_layer_config():
+    assert actmem.valid_tensor_parallel_sizes(5120, 40, ffn_hidden_size=13824) == [1, 2, 4, 8]
+    assert actmem.valid_tensor_parallel_sizes(8192, 64, kv_heads=8) == [1, 2, 4, 8]
+    for h, a, g, f in [(5120, 40, 40, 13824), (8192, 64, 8, 28672), (6656, 52, 4, 17920)]:
+        offered = actmem.valid_tensor_parallel_sizes(h, a, kv_heads=g, ffn_hidden_size=f)
+        accepted = []
+        for t in range(1, a + 1):
+            try:
+                actmem.LayerConfig(2048, 1, h, a, t, kv_heads=g, ffn_hidden_size=f)
+            except ValueError:
+                continue
+            accepted.append(t)
+        assert offered == accepted
+
+
+def test_valid_t_refuses_heads_that_do_not_divide_h():
+    with pytest.raises(ValueError, match=r"^h=4096 must be divisible by a=30"):
+        actmem.valid_tensor_parallel_sizes(4096, 30)
+    with pytest.raises(ValueError, match=r"^a must be a positive integer \(>= 1\), got 0$"):
+        actmem.valid_tensor_parallel_sizes(4096, 0)
+
+
+def test_divisors_of_huge_sizes_come_from_the_gcd():
+    with pytest.raises(ValueError, match=r"^t=3 must divide a=1099511627776 and "
+                                         r"h=2199023255552; valid t: 1, 2, 4, 8, "):
+        actmem.activation_memory(2048, 1, 2**41, 2**40, 3)
+    assert common_divisors(2 * 10**7, 10**7)[-3:] == [2_500_000, 5_000_000, 10_000_000]
+    assert len(common_divisors(2**40)) == 41
+    assert common_divisors(2**31 - 1) == [1, 2**31 - 1]  # a prime: sqrt(n) trial divisions

@@ -19,21 +19,48 @@ ACTIVATIONS = ("gelu", "swiglu")
 """MLP activation functions the ledger knows how to count."""
 
 
-def valid_tensor_parallel_sizes(h: int, a: int, s: int | None = None) -> list[int]:
-    """Values of t that divide a and h, ascending (choices for widgets).
+def split_dimensions(h: int, a: int, s: int | None = None, kv_heads: int | None = None,
+                     ffn_hidden_size: int | None = None) -> dict[str, int]:
+    """The sizes tensor parallelism splits t ways, by argument name: a and h
+    always, kv_heads and ffn_hidden_size when given, s under sequence
+    parallelism (pass ``s`` only then). One rule for :class:`LayerConfig`
+    and :func:`valid_tensor_parallel_sizes`.
 
-    Pass ``s`` when sequence parallelism is on: then t must divide s too
-    (each rank keeps s/t positions, sec. 4.2.2).
+    Raises:
+        TypeError, ValueError: a size is not a positive integer, or a does
+            not divide h.
+    """
+    dims = {"a": positive_int("a", a), "h": positive_int("h", h)}
+    if h % a:
+        raise ValueError(f"h={h} must be divisible by a={a} "
+                         "(each head gets h/a hidden units)")
+    for name, value in (("kv_heads", kv_heads), ("ffn_hidden_size", ffn_hidden_size),
+                        ("s", s)):
+        if value is not None:
+            dims[name] = positive_int(name, value)
+    return dims
+
+
+def valid_tensor_parallel_sizes(h: int, a: int, s: int | None = None, *,
+                                kv_heads: int | None = None,
+                                ffn_hidden_size: int | None = None) -> list[int]:
+    """Values of t that :class:`LayerConfig` accepts, ascending (choices for
+    widgets): the common divisors of a and h, and of kv_heads and
+    ffn_hidden_size when given. Pass ``s`` when sequence parallelism is on:
+    then t must divide s too (each rank keeps s/t positions, sec. 4.2.2).
 
     >>> valid_tensor_parallel_sizes(6656, 52)
     [1, 2, 4, 13, 26, 52]
     >>> valid_tensor_parallel_sizes(6656, 52, s=2048)
     [1, 2, 4]
+    >>> valid_tensor_parallel_sizes(5120, 40, ffn_hidden_size=13824)
+    [1, 2, 4, 8]
 
     Raises:
-        TypeError, ValueError: a size is not a positive integer.
+        TypeError, ValueError: a size is not a positive integer, or a does
+            not divide h.
     """
-    return common_divisors(a, h) if s is None else common_divisors(a, h, s)
+    return common_divisors(*split_dimensions(h, a, s, kv_heads, ffn_hidden_size).values())
 
 
 @dataclass(frozen=True)
@@ -82,13 +109,11 @@ class LayerConfig:
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t"):
             positive_int(name, getattr(self, name))
-        if self.h % self.a:
-            raise ValueError(
-                f"h={self.h} must be divisible by a={self.a} "
-                "(each head gets h/a hidden units)"
-            )
+        split_dimensions(self.h, self.a)
         self._check_options()
-        divides("t", self.t, **self._split_dimensions())
+        divides("t", self.t, **split_dimensions(
+            self.h, self.a, self.s if self.sequence_parallel else None,
+            self.kv_heads, self.ffn_hidden_size))
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)
@@ -101,17 +126,6 @@ class LayerConfig:
             divides("kv_heads", self.kv_heads, a=self.a)
         if self.ffn_hidden_size is not None:
             positive_int("ffn_hidden_size", self.ffn_hidden_size)
-
-    def _split_dimensions(self) -> dict[str, int]:
-        """The sizes tensor parallelism splits t ways, by argument name."""
-        dims = {"a": self.a, "h": self.h}
-        if self.kv_heads is not None:
-            dims["kv_heads"] = self.kv_heads
-        if self.ffn_hidden_size is not None:
-            dims["ffn_hidden_size"] = self.ffn_hidden_size
-        if self.sequence_parallel:
-            dims["s"] = self.s
-        return dims
 
     @property
     def g(self) -> int:

@@ -45,8 +45,8 @@ def tensor_choices(model, sequence_parallel: bool) -> list[int]:
     """t values that divide a, h, kv_heads and f (and s with sequence
     parallelism)."""
     c = model.layer()
-    ts = valid_tensor_parallel_sizes(c.h, c.a, c.s if sequence_parallel else None)
-    return [t for t in ts if c.g % t == 0 and c.f % t == 0]
+    return valid_tensor_parallel_sizes(c.h, c.a, c.s if sequence_parallel else None,
+                                       kv_heads=c.g, ffn_hidden_size=c.f)
 
 
 def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
