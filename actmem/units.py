@@ -1,74 +1,124 @@
-"""Byte units: MiB = 2^20, GiB = 2^30, TiB = 2^40 bytes; GB = 10^9, TB = 10^12."""
+"""Byte units: MiB = 2^20, GiB = 2^30, TiB = 2^40, PiB = 2^50 bytes; GB = 10^9,
+TB = 10^12.
+
+Sizes are whole, non-negative numbers of bytes (``int``, or anything with
+``__index__`` such as NumPy integers); anything else is a clear error, never
+``'nan MiB'``. Formatting is exact: no float, so a 400-digit size prints
+every digit and a small term is never lost next to a huge one.
+"""
 
 from __future__ import annotations
 
+import operator
 import re
 from fractions import Fraction
-from numbers import Real
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
-         "GB": 10**9, "TB": 10**12}
+         "PiB": 2**50, "GB": 10**9, "TB": 10**12}
 """Bytes per unit."""
+MAX_DIGITS = 20
+"""Most decimals :func:`format_value` prints."""
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
 
 
-def convert(n_bytes: Real, unit: str) -> float:
-    """``n_bytes`` expressed in ``unit`` (one of ``UNITS``).
+def _whole(name: str, value: object) -> int:
+    """``value`` as an ``int`` (``__index__``), refusing bools and the rest."""
+    if type(value).__name__ in ("bool", "bool_"):
+        raise TypeError(f"{name} must be a whole number of bytes, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a whole number of bytes (an int), got {value!r} "
+                        f"({type(value).__name__})") from None
 
-    Raises:
-        TypeError: ``n_bytes`` is not a number.
-        ValueError: unknown unit.
-    """
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, Real):
-        raise TypeError(f"n_bytes must be a number of bytes, got {n_bytes!r}")
+
+def _size(name: str, value: object) -> int:
+    number = _whole(name, value)
+    if number < 0:
+        raise ValueError(f"{name} must be >= 0 bytes, got {number}")
+    return number
+
+
+def _unit(unit: object) -> int:
     if not isinstance(unit, str) or unit not in UNITS:
         raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
-    return n_bytes / UNITS[unit]
+    return UNITS[unit]
 
 
-def to_mib(n_bytes: Real) -> float:
+def convert(n_bytes: int, unit: str) -> float:
+    """``n_bytes`` expressed in ``unit`` (one of ``UNITS``), as a float
+    (for plotting; use :func:`format_value` for exact text).
+
+    Raises:
+        TypeError: ``n_bytes`` is not a whole number.
+        ValueError: a negative size, an unknown unit, or a size too large
+            for a float.
+    """
+    n, per = _size("n_bytes", n_bytes), _unit(unit)
+    try:
+        return n / per
+    except OverflowError:
+        raise ValueError(f"n_bytes has {len(str(n))} digits, too many for a float; "
+                         "format_value prints it exactly") from None
+
+
+def to_mib(n_bytes: int) -> float:
     """Bytes to MiB (2^20 bytes)."""
     return convert(n_bytes, "MiB")
 
 
-def to_gib(n_bytes: Real) -> float:
+def to_gib(n_bytes: int) -> float:
     """Bytes to GiB (2^30 bytes)."""
     return convert(n_bytes, "GiB")
 
 
-def to_gb(n_bytes: Real) -> float:
+def to_gb(n_bytes: int) -> float:
     """Bytes to GB (10^9 bytes)."""
     return convert(n_bytes, "GB")
 
 
-def format_value(n_bytes: Real, unit: str = "MiB", digits: int = 2) -> str:
-    """The number of ``unit`` in ``n_bytes``, fixed-point, without the unit.
+def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
+    """The number of ``unit`` in ``n_bytes``, fixed-point, without the unit,
+    computed exactly (rounded half to even at ``digits`` decimals).
 
     Whole values print without decimals (``'4036608'``, never ``4.03661e+06``);
     others keep up to ``digits`` decimals, trailing zeros removed
     (``'5.75'``). Used for table columns whose header names the unit.
 
+    >>> format_value(10**30, "PiB")
+    '888178419700125.23'
+
     Raises:
-        TypeError: ``n_bytes`` not a number, ``digits`` not an int.
-        ValueError: unknown unit, or ``digits`` < 0.
+        TypeError: ``n_bytes`` not a whole number, ``digits`` not an int.
+        ValueError: a negative size, an unknown unit, or ``digits`` outside
+            0..20.
     """
-    if isinstance(digits, bool) or not isinstance(digits, int):
+    if type(digits).__name__ in ("bool", "bool_") or not hasattr(digits, "__index__"):
         raise TypeError(f"digits must be an integer, got {digits!r}")
-    if digits < 0:
-        raise ValueError(f"digits must be >= 0, got {digits}")
-    text = f"{convert(n_bytes, unit):.{digits}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
+    digits = operator.index(digits)
+    if not 0 <= digits <= MAX_DIGITS:
+        raise ValueError(f"digits must be between 0 and {MAX_DIGITS}, got {digits}")
+    scaled = round(Fraction(_size("n_bytes", n_bytes), _unit(unit)) * 10**digits)
+    whole, part = divmod(scaled, 10**digits)
+    text = f"{whole}.{part:0{digits}d}".rstrip("0").rstrip(".") if digits else str(whole)
+    return text
 
 
-def format_bytes(n_bytes: Real, unit: str = "MiB", digits: int = 2) -> str:
+def format_bytes(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     """``n_bytes`` in ``unit`` with the unit printed, e.g. ``'184 MiB'``.
 
     See :func:`format_value` for the number; errors as there.
     """
     return f"{format_value(n_bytes, unit, digits)} {unit}"
+
+
+def format_change(delta: int, unit: str = "MiB", digits: int = 2) -> str:
+    """A signed difference of bytes without the unit: ``'+80'``, ``'-80'``,
+    or ``'0'`` when it rounds to nothing at ``digits`` decimals."""
+    number = _whole("delta", delta)
+    text = format_value(abs(number), unit, digits)
+    return text if text == "0" else ("+" if number > 0 else "-") + text
 
 
 def parse_size(name: str, value: object) -> int:

@@ -144,3 +144,13 @@ def test_h_with_a_number_points_to_the_hidden_size(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["-h"])
     assert exit_.value.code == 0 and "usage: actmem" in capsys.readouterr().out
+
+
+def test_huge_s_keeps_every_term_exact(capsys):
+    # issue 10 item 5: a 20-digit s must not print total = attention map
+    assert main(["--s", "12345678901234567890", "--t", "8", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["total"] == row["fixed"] + row["intermediate"] + row["attention_map"]
+    assert main(["--s", "12345678901234567890", "--t", "8"]) == 0
+    cells = capsys.readouterr().out.splitlines()[-1].split()
+    assert cells[-1] == "2907100439689414985104383593023922.01" != cells[-2]

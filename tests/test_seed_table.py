@@ -94,18 +94,52 @@ def test_to_mib_uses_2_to_the_20():
     (4036608 * MIB, "MiB", 2, "4036608 MiB"),
     (5888 * MIB, "GiB", 2, "5.75 GiB"),
     (MIB // 3, "MiB", 3, "0.333 MiB"),
-    (-1, "MiB", 2, "0 MiB"),
+    (1, "MiB", 2, "0 MiB"),
 ])
 def test_format_bytes_is_fixed_point_and_keeps_real_zeros(n_bytes, unit, digits, text):
     assert actmem.format_bytes(n_bytes, unit, digits) == text
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(n_bytes="1024"), TypeError, "n_bytes must be a number of bytes, got '1024'"),
+    (dict(n_bytes="1024"), TypeError, "n_bytes must be a whole number of bytes .*got '1024'"),
     (dict(n_bytes=1, unit=["MiB"]), ValueError, r"unit must be one of .*got \['MiB'\]"),
-    (dict(n_bytes=1, digits=-1), ValueError, "digits must be >= 0, got -1"),
+    (dict(n_bytes=1, digits=-1), ValueError, "digits must be between 0 and 20, got -1"),
+    (dict(n_bytes=1, digits=10**30), ValueError, "digits must be between 0 and 20"),
+    (dict(n_bytes=-5), ValueError, "n_bytes must be >= 0 bytes, got -5"),
+    (dict(n_bytes=float("nan")), TypeError, "n_bytes must be a whole number of bytes"),
+    (dict(n_bytes=float("inf")), TypeError, "n_bytes must be a whole number of bytes"),
+    (dict(n_bytes=True), TypeError, "n_bytes must be a whole number of bytes"),
     (dict(n_bytes=1, digits=1.5), TypeError, "digits must be an integer, got 1.5"),
 ])
 def test_format_bytes_refuses_bad_input_by_name(kwargs, error, message):
     with pytest.raises(error, match=message):
         actmem.format_bytes(**kwargs)
+
+
+def test_huge_sizes_format_exactly():
+    # issue 10 item 5: no float anywhere, no OverflowError, every digit kept
+    assert actmem.format_bytes(10**400, "B") == f"{10**400} B"
+    assert actmem.format_value(10**400 + 2**20) == str(10**400 // 2**20 + 1)  # 2^20 | 10^400
+    big = actmem.activation_memory(10**20, 1, 4096, 32, 8)
+    assert big.total > big.attention_map  # the smaller terms survive the sum
+    assert actmem.format_value(big.total) != actmem.format_value(big.attention_map)
+    assert actmem.format_bytes(84099072 * 2**20, "TiB") == "80.2 TiB"
+    assert actmem.format_bytes(2**50, "PiB") == "1 PiB"
+    with pytest.raises(ValueError, match="too many for a float; format_value prints it"):
+        actmem.to_mib(10**400)
+
+
+def test_fractions_and_numpy_style_integers():
+    from fractions import Fraction
+    with pytest.raises(TypeError, match="n_bytes must be a whole number of bytes"):
+        actmem.format_bytes(Fraction(3, 2))
+
+    class Index:  # what NumPy integer scalars offer
+        def __index__(self):
+            return 3 * 2**20
+    assert actmem.format_bytes(Index()) == "3 MiB"
+
+
+def test_signed_changes():
+    from actmem.units import format_change
+    assert [format_change(d) for d in (80 * MIB, -80 * MIB, -5, 0)] == ["+80", "-80", "0", "0"]

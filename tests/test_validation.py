@@ -59,7 +59,7 @@ def test_pipeline_stage_estimate():
 
 
 def test_unknown_unit():
-    with pytest.raises(ValueError, match=r"unit must be one of B, KiB, MiB, GiB, TiB, GB, TB, got 'mb'"):
+    with pytest.raises(ValueError, match=r"unit must be one of B, KiB, MiB, GiB, TiB, PiB, GB, TB, got 'mb'"):
         actmem.convert(1, "mb")
 
 

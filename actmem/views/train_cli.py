@@ -15,7 +15,7 @@ from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import PRESETS, preset
 from ..run.schedules import ORDERS, SCHEDULES
 from ..run.states import ACCOUNTINGS
-from ..units import format_bytes, format_value, parse_size
+from ..units import format_bytes, format_change, format_value, parse_size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -77,8 +77,8 @@ def verdict(result: TrainingMemory) -> str:
     if result.gpu_memory is None:
         return line + " (give --gpu-memory for a verdict)"
     word = "fits" if result.fits else "DOES NOT FIT"
-    return (f"{line} of {format_bytes(result.gpu_memory, 'GiB')}: margin "
-            f"{format_bytes(result.margin, 'GiB')}, {word}")
+    margin = format_change(result.margin, "GiB").lstrip("+")
+    return f"{line} of {format_bytes(result.gpu_memory, 'GiB')}: margin {margin} GiB, {word}"
 
 
 def table(result: TrainingMemory) -> str:

@@ -26,7 +26,7 @@ from ..layer.config import ACTIVATIONS, RECOMPUTE, valid_tensor_parallel_sizes
 from ..layer.ledger import GROUPS
 from ..layer.ledger_diff import RowChange, diff_ledgers
 from ..layer.memory import ActivationMemory, activation_memory
-from ..units import format_bytes, format_value, to_mib
+from ..units import format_bytes, format_change, format_value, to_mib
 from ..validate import common_divisors, positive_int
 from .widgets import _dropdown, _Explorer, head_choices, png
 
@@ -112,8 +112,7 @@ def change_text(before: ActivationMemory, after: ActivationMemory) -> str:
     """Signed change of the total, in MiB and as a share of ``before``,
     e.g. ``'-80 MiB (-43.5%)'``."""
     delta = after.total - before.total
-    sign = "+" if delta > 0 else ""
-    return f"{sign}{format_bytes(delta)} ({delta / before.total:+.1%})"
+    return f"{format_change(delta)} MiB ({delta / before.total:+.1%})"
 
 
 def results_table(results: dict[str, ActivationMemory]) -> str:
@@ -138,11 +137,10 @@ def diff_html(changes: tuple[RowChange, ...]) -> str:
 
 
 def _diff_row(c: RowChange) -> str:
-    sign = "+" if c.delta > 0 else ""
     cells = [html.escape(c.name), c.kind,
              format_value(c.bytes_before, digits=TABLE_DIGITS) if c.before else "-",
              format_value(c.bytes_after, digits=TABLE_DIGITS) if c.after else "-",
-             sign + format_value(c.delta, digits=TABLE_DIGITS)]
+             format_change(c.delta, digits=TABLE_DIGITS)]
     tag = "td" if c.kind == "unchanged" else 'td style="font-weight:bold"'
     return "<tr>" + "".join(f"<{tag}>{cell}</td>" for cell in cells) + "</tr>"
 
