@@ -9,23 +9,30 @@ deep inside a library or a silently wrong number.
 from __future__ import annotations
 
 import math
+import operator
 
 
 def positive_int(name: str, value: object) -> int:
-    """Return ``value`` if it is an ``int`` >= 1 (``bool`` is refused).
+    """``value`` as a plain ``int`` if it is an integer >= 1: an ``int`` or
+    anything with ``__index__`` (NumPy integer scalars); bools and arrays
+    are refused.
 
     Raises:
         TypeError: ``value`` is not an integer.
         ValueError: ``value`` is < 1.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    try:
+        if type(value).__name__ in ("bool", "bool_"):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
         raise TypeError(
             f"{name} must be a positive integer, got {value!r} "
             f"({type(value).__name__})"
-        )
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer (>= 1), got {value}")
-    return value
+        ) from None
+    if number < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {number}")
+    return number
 
 
 def flag(name: str, value: object) -> bool:
@@ -36,8 +43,9 @@ def flag(name: str, value: object) -> bool:
 
 
 def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    """Return ``value`` if it is one of ``allowed``; raise ``ValueError`` otherwise."""
-    if value not in allowed:
+    """Return ``value`` if it is one of ``allowed`` (strings; an array or
+    any other non-string is refused); raise ``ValueError`` otherwise."""
+    if not isinstance(value, str) or value not in allowed:
         options = ", ".join(repr(option) for option in allowed)
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value  # type: ignore[return-value]

@@ -104,3 +104,35 @@ def test_divisors_of_huge_sizes_come_from_the_gcd():
     assert common_divisors(2 * 10**7, 10**7)[-3:] == [2_500_000, 5_000_000, 10_000_000]
     assert len(common_divisors(2**40)) == 41
     assert common_divisors(2**31 - 1) == [1, 2**31 - 1]  # a prime: sqrt(n) trial divisions
+
+
+# ------------------------------------------------- issue 10, items 7 and 8
+
+def test_unknown_option_names_the_function_and_lists_the_options():
+    with pytest.raises(TypeError, match=r"^activation_memory\(\) got unknown option flash; "
+                                        r"its options are sequence_parallel, recompute, "
+                                        r"flash_attention, kv_heads, ffn_hidden_size, "
+                                        r"activation, dropout$"):
+        activation_memory(2048, 1, 4096, 32, 8, flash=True)
+    with pytest.raises(TypeError, match=r"^table2\(\) got unknown option"):
+        actmem.table2(2048, 1, 4096, 32, 8, flash=True)
+
+
+def test_numpy_integers_are_integers_and_arrays_are_not():
+    np = pytest.importorskip("numpy")  # installed with matplotlib
+    r = activation_memory(*(np.int64(x) for x in (2048, 1, 4096, 32, 8)))
+    assert r.total == 184 * 2**20 and type(r.config.s) is int and type(r.total) is int
+    s = actmem.simulate_schedule("1f1b", np.int64(4), np.int32(8))
+    assert s.peak_in_flight(np.int64(0)) == 4 and type(s.p) is int
+    run = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=np.int64(2), p=np.int64(2),
+                                 d=np.int64(2), m=np.int64(8))
+    assert run.stages[0].total == actmem.training_memory(
+        actmem.PRESETS["llama2-7b"], t=2, p=2, d=2, m=8).stages[0].total
+    with pytest.raises(ValueError, match=r"^recompute must be one of 'none', 'selective', "
+                                         r"'full', got array\(\['selective'\]"):
+        activation_memory(2048, 1, 4096, 32, 8, recompute=np.array(["selective"]))
+    with pytest.raises(TypeError, match=r"^s must be a positive integer, got array"):
+        activation_memory(np.array([2048]), 1, 4096, 32, 8)
+    with pytest.raises(TypeError, match=r"^t must be a positive integer, got np.True_|"
+                                        r"^t must be a positive integer, got True"):
+        activation_memory(2048, 1, 4096, 32, np.bool_(True))

@@ -8,7 +8,7 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..validate import choice, common_divisors, divides, flag, positive_int
 
@@ -107,8 +107,10 @@ class LayerConfig:
     dropout: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("s", "b", "h", "a", "t"):
-            positive_int(name, getattr(self, name))
+        for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
+            value = getattr(self, name)
+            if value is not None or name not in ("kv_heads", "ffn_hidden_size"):
+                object.__setattr__(self, name, positive_int(name, value))  # plain ints
         split_dimensions(self.h, self.a)
         self._check_options()
         divides("t", self.t, **split_dimensions(
@@ -136,3 +138,9 @@ class LayerConfig:
     def f(self) -> int:
         """MLP inner width actually used (4h when ``ffn_hidden_size`` is None)."""
         return 4 * self.h if self.ffn_hidden_size is None else self.ffn_hidden_size
+
+
+STORAGE_OPTIONS = tuple(f.name for f in fields(LayerConfig))[5:]
+"""The keyword options of a layer beyond s, b, h, a, t (sequence_parallel,
+recompute, flash_attention, kv_heads, ffn_hidden_size, activation,
+dropout)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import LayerConfig
+from .config import STORAGE_OPTIONS, LayerConfig
 from .ledger import GROUPS, LedgerRow, ledger_rows
 
 
@@ -86,8 +86,17 @@ def activation_memory(s: int, b: int, h: int, a: int, t: int = 1, **options
     >>> activation_memory(2048, 1, 4096, 32, t=8).total // 2**20
     184
     """
+    _known_options("activation_memory", options, STORAGE_OPTIONS)
     config = LayerConfig(s, b, h, a, t, **options)
     return ActivationMemory(config, ledger_rows(config))
+
+
+def _known_options(function: str, options: dict, known: tuple[str, ...]) -> None:
+    """Refuse keyword options ``function`` does not know, listing those it does."""
+    unknown = [name for name in options if name not in known]
+    if unknown:
+        raise TypeError(f"{function}() got unknown option{'s' * (len(unknown) > 1)} "
+                        f"{', '.join(unknown)}; its options are {', '.join(known)}")
 
 
 TABLE2 = {
@@ -114,6 +123,7 @@ def table2(s: int, b: int, h: int, a: int, t: int, **options
             (each row sets those itself), or the input is invalid.
         TypeError: invalid input, as :class:`LayerConfig`.
     """
+    _known_options("table2", options, STORAGE_OPTIONS)
     fixed_by_rows = sorted({"sequence_parallel", "recompute"} & set(options))
     if fixed_by_rows:
         raise ValueError(f"table2 sets {', '.join(fixed_by_rows)} per row; "

@@ -66,10 +66,12 @@ class ModelConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("L", "vocab_size", "make_vocab_size_divisible_by"):
-            positive_int(name, getattr(self, name))
-        if self.max_positions is not None:
-            positive_int("max_positions", self.max_positions)
+        optional = ("max_positions", "kv_heads", "ffn_hidden_size")
+        for name in ("s", "b", "h", "a", "L", "vocab_size", "make_vocab_size_divisible_by",
+                     *optional):
+            value = getattr(self, name)
+            if value is not None or name not in optional:
+                object.__setattr__(self, name, positive_int(name, value))  # plain ints
         choice("norm", self.norm, NORMS)
         choice("positions", self.positions, POSITIONS)
         flag("bias", self.bias)

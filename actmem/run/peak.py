@@ -115,7 +115,7 @@ def embedding_activations(model: ModelConfig, t: int = 1,
     token ids (int64, ``8sb``) and, with dropout, the 1-byte dropout mask
     (``sbh``, ``sbh/t`` under sequence parallelism)."""
     c = model.layer(t, sequence_parallel)
-    split = t if sequence_parallel else 1
+    split = c.t if sequence_parallel else 1
     parts = {"token ids": 8 * c.s * c.b}
     if c.dropout:
         parts["embedding dropout mask"] = c.s * c.b * c.h // split
@@ -133,9 +133,9 @@ def output_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool =
     if logits_bytes not in (2, 4) or isinstance(logits_bytes, bool):
         raise ValueError(f"logits_bytes must be 4 (fp32, Megatron-LM) or 2 (16-bit), "
                          f"got {logits_bytes!r}")
-    sbh = c.s * c.b * c.h // (t if sequence_parallel else 1)
+    sbh = c.s * c.b * c.h // (c.t if sequence_parallel else 1)
     return {"final norm input": 2 * sbh, "output layer input": 2 * sbh,
-            "logits": logits_bytes * c.s * c.b * model.padded_vocab(t) // t,
+            "logits": logits_bytes * c.s * c.b * model.padded_vocab(c.t) // c.t,
             "cross-entropy targets": 9 * c.s * c.b}
 
 

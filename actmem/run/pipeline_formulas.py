@@ -18,22 +18,21 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..layer.memory import ActivationMemory
-from .schedules import SCHEDULES
+from .schedules import SCHEDULES, stage_index
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
 from ..validate import choice, positive_int
 
 
-def _stage(i: object, p: int) -> int:
-    positive_int("p", p)
-    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < p:
-        raise ValueError(f"stage i must be an int in 0..{p - 1} (p={p}), got {i!r}")
-    return i
+def _checked(p: int, i: object) -> tuple[int, int]:
+    """(p, i) as plain ints, i a stage index."""
+    p = positive_int("p", p)
+    return p, stage_index(i, p)
 
 
 def gpipe_in_flight(p: int, m: int, i: int) -> int:
     """GPipe: every stage holds all ``m`` micro-batches at its peak
     (all forwards run before any backward)."""
-    _stage(i, p)
+    _checked(p, i)
     return positive_int("m", m)
 
 
@@ -45,7 +44,7 @@ def one_f_one_b_in_flight(p: int, m: int, i: int) -> int:
     >>> [one_f_one_b_in_flight(4, 8, i) for i in range(4)]
     [4, 3, 2, 1]
     """
-    _stage(i, p)
+    p, i = _checked(p, i)
     return min(p - i, positive_int("m", m))
 
 
@@ -59,8 +58,8 @@ def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = No
     >>> interleaved_in_flight(4, 8, 2, 0)   # (v+1)*p - 1
     11
     """
-    _stage(i, p)
-    positive_int("v", v)
+    p, i = _checked(p, i)
+    v = positive_int("v", v)
     group = p if group is None else positive_int("group", group)
     return min(2 * (p - i - 1) + (v - 1) * group + 1, positive_int("m", m) * v)
 
@@ -73,8 +72,7 @@ def interleaved_factor(p: int, v: int) -> Fraction:
     >>> interleaved_factor(4, 2)
     Fraction(11, 8)
     """
-    positive_int("p", p)
-    positive_int("v", v)
+    p, v = positive_int("p", p), positive_int("v", v)
     return 1 + Fraction(p - 1, p * v)
 
 
@@ -85,8 +83,7 @@ def interleaved_factor_holds(p: int, m: int, v: int) -> bool:
     2p``. At ``m = p`` every pass is warm-up and the first stage holds
     ``m*v`` chunk passes, i.e. ``L*M`` (factor 1).
     """
-    for name, value in (("p", p), ("m", m), ("v", v)):
-        positive_int(name, value)
+    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     return m * v >= (v + 1) * p - 1
 
 
@@ -130,7 +127,6 @@ def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fracti
     >>> bubble_fraction_formula("interleaved", 4, 8, 2)
     Fraction(3, 16)
     """
-    for name, value in (("p", p), ("m", m), ("v", v)):
-        positive_int(name, value)
+    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     choice("schedule", schedule, SCHEDULES)
     return Fraction(p - 1, (v if schedule == "interleaved" else 1) * m)

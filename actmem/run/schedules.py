@@ -43,6 +43,7 @@ backward pass 2 units; a chunk (``L/(p*v)`` layers) takes ``1/v`` and
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -105,10 +106,7 @@ class PipelineSchedule:
     ops: tuple[tuple[Op, ...], ...]
 
     def _stage(self, i) -> int:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.p:
-            raise ValueError(f"stage i must be an int in 0..{self.p - 1} "
-                             f"(p={self.p}), got {i!r}")
-        return i
+        return stage_index(i, self.p)
 
     def in_flight(self, i: int) -> list[int]:
         """Forward passes (micro-batch, chunk) stage ``i`` holds the
@@ -196,6 +194,23 @@ class PipelineSchedule:
         return (self.makespan() - ideal) / ideal
 
 
+def stage_index(i: object, p: int) -> int:
+    """``i`` as a stage index in 0..p-1 (an int or NumPy integer).
+
+    Raises:
+        ValueError: anything else; the message gives the range.
+    """
+    try:
+        if type(i).__name__ in ("bool", "bool_"):
+            raise TypeError
+        index = operator.index(i)
+    except TypeError:
+        index = None
+    if index is None or not 0 <= index < p:
+        raise ValueError(f"stage i must be an int in 0..{p - 1} (p={p}), got {i!r}")
+    return index
+
+
 def simulate_schedule(schedule: str, p: int, m: int, v: int = 1,
                       order: str = "megatron") -> PipelineSchedule:
     """Build a pipeline schedule's operations for every stage.
@@ -223,6 +238,7 @@ def simulate_schedule(schedule: str, p: int, m: int, v: int = 1,
     >>> " ".join(map(str, s.ops[0]))
     'F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7'
     """
+    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     group = check_schedule(schedule, p, m, v, order)
     if schedule == "interleaved":
         ops = [_interleaved(p, m, v, i, group) for i in range(p)]
@@ -243,8 +259,7 @@ def check_schedule(schedule: str, p: int, m: int, v: int = 1,
     """
     choice("schedule", schedule, SCHEDULES)
     choice("order", order, ORDERS)
-    for name, value in (("p", p), ("m", m), ("v", v)):
-        positive_int(name, value)
+    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     if schedule == "interleaved":
         return _interleaved_group(p, m, v, order)
     if v != 1:

@@ -68,7 +68,7 @@ def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1) -> list[int]:
         TypeError, ValueError: t or p invalid for the model (t must divide
             the split dimensions, p must divide L).
     """
-    model.layer(t)  # t divides a, h, kv_heads, f
+    t = model.layer(t).t  # a plain int that divides a, h, kv_heads, f
     count = parameter_count(model, vocab=model.padded_vocab(t))
     layers = chunk_layers(model.L, p)
     per_layer = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
@@ -112,7 +112,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     """
     choice("optimizer", optimizer, OPTIMIZERS)
     choice("accounting", accounting, ACCOUNTINGS)
-    positive_int("d", d)
+    d = positive_int("d", d)
     flag("distributed_optimizer", distributed_optimizer)
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")

@@ -33,8 +33,7 @@ def chunk_layers(L: int, p: int, v: int = 1) -> int:
         TypeError, ValueError: a value is not a positive int, or ``p*v``
             does not divide ``L``.
     """
-    for name, value in (("L", L), ("p", p), ("v", v)):
-        positive_int(name, value)
+    L, p, v = (positive_int(name, x) for name, x in (("L", L), ("p", p), ("v", v)))
     if L % (p * v):
         if v == 1:
             raise ValueError(f"p={p} must divide L={L} (each stage gets L/p layers)")
