@@ -275,3 +275,30 @@ def test_explorers_carry_dom_hooks_for_the_browser_suite(make):
     for name, readout in x.readouts.items():
         assert f"actmem-readout-{name}" in readout._dom_classes
         assert readout in x.box.children
+
+
+# ------------------------------------------------------ issue 10, item 9
+
+@pytest.mark.parametrize("make, name, bad", [
+    (widgets.LayerExplorer, "t", None),
+    (partial(VariantExplorer, figure=False), "recompute", None),
+    (ScheduleExplorer, "m", None),
+])
+def test_a_control_set_to_none_is_refused_and_put_back(make, name, bad):
+    x = make()
+    before = ({k: c.value for k, c in x.controls.items()},
+              {k: r.value for k, r in x.readouts.items()})
+    with pytest.raises(ValueError, match=rf"^{name}=None is not offered; choose one of "):
+        x.controls[name].value = bad
+    after = ({k: c.value for k, c in x.controls.items()},
+             {k: r.value for k, r in x.readouts.items()})
+    assert after == before
+    x.controls[name].value = x.controls[name].options[0] if not isinstance(
+        x.controls[name].options[0], tuple) else x.controls[name].options[0][1]
+
+
+def test_explorer_flags_must_be_bools():
+    with pytest.raises(TypeError, match=r"^figure must be True or False, got 'yes'$"):
+        widgets.LayerExplorer(figure="yes")
+    with pytest.raises(TypeError, match=r"^figure must be True or False, got 1$"):
+        VariantExplorer(figure=1)

@@ -22,7 +22,7 @@ from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule
 from .train_cli import verdict
 from ..run.training import chunk_layers
 from ..units import format_value
-from ..validate import common_divisors
+from ..validate import common_divisors, flag
 from .widgets import _dropdown, _Explorer, png
 
 D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
@@ -92,6 +92,8 @@ class FitPlanner(_Explorer):
                  recompute=("none", 1), flash_attention=False, sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", gpu="80GB"):
         shape = preset(model)
+        flag("flash_attention", flash_attention)
+        flag("sequence_parallel", sequence_parallel)
         c = {"model": _dropdown("model", list(PRESETS), model),
              "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),

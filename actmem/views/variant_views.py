@@ -27,7 +27,7 @@ from ..layer.ledger import GROUPS
 from ..layer.ledger_diff import RowChange, diff_ledgers
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_change, format_value, to_mib
-from ..validate import common_divisors, positive_int
+from ..validate import common_divisors, flag, positive_int
 from .widgets import _dropdown, _Explorer, head_choices, png
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
@@ -213,6 +213,7 @@ class VariantExplorer(_Explorer):
                           recompute=recompute, flash_attention=flash_attention,
                           kv_heads=kv_heads, ffn_hidden_size=ffn_hidden_size,
                           activation=activation, dropout=dropout)
+        flag("figure", figure)
         self.layer = dict(s=s, b=b, h=h)
         self._extra_f = ffn_hidden_size
         self._heads = a  # to keep multi-head attention when a changes

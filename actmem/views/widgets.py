@@ -28,7 +28,7 @@ from . import figures
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
-from ..validate import positive_int
+from ..validate import flag, positive_int
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""
@@ -200,12 +200,31 @@ class _Explorer:
     def _changed(self, change) -> None:
         if not self._busy:
             self.cause = next(k for k, c in self.controls.items() if c is change["owner"])
+            self._refuse_invalid(change)
             self._busy = True
             try:
                 self.restrict()
             finally:
                 self._busy = False
             self.refresh()
+
+    def _refuse_invalid(self, change) -> None:
+        """A value set from code that the control does not offer (None, or
+        a non-bool on a checkbox) is put back, and refused with a message
+        naming the control, so readouts always match the controls."""
+        control, value = change["owner"], change["new"]
+        if isinstance(control, widgets.Checkbox):
+            ok, allowed = isinstance(value, bool), "True or False"
+        else:
+            values = _option_values(control.options)
+            ok, allowed = value in values, ", ".join(str(v) for v in values)
+        if not ok:
+            self._busy = True
+            try:
+                control.value = change["old"]
+            finally:
+                self._busy = False
+            raise ValueError(f"{self.cause}={value!r} is not offered; choose one of {allowed}")
 
     def restrict(self) -> None:
         """Narrow dependent options to valid values (override); ``cause``
@@ -239,6 +258,7 @@ class LayerExplorer(_Explorer):
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1, figure=False):
         activation_memory(s, b, h, a, t)  # the model's checks and messages first
+        flag("figure", figure)
         controls = {
             "s": _dropdown("s", S_CHOICES, s), "b": _dropdown("b", B_CHOICES, b),
             "h": _dropdown("h", H_CHOICES, h),
