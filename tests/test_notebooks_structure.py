@@ -27,6 +27,12 @@ def repository_url() -> str:
         return tomllib.load(f)["project"]["urls"]["Repository"]
 
 
+def release_tag() -> str:
+    """The released version the Colab and Binder links pin, e.g. ``v0.1.0``."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return "v" + tomllib.load(f)["project"]["version"]
+
+
 def load(path):
     return nbformat.read(path, as_version=4)
 
@@ -126,7 +132,8 @@ def test_colab_cell_installs_from_pyproject_url(nb):
     args = installs[0].split()
     assert "--no-deps" in args
     assert not {"-e", "--editable", "ipywidgets", "matplotlib"} & set(args)
-    assert [a for a in args if not a.startswith("-")] == [f"git+{repository_url()}"]
+    assert [a for a in args if not a.startswith("-")] == [
+        f"git+{repository_url()}@{release_tag()}"]
     first_import = next(i for i, c in enumerate(code_cells(nb)) if "import actmem" in c.source)
     assert code_cells(nb).index(cells[0]) < first_import
 
@@ -148,3 +155,13 @@ def test_ends_with_summary_and_exercises_in_details(nb):
 def test_no_formula_retyped_in_code(nb):
     for cell in code_cells(nb):
         assert retyped_formula(cell.source) == [], cell.source
+
+
+def test_first_cell_links_colab_and_binder_at_the_release(request, nb):
+    name = request.node.callspec.id
+    repo = repository_url().removeprefix("https://github.com/")
+    first = nb.cells[0].source
+    assert (f"(https://colab.research.google.com/github/{repo}/blob/{release_tag()}"
+            f"/notebooks/{name})") in first
+    assert (f"(https://mybinder.org/v2/gh/{repo}/{release_tag()}"
+            f"?labpath=notebooks%2F{name})") in first
