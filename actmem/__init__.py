@@ -30,8 +30,8 @@ from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_
                                 interleaved_in_flight, one_f_one_b_in_flight)
 from .run.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
 from .run.training import model_activation_memory, pipeline_stage_memory
-from .units import (UNITS, convert, format_bytes, format_value, parse_size, to_gb, to_gib,
-                    to_mib)
+from .units import (UNITS, convert, format_bytes, format_change, format_value, parse_size,
+                    to_gb, to_gib, to_mib)
 from .validate import common_divisors
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
     "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
     "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
     "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
-    "bubble_fraction_formula", "common_divisors", "convert",
+    "bubble_fraction_formula", "common_divisors", "convert", "format_change",
     "first_stage_memory_1f1b", "format_bytes", "format_value",
     "gpipe_in_flight", "interleaved_factor", "interleaved_factor_holds",
     "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
