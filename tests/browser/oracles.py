@@ -105,7 +105,7 @@ def _fit_planner(layer, v, image):
     top = result.most_loaded
     word = "fits" if result.fits else "DOES NOT FIT"
     return Expected({"verdict": [f"stage {top.stage}, {format_bytes(top.total, 'GiB')}",
-                                 f"margin {format_bytes(result.margin, 'GiB')}, {word}"],
+                                 f"margin {actmem.format_change(result.margin, 'GiB').lstrip('+')} GiB, {word}"],
                      "stages": [actmem.format_value(s.total, "GiB") for s in result.stages]},
                     (tuple(tuple(s.parts.values()) for s in result.stages),
                      result.gpu_memory, values["model"], values["gpu"]) if image else None)
@@ -121,7 +121,7 @@ def _variant_explorer(layer, v, image):
     key = tuple((r.total, *(r.group_bytes(g) for g in actmem.GROUPS))
                 for r in (base, chosen))
     return Expected({"chosen": groups(chosen), "baseline": groups(base),
-                     "change": [format_bytes(chosen.total - base.total)]},
+                     "change": [f"{actmem.format_change(chosen.total - base.total)} MiB"]},
                     key if image else None)
 
 
