@@ -94,9 +94,12 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
         ValueError: a negative size, an unknown unit, or ``digits`` outside
             0..20.
     """
-    if type(digits).__name__ in ("bool", "bool_") or not hasattr(digits, "__index__"):
-        raise TypeError(f"digits must be an integer, got {digits!r}")
-    digits = operator.index(digits)
+    try:
+        if type(digits).__name__ in ("bool", "bool_"):
+            raise TypeError
+        digits = operator.index(digits)
+    except TypeError:
+        raise TypeError(f"digits must be an integer, got {digits!r}") from None
     if not 0 <= digits <= MAX_DIGITS:
         raise ValueError(f"digits must be between 0 and {MAX_DIGITS}, got {digits}")
     scaled = round(Fraction(_size("n_bytes", n_bytes), _unit(unit)) * 10**digits)
@@ -144,9 +147,11 @@ def parse_size(name: str, value: object) -> int:
         if size.denominator != 1:
             raise ValueError(f"{name}={value!r} is not a whole number of bytes")
         value = int(size)
-    if isinstance(value, bool) or not isinstance(value, int):
+    try:
+        value = _whole(name, value)
+    except TypeError:
         raise TypeError(f"{name} must be bytes (an int) or a size such as '80GB', "
-                        f"got {value!r}")
+                        f"got {value!r}") from None
     if value < 1:
         raise ValueError(f"{name} must be at least 1 byte, got {value}")
     return value

@@ -261,3 +261,10 @@ def test_bad_stage_and_layers():
         inter.stage_activation_memory(0, WORKED, 12)
     with pytest.raises(ValueError, match="got -1"):
         one_f_one_b_in_flight(4, 8, -1)
+
+
+def test_huge_schedules_are_refused_not_built():
+    with pytest.raises(ValueError, match=r"p=4, m=1000000000000000000000000000000, v=1: "
+                                         r"2\*p\*m\*v operations exceed the simulation's 1,000,000"):
+        simulate_schedule("1f1b", 4, 10**30)
+    assert one_f_one_b_in_flight(4, 10**30, 0) == 4  # the closed form still answers

@@ -56,6 +56,8 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved")
 """Schedule names :func:`simulate_schedule` accepts."""
 ORDERS = ("megatron", "pytorch")
 """Whose order of operations: Megatron-LM's or ``torch.distributed.pipelining``'s."""
+MAX_OPERATIONS = 10**6
+"""Most operations (``2*p*m*v``, all stages) a simulation builds."""
 FORWARD, BACKWARD = "F", "B"
 PASS_TIME = {FORWARD: Fraction(1), BACKWARD: Fraction(2)}
 """Time units of one micro-batch's pass through one whole stage (L/p layers)."""
@@ -260,6 +262,10 @@ def check_schedule(schedule: str, p: int, m: int, v: int = 1,
     choice("schedule", schedule, SCHEDULES)
     choice("order", order, ORDERS)
     p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
+    if 2 * p * m * v > MAX_OPERATIONS:
+        raise ValueError(f"p={p}, m={m}, v={v}: 2*p*m*v operations exceed the "
+                         f"simulation's {MAX_OPERATIONS:,}; the closed forms of "
+                         "actmem.pipeline_formulas answer such sizes")
     if schedule == "interleaved":
         return _interleaved_group(p, m, v, order)
     if v != 1:
