@@ -154,3 +154,14 @@ def test_huge_s_keeps_every_term_exact(capsys):
     assert main(["--s", "12345678901234567890", "--t", "8"]) == 0
     cells = capsys.readouterr().out.splitlines()[-1].split()
     assert cells[-1] == "2907100439689414985104383593023922.01" != cells[-2]
+
+
+def test_sequence_parallelism_at_t1_is_noted(capsys):
+    # issue 10 item 2: Megatron-LM turns it off with a warning; so do we
+    assert main(["--sequence-parallel", "--t", "1", "2"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("actmem: note: sequence_parallel=True does nothing at t=1: there "
+                            "is one rank, so nothing is split (Megatron-LM turns it off with "
+                            "a warning)\n")
+    with pytest.warns(UserWarning, match="does nothing at t=1"):
+        actmem.activation_memory(2048, 1, 4096, 32, 1, sequence_parallel=True)

@@ -8,9 +8,14 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields
 
 from ..validate import choice, common_divisors, divides, flag, positive_int
+
+SP_AT_T1 = ("sequence_parallel=True does nothing at t=1: there is one rank, so nothing "
+            "is split (Megatron-LM turns it off with a warning)")
+"""The warning a layer with sequence parallelism at t=1 gives."""
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation modes: none, selective (core attention), full."""
@@ -113,6 +118,8 @@ class LayerConfig:
                 object.__setattr__(self, name, positive_int(name, value))  # plain ints
         split_dimensions(self.h, self.a)
         self._check_options()
+        if self.sequence_parallel and self.t == 1:
+            warnings.warn(SP_AT_T1, UserWarning, stacklevel=3)
         divides("t", self.t, **split_dimensions(
             self.h, self.a, self.s if self.sequence_parallel else None,
             self.kv_heads, self.ffn_hidden_size))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
 from . import train_cli
 from ..layer.config import ACTIVATIONS, RECOMPUTE
@@ -88,10 +89,16 @@ def _options(args) -> dict:
 
 
 def compute(args) -> list[dict]:
-    """One dict per t: bytes of each column, plus ``model`` when -L is set."""
+    """One dict per t: bytes of each column, plus ``model`` when -L is set.
+    Warnings (sequence parallelism at t=1) are printed as one ``note:``
+    line on stderr."""
     rows = []
     for t in args.t:
-        result = activation_memory(args.s, args.b, args.h, args.a, t, **_options(args))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = activation_memory(args.s, args.b, args.h, args.a, t, **_options(args))
+        for warning in caught:
+            print(f"actmem: note: {warning.message}", file=sys.stderr)
         row = {"t": t, **{c: getattr(result, c) for c in COLUMNS}}
         if args.layers is not None:
             row["model"] = model_activation_memory(result, args.layers)

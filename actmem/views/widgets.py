@@ -20,12 +20,14 @@ and the values allowed.
 from __future__ import annotations
 
 import io
+import re
+import warnings
 from fractions import Fraction
 
 import ipywidgets as widgets
 
 from . import figures
-from ..layer.config import valid_tensor_parallel_sizes
+from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
 from ..validate import flag, positive_int
@@ -191,7 +193,7 @@ class _Explorer:
         children = [*layout, *readouts.values()]
         self.box = widgets.VBox(children + ([self.image] if image else []))
         self.box.add_class("actmem-explorer")
-        self.refresh()
+        self._refresh()
 
     def values(self) -> dict:
         """Current value of every control, by name."""
@@ -206,7 +208,7 @@ class _Explorer:
                 self.restrict()
             finally:
                 self._busy = False
-            self.refresh()
+            self._refresh()
 
     def _refuse_invalid(self, change) -> None:
         """A value set from code that the control does not offer (None, or
@@ -225,6 +227,13 @@ class _Explorer:
             finally:
                 self._busy = False
             raise ValueError(f"{self.cause}={value!r} is not offered; choose one of {allowed}")
+
+    def _refresh(self) -> None:
+        """:meth:`refresh` without the API's sequence-parallelism-at-t=1
+        warning: the readouts already show that it changes nothing."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=re.escape(SP_AT_T1))
+            self.refresh()
 
     def restrict(self) -> None:
         """Narrow dependent options to valid values (override); ``cause``
