@@ -9,9 +9,10 @@ every digit and a small term is never lost next to a huge one.
 
 from __future__ import annotations
 
-import operator
 import re
 from fractions import Fraction
+
+from .validate import integer
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
          "PiB": 2**50, "GB": 10**9, "TB": 10**12}
@@ -23,14 +24,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
 
 
 def _whole(name: str, value: object) -> int:
-    """``value`` as an ``int`` (``__index__``), refusing bools and the rest."""
-    if type(value).__name__ in ("bool", "bool_"):
-        raise TypeError(f"{name} must be a whole number of bytes, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be a whole number of bytes (an int), got {value!r} "
-                        f"({type(value).__name__})") from None
+    return integer(name, value, "a whole number of bytes (an int)")
 
 
 def _size(name: str, value: object) -> int:
@@ -94,12 +88,7 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
         ValueError: a negative size, an unknown unit, or ``digits`` outside
             0..20.
     """
-    try:
-        if type(digits).__name__ in ("bool", "bool_"):
-            raise TypeError
-        digits = operator.index(digits)
-    except TypeError:
-        raise TypeError(f"digits must be an integer, got {digits!r}") from None
+    digits = integer("digits", digits)
     if not 0 <= digits <= MAX_DIGITS:
         raise ValueError(f"digits must be between 0 and {MAX_DIGITS}, got {digits}")
     scaled = round(Fraction(_size("n_bytes", n_bytes), _unit(unit)) * 10**digits)

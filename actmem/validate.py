@@ -12,24 +12,32 @@ import math
 import operator
 
 
+def integer(name: str, value: object, kind: str = "an integer") -> int:
+    """``value`` as a plain ``int``: an ``int`` or anything with
+    ``__index__`` (NumPy integer scalars); bools, arrays, floats and the
+    rest are refused. ``kind`` says what was expected, for the message.
+
+    Raises:
+        TypeError: ``{name} must be {kind}, got ...``.
+    """
+    try:
+        if type(value).__name__ in ("bool", "bool_"):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be {kind}, got {value!r} "
+                        f"({type(value).__name__})") from None
+
+
 def positive_int(name: str, value: object) -> int:
-    """``value`` as a plain ``int`` if it is an integer >= 1: an ``int`` or
-    anything with ``__index__`` (NumPy integer scalars); bools and arrays
-    are refused.
+    """``value`` as a plain ``int`` if it is an integer >= 1 (see
+    :func:`integer`).
 
     Raises:
         TypeError: ``value`` is not an integer.
         ValueError: ``value`` is < 1.
     """
-    try:
-        if type(value).__name__ in ("bool", "bool_"):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{name} must be a positive integer, got {value!r} "
-            f"({type(value).__name__})"
-        ) from None
+    number = integer(name, value, "a positive integer")
     if number < 1:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {number}")
     return number

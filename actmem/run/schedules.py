@@ -43,14 +43,13 @@ backward pass 2 units; a chunk (``L/(p*v)`` layers) takes ``1/v`` and
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 
 from ..layer.memory import ActivationMemory
 from .training import chunk_layers, layer_bytes
-from ..validate import choice, positive_int
+from ..validate import choice, integer, positive_int
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 """Schedule names :func:`simulate_schedule` accepts."""
@@ -203,9 +202,7 @@ def stage_index(i: object, p: int) -> int:
         ValueError: anything else; the message gives the range.
     """
     try:
-        if type(i).__name__ in ("bool", "bool_"):
-            raise TypeError
-        index = operator.index(i)
+        index = integer("i", i)
     except TypeError:
         index = None
     if index is None or not 0 <= index < p:
