@@ -18,7 +18,7 @@ from .fit_figures import stage_memory_figure
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import PRESETS, preset
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
-    schedule_options
+    schedule_options, stage_choices
 from .train_cli import verdict
 from ..run.training import chunk_layers
 from ..units import format_value
@@ -97,7 +97,7 @@ class FitPlanner(_Explorer):
         c = {"model": _dropdown("model", list(PRESETS), model),
              "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),
-             "p": _dropdown("p", self._stages(shape), p, "p divides L"),
+             "p": _dropdown("p", stage_choices(shape.L, P_MAX), p, "p divides L"),
              "d": _dropdown("d", D_CHOICES, d)}
         chunks = chunk_choices(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
@@ -117,10 +117,6 @@ class FitPlanner(_Explorer):
             ("flash_attention", "sequence_parallel", "states", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
 
-    @staticmethod
-    def _stages(shape) -> list[int]:
-        return [p for p in common_divisors(shape.L) if p <= P_MAX]
-
     def model(self):
         """The chosen preset with the FlashAttention choice applied."""
         return PRESETS[self.controls["model"].value].with_(
@@ -129,7 +125,7 @@ class FitPlanner(_Explorer):
     def restrict(self) -> None:
         shape = self.model()
         self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
-        p = self._set_options("p", self._stages(shape))
+        p = self._set_options("p", stage_choices(shape.L, P_MAX))
         restrict_schedule(self, chunk_choices(shape.L, p), p)
         layers = chunk_layers(shape.L, p, self.controls["v"].value)
         self._set_options("recompute", recompute_options(layers))

@@ -42,13 +42,13 @@ def chunk_choices(L: int, p: int) -> list[int]:
     return [v for v in range(2, V_MAX + 1) if p >= 2 and L % (p * v) == 0]
 
 
-def stage_choices(L: int) -> list[int]:
-    """p values up to 16 that divide ``L``.
+def stage_choices(L: int, largest: int = P_MAX) -> list[int]:
+    """p values up to ``largest`` (16) that divide ``L``.
 
     >>> stage_choices(24)
     [1, 2, 3, 4, 6, 8, 12]
     """
-    return [p for p in common_divisors(L) if p <= P_MAX]
+    return [p for p in common_divisors(L) if p <= largest]
 
 
 def schedule_options(chunks: list[int]) -> list[tuple[str, str]]:
