@@ -42,8 +42,8 @@ def pytest_collection_modifyitems(config, items):
         missing = key(items[i]) and missing_requirements(NOTEBOOKS / key(items[i]))
         if missing and not _ci():
             items[i].add_marker(pytest.mark.skip(
-                reason=f"{', '.join(missing)} not installed: pip install -e "
-                "'.[measure]' (torch==2.13.0, CPU) to run this notebook"))
+                reason=f"{', '.join(missing)} not installed: pip install torch==2.13.0 "
+                "--index-url https://download.pytorch.org/whl/cpu to run this notebook"))
     ordered = sorted((items[i] for i in mine), key=key)  # stable: run_all first
     for i, item in zip(mine, ordered):
         items[i] = item
