@@ -16,8 +16,9 @@ are importable from ``actmem``; so are the modules by their short name
 
 import importlib
 
-from .layer.config import ACTIVATIONS, RECOMPUTE, LayerConfig, valid_tensor_parallel_sizes
-from .layer.formula import TABLE2_FORMULAS, seed_formula
+from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidden_size,
+                           valid_tensor_parallel_sizes)
+from .layer.formula import TABLE2_FORMULAS, paper_formula
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
@@ -41,12 +42,13 @@ __all__ = [
     "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
     "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
     "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
-    "bubble_fraction_formula", "common_divisors", "convert", "format_change",
+    "bubble_fraction_formula", "common_divisors", "convert", "default_ffn_hidden_size",
+    "format_change",
     "first_stage_memory_1f1b", "format_bytes", "format_value",
     "gpipe_in_flight", "interleaved_factor", "interleaved_factor_holds",
     "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
     "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",
-    "seed_formula", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
+    "paper_formula", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
     "valid_tensor_parallel_sizes",
 ]
 

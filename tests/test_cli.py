@@ -1,4 +1,4 @@
-"""``python -m actmem``: the seed's table, --json and bad input."""
+"""``python -m actmem``: the worked example's table, --json and bad input."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import actmem
 from actmem.views.cli import main
 
-SEED_TABLE = """\
+WORKED_EXAMPLE_TABLE = """\
 s=2048 b=1 h=4096 a=32: MiB per layer, per micro-batch, per GPU
    t      fixed  intermediate  attention map      total
    1         80           192            640        912
@@ -20,9 +20,9 @@ s=2048 b=1 h=4096 a=32: MiB per layer, per micro-batch, per GPU
 """
 
 
-def test_default_prints_the_seed_table(capsys):
+def test_default_prints_the_worked_example_table(capsys):
     assert main([]) == 0
-    assert capsys.readouterr().out == SEED_TABLE
+    assert capsys.readouterr().out == WORKED_EXAMPLE_TABLE
 
 
 def test_whole_model_line(capsys):
@@ -60,7 +60,7 @@ def test_bad_input_exits_2_with_one_line(argv, message):
 
 def test_module_runs_as_a_program():
     proc = subprocess.run([sys.executable, "-m", "actmem"], capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout == SEED_TABLE
+    assert proc.returncode == 0 and proc.stdout == WORKED_EXAMPLE_TABLE
 
 
 def test_storage_options_reach_the_model(capsys):
@@ -165,3 +165,14 @@ def test_sequence_parallelism_at_t1_is_noted(capsys):
                             "a warning)\n")
     with pytest.warns(UserWarning, match="does nothing at t=1"):
         actmem.activation_memory(2048, 1, 4096, 32, 1, sequence_parallel=True)
+
+
+def test_swiglu_without_a_width_notes_megatron_lms_default(capsys):
+    assert main(["--h", "1280", "--a", "20", "--t", "1", "2", "4",
+                 "--activation", "swiglu"]) == 0
+    captured = capsys.readouterr()
+    assert "swiglu MLP width f=3392 (Megatron-LM's default" in captured.err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--h", "1280", "--a", "20", "--t", "5", "--activation", "swiglu"])
+    assert exit_info.value.code == 2
+    assert "t=5 must divide" in capsys.readouterr().err

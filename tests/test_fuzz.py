@@ -29,7 +29,11 @@ CALLS = {
                            "sequence_parallel"]),
     "valid_tensor_parallel_sizes": (
         lambda **kw: actmem.valid_tensor_parallel_sizes(**{"h": 4096, "a": 32, **kw}),
-        ["h", "a", "s", "kv_heads", "ffn_hidden_size"]),
+        ["h", "a", "s", "kv_heads", "ffn_hidden_size", "activation"]),
+    "default_ffn_hidden_size": (
+        lambda **kw: actmem.default_ffn_hidden_size(**{"h": 4096, "activation": "swiglu",
+                                                       **kw}),
+        ["h", "activation"]),
     "simulate_schedule": (
         lambda **kw: actmem.simulate_schedule(**{"schedule": "1f1b", "p": 4, "m": 8,
                                                  "v": 1, **kw}),

@@ -1,5 +1,5 @@
 """Ledger diffs: what each storage option removes, shrinks, grows or adds,
-in exact bytes per GPU (seed layer s=2048, b=1, h=4096, a=32, t=8)."""
+in exact bytes per GPU (the worked example's layer s=2048, b=1, h=4096, a=32, t=8)."""
 
 from hypothesis import given, strategies as st
 
@@ -62,7 +62,7 @@ def test_full_recompute_removes_every_row_and_adds_the_layer_input():
     changes = diff(recompute="full")
     assert len(by_kind(changes, "removed")) == 15
     assert by_kind(changes, "added") == {"layer_input": (0, 2 * SBH)}
-    assert sum(c.delta for c in changes) == 2 * SBH - actmem.seed_formula(S, B, H, A, T)
+    assert sum(c.delta for c in changes) == 2 * SBH - actmem.paper_formula(S, B, H, A, T)
 
 
 def test_grouped_query_attention_shrinks_key_and_value_by_a_over_g():
@@ -82,10 +82,18 @@ def test_no_dropout_removes_three_masks_and_the_dropout_output():
 
 
 def test_swiglu_replaces_the_gelu_input_by_gate_and_up_in_its_place():
-    changes = diff(activation="swiglu")
+    changes = diff(activation="swiglu", ffn_hidden_size=4 * H)
     keys = [c.key for c in changed(changes)]
     assert keys == ["gelu_input", "swiglu_gate", "swiglu_up"]
     assert bytes_by_kind(changes)["added"] == 2 * 2 * 4 * SBH // T
+
+
+def test_swiglu_without_a_width_takes_megatron_lms_default():
+    f = 10880  # int(4h * 2/3 / 64) * 64 for h = 4096
+    sbf = 2 * S * B * f // T
+    changes = diff(activation="swiglu")
+    assert by_kind(changes, "shrunk") == {"fc2_input": (8 * SBH // T, sbf)}
+    assert by_kind(changes, "added") == {"swiglu_gate": (0, sbf), "swiglu_up": (0, sbf)}
 
 
 def test_a_wider_mlp_grows_its_two_inner_rows():

@@ -165,3 +165,40 @@ def test_first_cell_links_colab_and_binder_at_the_release(request, nb):
             f"/notebooks/{name})") in first
     assert (f"(https://mybinder.org/v2/gh/{repo}/{release_tag()}"
             f"?labpath=notebooks%2F{name})") in first
+
+
+RANDOM_SEED = re.compile(r"(random|dropout|per-rank) seeds?|manual_seed", re.I)
+
+
+def seed_mentions(text: str) -> list[str]:
+    """Lines of ``text`` that say "seed" for anything but a random seed.
+
+    The source article is "the source article", its formula "the paper's
+    formula", its numbers "the worked example" (issue 10 item 16).
+    """
+    return [line for line in text.splitlines()
+            if re.search(r"seed", RANDOM_SEED.sub("", line), re.I)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Work the seed's example", ["Work the seed's example"]),
+    ("seed_formula(2048)", ["seed_formula(2048)"]),
+    ("regenerated from the random seed", []),
+    ("f, g and the dropout seeds", []),
+    ("torch.manual_seed(0)", []),
+])
+def test_seed_mentions_detector(text, expected):
+    assert seed_mentions(text) == expected
+
+
+def test_seed_means_only_a_random_seed(nb):
+    text = "\n".join(c.source for c in nb.cells)
+    assert seed_mentions(text) == []
+
+
+def test_readme_names_the_paper_and_its_assumptions():
+    readme = (ROOT / "README.md").read_text()
+    assert seed_mentions(readme) == []
+    assert "https://arxiv.org/abs/2205.05198" in readme
+    for assumption in ("16-bit activations", "1-byte", "attention map stored"):
+        assert assumption in readme.replace("\n", " ")

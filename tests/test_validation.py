@@ -1,6 +1,9 @@
 """Bad input: a clear error that names the argument, its value and what is allowed."""
 
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, strategies as st
 
 import actmem
 from actmem import (activation_memory, common_divisors, model_activation_memory,
@@ -136,3 +139,44 @@ def test_numpy_integers_are_integers_and_arrays_are_not():
     with pytest.raises(TypeError, match=r"^t must be a positive integer, got np.True_|"
                                         r"^t must be a positive integer, got True"):
         activation_memory(2048, 1, 4096, 32, np.bool_(True))
+
+
+# ------------------------------------------- issue 10, item 1: SwiGLU's width
+
+def test_swiglu_default_width_is_megatron_lms_rule():
+    # Megatron-LM arguments.py: int((4 * h * 2 / 3) / 64) * 64
+    assert actmem.default_ffn_hidden_size(1280, "swiglu") == 3392
+    assert actmem.default_ffn_hidden_size(4096, "swiglu") == 10880
+    assert actmem.default_ffn_hidden_size(8192, "swiglu") == 21824
+    assert actmem.default_ffn_hidden_size(4096) == 16384
+    assert actmem.LayerConfig(2048, 1, 1280, 20, activation="swiglu").f == 3392
+    assert actmem.LayerConfig(2048, 1, 1280, 20, activation="swiglu",
+                              ffn_hidden_size=5120).f == 5120
+
+
+@given(h=st.integers(24, 10**6))
+def test_swiglu_default_width_is_exact_for_any_h(h):
+    f = actmem.default_ffn_hidden_size(h, "swiglu")
+    assert f % 64 == 0 and f <= Fraction(8 * h, 3) < f + 64
+
+
+def test_swiglu_without_a_width_below_h_24_asks_for_one():
+    with pytest.raises(ValueError, match="h=16.*pass ffn_hidden_size"):
+        actmem.activation_memory(128, 1, 16, 2, activation="swiglu")
+    assert actmem.activation_memory(128, 1, 16, 2, activation="swiglu",
+                                    ffn_hidden_size=32).total > 0
+
+
+def test_valid_t_knows_swiglus_default_width_like_layer_config():
+    assert actmem.valid_tensor_parallel_sizes(1280, 20) == [1, 2, 4, 5, 10, 20]
+    assert actmem.valid_tensor_parallel_sizes(1280, 20, activation="swiglu") == [1, 2, 4]
+    with pytest.raises(ValueError, match="t=5 must divide .*ffn_hidden_size=3392"):
+        actmem.LayerConfig(2048, 1, 1280, 20, t=5, activation="swiglu")
+    for h, a in [(1280, 20), (6656, 52), (5120, 40), (2560, 20)]:
+        offered = actmem.valid_tensor_parallel_sizes(h, a, activation="swiglu")
+        for t in actmem.valid_tensor_parallel_sizes(h, a):
+            if t in offered:
+                actmem.LayerConfig(2048, 1, h, a, t, activation="swiglu")
+            else:
+                with pytest.raises(ValueError, match="ffn_hidden_size"):
+                    actmem.LayerConfig(2048, 1, h, a, t, activation="swiglu")

@@ -34,8 +34,13 @@ def test_tensor_parallel_choices_add_s_only_under_sequence_parallelism():
 
 
 def test_ffn_choices_keep_whole_widths_that_t_divides():
-    assert ffn_choices(8192, 8, 28672) == [("4h = 32768", 32768), ("7h/2 = 28672", 28672)]
-    assert ffn_choices(4096, 8) == [("4h = 16384", 16384), ("7h/2 = 14336", 14336)]
+    # 8h/3 is not whole for h = 8192; Megatron-LM's SwiGLU width rounds it to 21824
+    assert ffn_choices(8192, 8, 28672) == [("4h = 32768", 32768), ("7h/2 = 28672", 28672),
+                                           ("SwiGLU default = 21824", 21824)]
+    assert ffn_choices(4096, 8) == [("4h = 16384", 16384), ("7h/2 = 14336", 14336),
+                                    ("SwiGLU default = 10880", 10880)]
+    assert ffn_choices(4096, 256) == [("4h = 16384", 16384), ("7h/2 = 14336", 14336)]
+    assert ffn_choices(16, 1) == [("4h = 64", 64), ("7h/2 = 56", 56)]  # no SwiGLU rule
     assert ffn_choices(3072, 1, 11008) == [("4h = 12288", 12288), ("8h/3 = 8192", 8192),
                                            ("7h/2 = 10752", 10752), ("f = 11008", 11008)]
     assert ffn_choices(3072, 1024, 11008) == [("4h = 12288", 12288), ("8h/3 = 8192", 8192)]
@@ -55,8 +60,12 @@ def test_breakdown_and_change_text():
     assert breakdown(base) == ("184 MiB (fixed 80 MiB, intermediate 24 MiB, "
                                "attention map 80 MiB)")
     assert change_text(base, sel) == "-80 MiB (-43.5%)"
-    swiglu = actmem.activation_memory(2048, 1, 4096, 32, 8, activation="swiglu")
+    swiglu = actmem.activation_memory(2048, 1, 4096, 32, 8, activation="swiglu",
+                                      ffn_hidden_size=4 * 4096)
     assert change_text(base, swiglu) == "+8 MiB (+4.3%)"
+    # Megatron-LM's SwiGLU width 10880 for h = 4096: 64 KiB less than GeLU's 4h
+    narrow = actmem.activation_memory(2048, 1, 4096, 32, 8, activation="swiglu")
+    assert change_text(base, narrow) == "-0.06 MiB (under 0.1%)"
 
 
 def test_diff_html_has_one_row_per_tensor_and_bolds_changes():

@@ -18,11 +18,11 @@ def keys(result):
 
 
 @given(layers())
-def test_explicit_defaults_equal_the_seed_formula(layer):
+def test_explicit_defaults_equal_the_paper_formula(layer):
     defaults = dict(sequence_parallel=False, recompute="none", flash_attention=False,
                     kv_heads=layer[3], ffn_hidden_size=4 * layer[2],
                     activation="gelu", dropout=True)
-    assert activation_memory(*layer, **defaults).total == actmem.seed_formula(*layer)
+    assert activation_memory(*layer, **defaults).total == actmem.paper_formula(*layer)
 
 
 @given(layers(max_a=48, max_head_dim=48, max_s=4096, s_multiple_of_t=True))

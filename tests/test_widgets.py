@@ -43,7 +43,7 @@ def test_layer_readouts_match_closed_form(layer_explorer, s, b, h, a, t):
     set_layer(layer_explorer, s=s, b=b, h=h, a=a, t=t)
     assert layer_explorer.values() == dict(s=s, b=b, h=h, a=a, t=t)
     result = actmem.activation_memory(s, b, h, a, t)
-    closed = actmem.seed_formula(s, b, h, a, t)
+    closed = actmem.paper_formula(s, b, h, a, t)
     assert layer_explorer.readouts["total"].value == f"total: {format_bytes(closed)}"
     for group in actmem.GROUPS:
         assert layer_explorer.readouts[group].value == \
@@ -52,7 +52,7 @@ def test_layer_readouts_match_closed_form(layer_explorer, s, b, h, a, t):
         layer_explorer.readouts["shapes"].value
 
 
-def test_seed_readouts_are_the_published_numbers():
+def test_default_readouts_are_the_published_numbers():
     explorer = widgets.LayerExplorer(t=1)
     for t, total in ((1, 912), (2, 496), (4, 288), (8, 184)):
         explorer.controls["t"].value = t
@@ -68,7 +68,7 @@ def test_changing_h_and_a_restricts_t_to_common_divisors():
     assert list(explorer.controls["t"].options) == [1, 2, 4, 13, 26, 52]
     assert explorer.controls["t"].value == 4  # 8 is invalid: largest valid below
     assert explorer.readouts["total"].value == \
-        f"total: {format_bytes(actmem.seed_formula(2048, 1, 6656, 52, 4))}"
+        f"total: {format_bytes(actmem.paper_formula(2048, 1, 6656, 52, 4))}"
     explorer.controls["h"].value = 5120
     assert list(explorer.controls["a"].options) == [8, 16, 32, 40, 64]
     assert explorer.controls["a"].value == 40
@@ -107,14 +107,25 @@ def test_ledger_readouts(t, activation, flash):
     assert explorer.readouts["table"].value.count("<tr>") == len(result.rows) + 1
     k = widgets.coefficients(result)
     assert k["fixed"] == 10
-    assert k["intermediate"] == (24 if activation == "gelu" else 32)
+    # SwiGLU at Megatron-LM's width f = 10880: 8 + (2 + 2 + 2) * f/h = 383/16
+    assert k["intermediate"] == (24 if activation == "gelu" else Fraction(383, 16))
     # FlashAttention keeps fp32 (4-byte) statistics of shape (b, a, s)
     assert k["attention_map"] == (4 if flash else 5)
-    split = 24 if activation == "gelu" else 32
+    split = 24 if activation == "gelu" else "383/16"
     attention = ("attention-map statistics 4 bas/t (no s x s map)" if flash
                  else "attention map 5 bas^2/t")
     assert explorer.readouts["coefficients"].value == \
         f"fixed 10 sbh, split {split} sbh/t, {attention}"
+
+
+def test_ledger_explorer_offers_only_t_that_split_swiglus_width():
+    explorer = widgets.LedgerExplorer(h=1280, a=20, t=5)  # GeLU: t | 20 and 1280
+    assert list(explorer.controls["t"].options) == [1, 2, 4, 5, 10, 20]
+    explorer.controls["activation"].value = "swiglu"  # f = 3392 = 2^6 * 53
+    assert list(explorer.controls["t"].options) == [1, 2, 4]
+    assert explorer.controls["t"].value == 4
+    result = actmem.activation_memory(2048, 1, 1280, 20, 4, activation="swiglu")
+    assert explorer.readouts["total"].value == f"total: {format_bytes(result.total)}"
 
 
 def test_ledger_coefficients_are_the_papers():
@@ -237,11 +248,9 @@ def test_small_rows_keep_their_decimals_in_the_ledger_table():
 @pytest.mark.parametrize("make, error, message", [
     (lambda: widgets.LayerExplorer(t=3), ValueError,
      r"^t=3 must divide a=32 and h=4096; valid t: 1, 2, 4, 8, 16, 32$"),
-    (lambda: widgets.LayerExplorer(s=1000), ValueError,
-     r"^s=1000 is not offered; choose one of 512, 1024, 2048, 4096, 8192$"),
-    (lambda: widgets.LayerExplorer(b=3), ValueError, r"^b=3 is not offered; choose one of 1, 2, 4, 8$"),
-    (lambda: widgets.LayerExplorer(h=4096, a=128), ValueError,
-     r"^a=128 is not offered; choose one of 8, 16, 32, 64 \(head counts offered"),
+    (lambda: widgets.LayerExplorer(s=0), ValueError, r"^s must be a positive integer"),
+    (lambda: widgets.LayerExplorer(h=4096, a=30), ValueError,
+     r"^h=4096 must be divisible by a=30"),
     (lambda: widgets.LayerExplorer(s="2048"), TypeError, r"^s must be a positive integer"),
     (lambda: widgets.LedgerExplorer(t=64), ValueError, r"^t=64 must divide a=32"),
     (lambda: widgets.ShardingExplorer(t=3), ValueError,
@@ -250,6 +259,21 @@ def test_small_rows_keep_their_decimals_in_the_ledger_table():
 def test_invalid_constructor_values_name_the_argument(make, error, message):
     with pytest.raises(error, match=message):
         make()
+
+
+def test_layer_explorer_offers_any_valid_layer_it_is_given():
+    # a learner's own layer in notebook 04: values beyond the menus are added
+    explorer = widgets.LayerExplorer(s=1000, b=3, h=2560, a=20, t=4)
+    assert list(explorer.controls["s"].options) == [512, 1000, 1024, 2048, 4096, 8192]
+    assert list(explorer.controls["b"].options) == [1, 2, 3, 4, 8]
+    assert 2560 in explorer.controls["h"].options
+    assert list(explorer.controls["a"].options) == [8, 16, 20, 32, 40, 64]
+    result = actmem.activation_memory(1000, 3, 2560, 20, 4)
+    assert explorer.readouts["total"].value == f"total: {format_bytes(result.total)}"
+    explorer.controls["h"].value = 4096  # a=20 does not divide 4096: nearest below
+    assert explorer.controls["a"].value == 16 and 20 not in explorer.controls["a"].options
+    explorer.controls["h"].value = 2560  # and is offered again with its own h
+    assert 20 in explorer.controls["a"].options
 
 
 def test_closest_needs_options():

@@ -20,11 +20,12 @@ def _exact(numerator: int, t: int) -> int:
     return quotient
 
 
-def seed_formula(s: int, b: int, h: int, a: int, t: int = 1) -> int:
+def paper_formula(s: int, b: int, h: int, a: int, t: int = 1) -> int:
     """``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` = 10sbh + 24sbh/t + 5as^2b/t bytes.
 
-    Tensor parallelism without sequence parallelism (sec. 4.2.1; Table 2,
-    row 2).
+    The paper's formula (Korthikanti et al. 2022, arXiv 2205.05198): tensor
+    parallelism without sequence parallelism (sec. 4.2.1; Table 2, row 2),
+    16-bit activations, 1-byte dropout masks, attention map stored.
 
     Raises:
         TypeError, ValueError: invalid input, as :class:`LayerConfig`.
@@ -61,7 +62,7 @@ def _full(s, b, h, a, t):
 
 TABLE2_FORMULAS = {
     "no parallelism": _no_parallelism,
-    "tensor parallel": seed_formula,
+    "tensor parallel": paper_formula,
     "tensor + sequence parallel": _sequence_parallel,
     "tensor parallel + selective recompute": _selective,
     "tensor + sequence parallel + selective recompute": _sequence_parallel_selective,

@@ -1,7 +1,7 @@
 """The ledger: every tensor one GPT layer saves for its backward pass.
 
 Korthikanti et al. 2022, section 4.1, count activation memory tensor by
-tensor; the seed's three terms 10sbh, 24sbh/t and 5as^2b/t are sums over
+tensor; the paper's three terms 10sbh, 24sbh/t and 5as^2b/t are sums over
 those tensors. This module writes the tensors down as rows, so the
 coefficients are derived rather than typed in, and every storage option
 (sequence parallelism, recomputation, FlashAttention, no dropout) is a
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from .config import LayerConfig
 
 GROUPS = ("fixed", "intermediate", "attention_map")
-"""The seed's three terms: replicated tensors, split activations, s x s maps."""
+"""The paper's three terms: replicated tensors, split activations, s x s maps."""
 
 REPLICATED = "replicated"
 """Every tensor-parallel rank keeps the whole tensor."""
@@ -47,7 +47,7 @@ class LedgerRow:
             4 for fp32 statistics.
         placement: one of :data:`PLACEMENTS`.
         ranks: how many ranks share the tensor (1 if replicated, else t).
-        group: one of :data:`GROUPS` (the seed's three terms).
+        group: one of :data:`GROUPS` (the paper's three terms).
         source: where the paper (or the option's documentation) counts it.
     """
 

@@ -1,7 +1,7 @@
 """Activation memory of one layer: the public entry point of the model.
 
 ``activation_memory(s, b, h, a, t)`` builds the ledger of
-:mod:`actmem.ledger` and sums it into the seed's three terms (Korthikanti
+:mod:`actmem.ledger` and sums it into the paper's three terms (Korthikanti
 et al. 2022, sections 4.1 and 4.2.1): ``fixed`` (10sbh), ``intermediate``
 (24sbh/t) and ``attention_map`` (5as^2b/t).
 """
@@ -18,7 +18,7 @@ from .ledger import GROUPS, LedgerRow, ledger_rows
 class ActivationMemory:
     """Bytes one layer keeps for backward, per micro-batch, per GPU.
 
-    The ledger rows (sec. 4.1) and their sums into the seed's three terms.
+    The ledger rows (sec. 4.1) and their sums into the paper's three terms.
 
     Attributes:
         config: the validated inputs.
@@ -65,9 +65,13 @@ def activation_memory(s: int, b: int, h: int, a: int, t: int = 1, **options
                       ) -> ActivationMemory:
     """Activation memory of one Transformer layer, per micro-batch, per GPU.
 
-    With default options this is the seed's formula (paper section 4.2.1,
-    Table 2 row 2): ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` bytes, derived from
-    the ledger of saved tensors, not typed in.
+    With default options this is the paper's formula (Korthikanti et al.
+    2022, arXiv 2205.05198, sec. 4.2.1, Table 2 row 2):
+    ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` bytes, derived from the ledger of
+    saved tensors, not typed in. Its assumptions are the defaults: 16-bit
+    activations (2 bytes per element), 1-byte dropout masks, the s x s
+    attention map stored (``flash_attention=False``), a GeLU MLP of width
+    4h, ``kv_heads=a``, no sequence parallelism, no recomputation.
 
     Args:
         s: sequence length. b: micro-batch size. h: hidden size.

@@ -32,7 +32,8 @@ class ModelConfig:
         L: Transformer layers.
         vocab_size: tokens in the vocabulary (unpadded, as published).
         kv_heads, ffn_hidden_size, activation, dropout, flash_attention: as
-            :class:`actmem.LayerConfig` (``ffn_hidden_size`` None means 4h).
+            :class:`actmem.LayerConfig` (``ffn_hidden_size`` None means 4h, or
+            Megatron-LM's SwiGLU default, :func:`actmem.default_ffn_hidden_size`).
         norm: ``"layernorm"`` or ``"rmsnorm"``. bias: linear layers have
             biases. tied_embeddings: the output layer reuses the input
             embedding. positions: ``"learned"`` (a table of

@@ -1,4 +1,4 @@
-"""Command line: ``python -m actmem`` / ``actmem`` prints the seed's table;
+"""Command line: ``python -m actmem`` / ``actmem`` prints the worked example's table;
 ``python -m actmem train --preset NAME ...`` a GPU's peak training memory
 (:mod:`actmem.train_cli`).
 
@@ -17,7 +17,7 @@ import sys
 import warnings
 
 from . import train_cli
-from ..layer.config import ACTIVATIONS, RECOMPUTE
+from ..layer.config import ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size
 from ..layer.memory import activation_memory
 from ..run.training import model_activation_memory
 from ..units import format_bytes, format_value
@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="fused attention: no s x s map is stored")
     opts.add_argument("--kv-heads", type=int,
                       help="grouped-query attention: key/value heads g (a)")
-    opts.add_argument("--ffn-hidden-size", type=int, help="MLP width f (4h)")
+    opts.add_argument("--ffn-hidden-size", type=int,
+                      help="MLP width f (4h; for swiglu Megatron-LM's int(8h/3/64)*64)")
     opts.add_argument("--activation", choices=ACTIVATIONS, default="gelu",
                       help="MLP activation (gelu)")
     opts.add_argument("--no-dropout", dest="dropout", action="store_false",
@@ -93,6 +94,10 @@ def compute(args) -> list[dict]:
     Warnings (sequence parallelism at t=1) are printed as one ``note:``
     line on stderr."""
     rows = []
+    if args.activation == "swiglu" and args.ffn_hidden_size is None:
+        print(f"actmem: note: swiglu MLP width f={default_ffn_hidden_size(args.h, 'swiglu')}"
+              " (Megatron-LM's default int(8h/3/64)*64); --ffn-hidden-size sets your "
+              "model's", file=sys.stderr)
     for t in args.t:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -107,7 +112,7 @@ def compute(args) -> list[dict]:
 
 
 def render_table(args, rows: list[dict]) -> str:
-    """The seed's table in MiB, with the whole-model line(s) when -L is set."""
+    """The worked example's table in MiB, with the whole-model line(s) when -L is set."""
     head = f"{'t':>4} {'fixed':>10} {'intermediate':>13} {'attention map':>14} {'total':>10}"
     lines = [f"s={args.s} b={args.b} h={args.h} a={args.a}: MiB per layer, "
              "per micro-batch, per GPU", head]

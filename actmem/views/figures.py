@@ -121,7 +121,7 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                     t: int = 2) -> Figure:
     """What GPU 0 and GPU 1 keep of each term's tensors (notebook 03).
 
-    Rows are the seed's three groups (fixed, intermediate, attention map);
+    Rows are the paper's three groups (fixed, intermediate, attention map);
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
     drawn follows the ledger's ``placement`` field: replicated tensors are
     whole on every GPU, hidden-split ones keep a 1/t slice of h (or 4h),

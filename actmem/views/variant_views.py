@@ -18,11 +18,13 @@ and stays light.
 from __future__ import annotations
 
 import html
+from contextlib import suppress
 from fractions import Fraction
 
 import ipywidgets as widgets
 
-from ..layer.config import ACTIVATIONS, RECOMPUTE, valid_tensor_parallel_sizes
+from ..layer.config import (ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size,
+                            valid_tensor_parallel_sizes)
 from ..layer.ledger import GROUPS
 from ..layer.ledger_diff import RowChange, diff_ledgers
 from ..layer.memory import ActivationMemory, activation_memory
@@ -74,11 +76,15 @@ FFN_RATIOS = (("4h", Fraction(4)), ("8h/3", Fraction(8, 3)),
 def ffn_choices(h: int, t: int, extra: int | None = None
                 ) -> list[tuple[str, int]]:
     """``(label, f)`` pairs for the MLP inner width f, each a whole number
-    that t divides; ``extra`` (e.g. a model's published f) is added when
-    valid. 4h always qualifies because t divides h.
+    that t divides: :data:`FFN_RATIOS`, Megatron-LM's SwiGLU default
+    (:func:`actmem.default_ffn_hidden_size`) and ``extra`` (e.g. a model's
+    published f), each when valid and not already listed. 4h always
+    qualifies because t divides h.
 
     >>> ffn_choices(3072, 8)
     [('4h = 12288', 12288), ('8h/3 = 8192', 8192), ('7h/2 = 10752', 10752)]
+    >>> ffn_choices(4096, 8)[-1]
+    ('SwiGLU default = 10880', 10880)
 
     Raises:
         TypeError, ValueError: ``h``, ``t`` or ``extra`` is not a positive
@@ -89,6 +95,8 @@ def ffn_choices(h: int, t: int, extra: int | None = None
     if extra is not None:
         positive_int("extra", extra)
     pairs = [(label, ratio * h) for label, ratio in FFN_RATIOS]
+    with suppress(ValueError):  # h < 24: the SwiGLU rule gives no width
+        pairs.append(("SwiGLU default", Fraction(default_ffn_hidden_size(h, "swiglu"))))
     if extra is not None:
         pairs.append(("f", Fraction(extra)))
     seen, choices = set(), []
@@ -110,9 +118,13 @@ def breakdown(result: ActivationMemory) -> str:
 
 def change_text(before: ActivationMemory, after: ActivationMemory) -> str:
     """Signed change of the total, in MiB and as a share of ``before``,
-    e.g. ``'-80 MiB (-43.5%)'``."""
+    e.g. ``'-80 MiB (-43.5%)'``; a change under 0.05% reads ``'(under 0.1%)'``,
+    not ``'(-0.0%)'``."""
     delta = after.total - before.total
-    return f"{format_change(delta)} MiB ({delta / before.total:+.1%})"
+    share = f"{delta / before.total:+.1%}"
+    if delta and float(share[:-1]) == 0:
+        share = "under 0.1%"
+    return f"{format_change(delta)} MiB ({share})"
 
 
 def results_table(results: dict[str, ActivationMemory]) -> str:

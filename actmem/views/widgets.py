@@ -44,6 +44,12 @@ L_CHOICES = (24, 32, 40, 48, 96)
 """Layer counts offered."""
 
 
+def _with(choices, *values) -> list[int]:
+    """``choices`` and ``values``, ascending, each once: a menu that also
+    offers the (valid) values a learner passed in."""
+    return sorted(set(choices) | set(values))
+
+
 def head_choices(h: int) -> list[int]:
     """Head counts from :data:`A_CHOICES` that divide ``h``."""
     return [a for a in A_CHOICES if h % a == 0]
@@ -268,11 +274,12 @@ class LayerExplorer(_Explorer):
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1, figure=False):
         activation_memory(s, b, h, a, t)  # the model's checks and messages first
         flag("figure", figure)
+        self._layer_heads = (h, a)  # offered again whenever h comes back
         controls = {
-            "s": _dropdown("s", S_CHOICES, s), "b": _dropdown("b", B_CHOICES, b),
-            "h": _dropdown("h", H_CHOICES, h),
-            "a": _dropdown("a", head_choices(h), a,
-                           f"head counts offered that divide h={h}"),
+            "s": _dropdown("s", _with(S_CHOICES, s), s),
+            "b": _dropdown("b", _with(B_CHOICES, b), b),
+            "h": _dropdown("h", _with(H_CHOICES, h), h),
+            "a": _dropdown("a", self._heads(h), a),
             "t": _t_dropdown(h, a, t),
         }
         readouts = {k: widgets.Label() for k in
@@ -280,8 +287,14 @@ class LayerExplorer(_Explorer):
         readouts["shapes"] = widgets.HTML()
         super().__init__(controls, readouts, figure)
 
+    def _heads(self, h: int) -> list[int]:
+        """Head counts offered for ``h``: :func:`head_choices`, and the
+        constructor's a when h is the constructor's h."""
+        given = {self._layer_heads[1]} if h == self._layer_heads[0] else set()
+        return _with(head_choices(h), *given)
+
     def restrict(self):
-        self._set_options("a", head_choices(self.controls["h"].value))
+        self._set_options("a", self._heads(self.controls["h"].value))
         v = self.values()
         self._set_options("t", valid_tensor_parallel_sizes(v["h"], v["a"]))
 
@@ -305,7 +318,8 @@ class LayerExplorer(_Explorer):
 class LedgerExplorer(_Explorer):
     """Storage options -> the ledger table and coefficients (notebook 02).
 
-    Controls: t, MLP activation (``gelu``/``swiglu``), FlashAttention.
+    Controls: t, MLP activation (``gelu`` with f = 4h, ``swiglu`` with
+    Megatron-LM's default width), FlashAttention.
     Readouts: ``table`` (HTML, :func:`ledger_html`), ``coefficients``
     (Label, :func:`coefficients_text`), ``total`` (Label, MiB).
     """
@@ -322,6 +336,12 @@ class LedgerExplorer(_Explorer):
         readouts = {"coefficients": widgets.Label(), "total": widgets.Label(),
                     "table": widgets.HTML()}
         super().__init__(controls, readouts, image=False)
+
+    def restrict(self):
+        """SwiGLU's default width f must split t ways too (h=1280, a=20:
+        f=3392 allows t = 1, 2, 4 of the 1, 2, 4, 5, 10, 20 GeLU allows)."""
+        self._set_options("t", valid_tensor_parallel_sizes(
+            self.layer["h"], self.layer["a"], activation=self.controls["activation"].value))
 
     def refresh(self):
         result = activation_memory(**self.layer, **self.values())

@@ -1,4 +1,4 @@
-"""The seed article's worked example (s=2048, b=1, h=4096, a=32; whole model
+"""The source article's worked example (s=2048, b=1, h=4096, a=32; whole model
 L=32) and the paper's Table 2 for GPT-3 175B."""
 
 import pytest
@@ -9,7 +9,7 @@ import actmem
 from actmem import activation_memory, to_mib
 
 MIB = 2**20
-SEED = dict(s=2048, b=1, h=4096, a=32)
+EXAMPLE = dict(s=2048, b=1, h=4096, a=32)
 
 
 @pytest.mark.parametrize("t, fixed, intermediate, attention_map, total", [
@@ -18,8 +18,8 @@ SEED = dict(s=2048, b=1, h=4096, a=32)
     (4, 80, 48, 160, 288),
     (8, 80, 24, 80, 184),
 ])
-def test_seed_table_in_mib(t, fixed, intermediate, attention_map, total):
-    r = activation_memory(**SEED, t=t)
+def test_worked_example_table_in_mib(t, fixed, intermediate, attention_map, total):
+    r = activation_memory(**EXAMPLE, t=t)
     assert (r.fixed, r.intermediate, r.attention_map, r.total) == (
         fixed * MIB, intermediate * MIB, attention_map * MIB, total * MIB)
     assert all(isinstance(v, int) for v in (r.fixed, r.intermediate, r.attention_map, r.total))
@@ -27,18 +27,18 @@ def test_seed_table_in_mib(t, fixed, intermediate, attention_map, total):
 
 @pytest.mark.parametrize("t", [1, 2, 4, 8])
 def test_m_of_t_is_80_plus_832_over_t(t):
-    assert activation_memory(**SEED, t=t).total * t == (80 * t + 832) * MIB
+    assert activation_memory(**EXAMPLE, t=t).total * t == (80 * t + 832) * MIB
 
 
 def test_whole_model_5888_mib_is_5_75_gib():
-    total = actmem.model_activation_memory(activation_memory(**SEED, t=8), L=32)
+    total = actmem.model_activation_memory(activation_memory(**EXAMPLE, t=8), L=32)
     assert total == 5888 * MIB
     assert actmem.to_gib(total) == 5.75
     assert actmem.format_bytes(total, "GiB") == "5.75 GiB"
 
 
 def test_t4_to_t8_drop_is_36_1_percent_and_about_a_fifth():
-    m1, m4, m8 = (activation_memory(**SEED, t=t).total for t in (1, 4, 8))
+    m1, m4, m8 = (activation_memory(**EXAMPLE, t=t).total for t in (1, 4, 8))
     assert round(100 * (m4 - m8) / m4, 1) == 36.1
     assert round(m8 / m1, 3) == 0.202  # about one fifth, not one eighth
 
@@ -69,7 +69,7 @@ def test_ledger_equals_table2_row2_closed_form(layer):
     s, b, h, a, t = layer
     assert activation_memory(s, b, h, a, t).total == (
         10 * s * b * h + 24 * s * b * h // t + 5 * a * s * s * b // t)
-    assert activation_memory(s, b, h, a, t).total == actmem.seed_formula(s, b, h, a, t)
+    assert activation_memory(s, b, h, a, t).total == actmem.paper_formula(s, b, h, a, t)
 
 
 @given(layers())
