@@ -2,6 +2,7 @@
 readouts state the simulation's bytes, figures are drawn from the ops."""
 
 import pytest
+from matplotlib.collections import PathCollection, PolyCollection
 
 import actmem
 from actmem import schedule_figures, schedule_views, simulate_schedule
@@ -104,7 +105,11 @@ def test_schedule_figure_draws_every_operation():
     s = simulate_schedule("interleaved", 4, 8, 2)
     fig = schedule_figures.schedule_figure(s)
     chart, held = fig.axes[:2]
-    assert sum(len(boxes.get_paths()) for boxes in chart.collections) == 4 * 2 * 8 * 2
+    boxes = [c for c in chart.collections if isinstance(c, PolyCollection)]
+    assert sum(len(b.get_paths()) for b in boxes) == 4 * 2 * 8 * 2
+    # each box's micro-batch number: one marker per box, numbers 0 to 7
+    marks = [c for c in chart.collections if isinstance(c, PathCollection)]
+    assert sum(len(m.get_offsets()) for m in marks) == 4 * 2 * 8 * 2 and len(marks) == 8
     assert len(held.lines) == 4 and "peak 11" in held.get_legend().get_texts()[0].get_text()
     assert "bubble 18.8%" in chart.get_title()
     with pytest.raises(TypeError, match="schedule must be a PipelineSchedule"):

@@ -49,6 +49,7 @@ class LedgerRow:
         ranks: how many ranks share the tensor (1 if replicated, else t).
         group: one of :data:`GROUPS` (the paper's three terms).
         source: where the paper (or the option's documentation) counts it.
+        needed_for: which backward computation reads it (:data:`NEEDED_FOR`).
     """
 
     key: str
@@ -61,6 +62,7 @@ class LedgerRow:
     ranks: int
     group: str
     source: str
+    needed_for: str
 
     @property
     def global_bytes(self) -> int:
@@ -107,10 +109,42 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     return rows
 
 
+NEEDED_FOR = {
+    "attn_norm_input": "LayerNorm backward: the input is normalized again to get "
+                       "the gradients of the input, scale and shift",
+    "qkv_input": "weight gradient of the Q, K, V projections: dW = X^T dY",
+    "query": "gradient of K: the scores are S = Q K^T, so dK = dS^T Q",
+    "key": "gradient of Q: dQ = dS K",
+    "value": "gradient of the attention probabilities: dP = dO V^T",
+    "softmax_output": "softmax backward: dS = P * (dP - rowsum(dP * P)) needs P",
+    "attn_dropout_mask": "dropout backward: the gradient is multiplied by the same mask",
+    "attn_dropout_output": "gradient of V: dV = P_dropped^T dO (the matmul's other input)",
+    "proj_input": "weight gradient of the output projection: dW = X^T dY",
+    "attn_out_dropout_mask": "dropout backward: the gradient is multiplied by the same mask",
+    "mlp_norm_input": "LayerNorm backward: the input is normalized again to get "
+                      "the gradients of the input, scale and shift",
+    "fc1_input": "weight gradient of the MLP's first linear: dW = X^T dY",
+    "gelu_input": "GeLU backward: dX = dY * GeLU'(X) needs X",
+    "swiglu_gate": "SwiGLU backward: d(up) = dY * silu(gate) and "
+                   "d(gate) = dY * up * silu'(gate) need the gate",
+    "swiglu_up": "SwiGLU backward: d(gate) = dY * up * silu'(gate) needs up",
+    "fc2_input": "weight gradient of the MLP's second linear: dW = X^T dY",
+    "mlp_out_dropout_mask": "dropout backward: the gradient is multiplied by the same mask",
+    "softmax_lse": "FlashAttention backward: rebuilds P = exp(S - lse) tile by tile "
+                   "from Q and K",
+    "layer_input": "full recomputation: the layer's forward pass is run again from it "
+                   "during the backward pass",
+}
+"""Why each row is kept: the backward computation that reads it (the
+gradient of a product needs the other factor; a linear layer's weight
+gradient needs its input; an elementwise function needs its input or
+output). Keyed by :attr:`LedgerRow.key`."""
+
+
 def _row(c, key, name, block, shape, elements, bpe, placement, group, source):
     ranks = 1 if placement == REPLICATED else c.t
     return LedgerRow(key, name, block, shape, elements, bpe, placement, ranks,
-                     group, source)
+                     group, source, NEEDED_FOR[key])
 
 
 def attention_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:

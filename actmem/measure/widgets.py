@@ -1,11 +1,11 @@
 """Pick a measured layer and read its comparison (core ipywidgets only).
 
 A thin view over results already measured (:func:`.measure_variants`);
-changing the choice writes into two state widgets, ``summary`` (Label)
-and ``table`` (HTML), so tests and notebooks can assert on them. Like the
-explorers of :mod:`actmem.widgets` it exposes ``box``, ``controls``
-(``{"variant": Dropdown}``), ``readouts`` (``{"summary": Label, "table":
-HTML}``) and ``layer`` (the sizes s, b, h, a it was measured at); it is
+changing the choice writes two readouts, ``summary`` (text) and ``table``
+(HTML), so tests and notebooks can assert on them. Like the explorers of
+:mod:`actmem.widgets` it exposes ``box``, ``controls`` (``{"variant":
+Dropdown}``), ``readouts`` (``summary`` and ``table``, also the attributes
+of those names) and ``layer`` (the sizes s, b, h, a it was measured at); it is
 one of them (a subclass of ``actmem.widgets._Explorer``), with the same
 DOM hooks (CSS classes ``actmem-explorer``, ``actmem-readout-<name>``).
 """
@@ -16,6 +16,7 @@ import html
 
 import ipywidgets as widgets
 
+from ..views.readouts import HTML, TEXT
 from ..views.widgets import _Explorer
 from .report import summary_line, table
 from .variants import VARIANTS, check_names
@@ -44,17 +45,15 @@ class MeasureExplorer(_Explorer):
         self.choice = widgets.Dropdown(
             options=[(VARIANTS[n].title, n) for n in results], value=variant,
             description="layer")
-        self.summary = widgets.Label()
-        self.table = widgets.HTML()
         config = next(iter(results.values()))[1][0].measurement.config
         self.layer = {k: getattr(config, k) for k in ("s", "b", "h", "a")}
-        super().__init__({"variant": self.choice},
-                         {"summary": self.summary, "table": self.table},
+        super().__init__({"variant": self.choice}, {"summary": TEXT, "table": HTML},
                          image=False, layout=[self.choice])
+        self.summary, self.table = self.readouts["summary"], self.readouts["table"]
 
     def refresh(self) -> None:
         """Write the chosen variant's summary line and table."""
         name = self.choice.value
-        self.summary.value = summary_line(name, self.results[name])
-        self.table.value = (f"<p>{html.escape(VARIANTS[name].expect)}</p>"
+        self.readouts["summary"].value = summary_line(name, self.results[name])
+        self.readouts["table"].value = (f"<p>{html.escape(VARIANTS[name].expect)}</p>"
                             f"<pre>{html.escape(table(self.results[name]))}</pre>")

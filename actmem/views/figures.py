@@ -11,12 +11,14 @@ matplotlib is imported here only, so ``import actmem`` stays light.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.collections import PatchCollection
 from matplotlib.patches import Rectangle
 
 from ..layer.ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_value, to_mib
 from ..validate import common_divisors
+from .redraw import figure_axes
 
 OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73",
@@ -73,13 +75,14 @@ def _colour(rank: int | None, column: int | None) -> str:
     return GPU_COLOURS[column] if rank == column else "white"
 
 
-def _draw_matrix(ax, row, x0, t, column):
-    """A (s, b, width) tensor as a box; width h is 1 unit, 4h is 4 units."""
+def _draw_matrix(ax, boxes, row, x0, t, column):
+    """A (s, b, width) tensor as a box; width h is 1 unit, 4h is 4 units.
+    Its pieces are appended to ``boxes``."""
     width = 4.0 if row.shape[-1] in ("4h", "f") else 1.0
     pieces = 1 if row.placement == REPLICATED else t
     for i in range(pieces):
         rank = None if pieces == 1 else _owner(i, pieces, t)
-        ax.add_patch(Rectangle((x0 + i * width / pieces, 0), width / pieces, 1,
+        boxes.append(Rectangle((x0 + i * width / pieces, 0), width / pieces, 1,
                                facecolor=_colour(rank, column),
                                edgecolor="black", linewidth=0.6))
     ax.text(x0 + width / 2, -0.25, " x ".join(row.shape), ha="center", va="top",
@@ -87,15 +90,16 @@ def _draw_matrix(ax, row, x0, t, column):
     return x0 + width + 0.5
 
 
-def _draw_heads(ax, row, x0, t, a, column):
-    """A (b, a, s, s) tensor as ``a`` squares, one whole s x s map per head."""
+def _draw_heads(ax, boxes, row, x0, t, a, column):
+    """A (b, a, s, s) tensor as ``a`` squares, one whole s x s map per head,
+    appended to ``boxes``."""
     per_line = min(a, 16)
     lines = -(-a // per_line)
     size = min(1.0 / lines, 4.0 / per_line) * 0.9
     for head in range(a):
         x = x0 + (head % per_line) * size / 0.9
         y = 1 - (head // per_line + 1) * size / 0.9
-        ax.add_patch(Rectangle((x, y), size, size,
+        boxes.append(Rectangle((x, y), size, size,
                                facecolor=_colour(_owner(head, a, t), column),
                                edgecolor="black", linewidth=0.4))
     ax.text(x0 + 2, -0.25, " x ".join(row.shape) + " (one square per head)",
@@ -104,21 +108,23 @@ def _draw_heads(ax, row, x0, t, a, column):
 
 
 def _draw_group(ax, result, group, column):
-    """Every distinct tensor of ``group``: global view or GPU ``column``."""
+    """Every distinct tensor of ``group``: global view or GPU ``column``.
+    The boxes go in as one collection (fast to add and to draw)."""
     c = result.config
-    x = 0.0
+    x, boxes = 0.0, []
     for row in _group_tensors(result, group):
         if row.shape[1:2] == ("a",):
-            x = _draw_heads(ax, row, x, c.t, c.a, column)
+            x = _draw_heads(ax, boxes, row, x, c.t, c.a, column)
         else:
-            x = _draw_matrix(ax, row, x, c.t, column)
+            x = _draw_matrix(ax, boxes, row, x, c.t, column)
+    ax.add_collection(PatchCollection(boxes, match_original=True), autolim=False)
     ax.set_xlim(-0.2, 5.7)
     ax.set_ylim(-0.8, 1.4)
     ax.set_axis_off()
 
 
 def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
-                    t: int = 2) -> Figure:
+                    t: int = 2, fig: Figure | None = None) -> Figure:
     """What GPU 0 and GPU 1 keep of each term's tensors (notebook 03).
 
     Rows are the paper's three groups (fixed, intermediate, attention map);
@@ -128,13 +134,14 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     head-split attention maps keep a/t whole s x s squares. Shapes are
     logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
     for t > 2 the other ranks are drawn light grey in the global column.
+    ``fig``: a Figure this function returned, to redraw in place
+    (:mod:`actmem.views.redraw`).
 
     Raises:
         TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
     """
     result = activation_memory(s, b, h, a, t)
-    fig = Figure(figsize=(12, 6.5), layout="constrained")
-    axes = fig.subplots(3, 3)
+    fig, axes = figure_axes(fig, (12, 6.5), 3, 3)
     titles = ("global tensor", "GPU 0", "GPU 1" if t == 2 else f"GPU 1 (of {t})")
     for r, group in enumerate(GROUPS):
         per_gpu = f"{format_bytes(result.group_bytes(group))} per GPU"
@@ -159,21 +166,21 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
 
 def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                       t_values: list[int] | None = None,
-                      highlight: int | None = None) -> Figure:
+                      highlight: int | None = None, fig: Figure | None = None) -> Figure:
     """Stacked bars of the three terms (MiB) for each tensor-parallel size.
 
     The fixed term is the same at every t, so it is drawn as a floor (a
     dashed line) under which no amount of tensor parallelism goes (notebook
     04). ``t_values`` defaults to every valid t (divisors of a and h);
-    ``highlight`` outlines one bar.
+    ``highlight`` outlines one bar. ``fig``: a Figure this function
+    returned, to redraw in place (:mod:`actmem.views.redraw`).
 
     Raises:
         TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
     """
     ts = t_values or common_divisors(a, h)
     results = [activation_memory(s, b, h, a, t) for t in ts]
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = figure_axes(fig, (8, 4.5))
     x = range(len(ts))
     bottom = [0.0] * len(ts)
     for group in GROUPS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from .figures import OKABE_ITO
+from .redraw import figure_axes
 from ..run.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.training import chunk_layers
@@ -25,9 +26,12 @@ PART_COLOURS = {
 PART_LABELS = {name: name.replace("_", " ") for name in PARTS}
 
 
-def stage_memory_figure(result: TrainingMemory, title: str = "") -> Figure:
+def stage_memory_figure(result: TrainingMemory, title: str = "",
+                        fig: Figure | None = None) -> Figure:
     """Stacked bars, one per pipeline stage, of every part in GiB, with the
-    GPU's capacity as a line when ``result.gpu_memory`` is set.
+    GPU's capacity as a line when ``result.gpu_memory`` is set. ``fig``: a
+    Figure this function returned, to redraw in place
+    (:mod:`actmem.views.redraw`).
 
     Raises:
         TypeError: ``result`` is not a :class:`TrainingMemory`.
@@ -35,8 +39,7 @@ def stage_memory_figure(result: TrainingMemory, title: str = "") -> Figure:
     if not isinstance(result, TrainingMemory):
         raise TypeError("result must be a TrainingMemory from actmem.training_memory, "
                         f"got {type(result).__name__}")
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = figure_axes(fig, (8, 4.5))
     x = range(len(result.stages))
     bottom = [0.0] * len(result.stages)
     for part in PARTS:

@@ -23,7 +23,8 @@ from .train_cli import verdict
 from ..run.training import chunk_layers
 from ..units import format_value
 from ..validate import common_divisors, flag
-from .widgets import _dropdown, _Explorer, png
+from .readouts import HTML, TEXT
+from .widgets import _dropdown, _Explorer
 
 D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Data-parallel sizes offered."""
@@ -111,7 +112,7 @@ class FitPlanner(_Explorer):
                                                   description="sequence parallel")
         c["states"] = _dropdown("states", list(STATES), states)
         c["gpu"] = _dropdown("gpu", GPUS, gpu)
-        readouts = {"verdict": widgets.Label(), "stages": widgets.HTML()}
+        readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
             ("model", "t", "p", "d"), ("schedule", "v", "m", "recompute"),
             ("flash_attention", "sequence_parallel", "states", "gpu"))]
@@ -139,5 +140,5 @@ class FitPlanner(_Explorer):
         result = self.result()
         self.readouts["verdict"].value = verdict(result)
         self.readouts["stages"].value = stages_html(result)
-        self.image.value = png(stage_memory_figure(
-            result, f"{self.controls['model'].value} on {self.controls['gpu'].value} GPUs"))
+        self.show_figure(stage_memory_figure, result,
+                         f"{self.controls['model'].value} on {self.controls['gpu'].value} GPUs")

@@ -20,7 +20,8 @@ from ..run.schedules import SCHEDULES, PipelineSchedule, check_schedule, simulat
 from ..run.training import chunk_layers, model_activation_memory
 from ..units import format_bytes
 from ..validate import common_divisors
-from .widgets import L_CHOICES, _dropdown, _Explorer, png
+from .readouts import HTML, TEXT
+from .widgets import L_CHOICES, _dropdown, _Explorer
 
 P_MAX, M_MAX, V_MAX = 16, 32, 4
 """Largest p, m and v offered (the charts stay readable)."""
@@ -148,8 +149,7 @@ class ScheduleExplorer(_Explorer):
         check_schedule(schedule, p, p, v)  # schedule and v agree
         controls["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m,
                                   "interleaved needs m a multiple of p")
-        readouts = {"first_stage": widgets.Label(), "bubble": widgets.Label(),
-                    "stages": widgets.HTML()}
+        readouts = {"first_stage": TEXT, "bubble": TEXT, "stages": HTML}
         rows = [widgets.HBox([controls[k] for k in row])
                 for row in (("L", "t", "p"), ("schedule", "v", "m"))]
         super().__init__(controls, readouts, image=True, layout=rows)
@@ -170,4 +170,4 @@ class ScheduleExplorer(_Explorer):
         self.readouts["first_stage"].value = first_stage_text(schedule, per_layer, L)
         self.readouts["bubble"].value = bubble_text(schedule)
         self.readouts["stages"].value = stage_table_html(schedule, per_layer, L)
-        self.image.value = png(schedule_figure(schedule))
+        self.show_figure(schedule_figure, schedule)

@@ -30,7 +30,9 @@ from ..layer.ledger_diff import RowChange, diff_ledgers
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_change, format_value, to_mib
 from ..validate import common_divisors, flag, positive_int
-from .widgets import _dropdown, _Explorer, head_choices, png
+from .readouts import HTML, TEXT
+from .redraw import figure_axes
+from .widgets import _dropdown, _Explorer, head_choices
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
@@ -159,23 +161,22 @@ def _diff_row(c: RowChange) -> str:
 
 # ------------------------------------------------------------------ figure
 
-def stacked_figure(results: dict[str, ActivationMemory], title: str):
+def stacked_figure(results: dict[str, ActivationMemory], title: str, fig=None):
     """Horizontal bars, one per result, stacked by the three groups (MiB).
 
     Colours are those of :mod:`actmem.figures` (Okabe-Ito, colour-blind
     safe); the legend uses its neutral :data:`~actmem.figures.GROUP_LABELS`,
     true whatever the options (under sequence parallelism the fixed term is
     split along s; with FlashAttention the attention-map term is only
-    statistics). The total is written at the end of each bar.
+    statistics). The total is written at the end of each bar. ``fig``: a
+    Figure this function returned, to redraw in place
+    (:mod:`actmem.views.redraw`).
     Returns a :class:`matplotlib.figure.Figure` (pyplot is not touched).
     """
-    from matplotlib.figure import Figure
-
     from .figures import GROUP_LABELS, TERM_COLOURS
 
     names = list(results)[::-1]
-    fig = Figure(figsize=(9, 0.55 * len(names) + 1.6), layout="constrained")
-    ax = fig.subplots()
+    fig, ax = figure_axes(fig, (9, 0.55 * len(names) + 1.6))
     left = [0.0] * len(names)
     for group in GROUPS:
         widths = [to_mib(results[n].group_bytes(group)) for n in names]
@@ -238,8 +239,7 @@ class VariantExplorer(_Explorer):
                   widgets.HBox([controls[k] for k in ("sequence_parallel", "flash_attention",
                                                       "dropout")]),
                   controls["recompute"], controls["activation"]]
-        readouts = {"chosen": widgets.Label(), "baseline": widgets.Label(),
-                    "change": widgets.Label(), "diff": widgets.HTML()}
+        readouts = {"chosen": TEXT, "baseline": TEXT, "change": TEXT, "diff": HTML}
         super().__init__(controls, readouts, figure, layout)
 
     def _build_controls(self, **v) -> dict:
@@ -291,6 +291,5 @@ class VariantExplorer(_Explorer):
         self.readouts["change"].value = f"change: {change_text(base, chosen)}"
         self.readouts["diff"].value = diff_html(diff_ledgers(base, chosen))
         if self.image is not None:
-            self.image.value = png(stacked_figure(
-                {"paper's layer": base, "chosen": chosen},
-                "Paper's layer (no options) vs the chosen options"))
+            self.show_figure(stacked_figure, {"paper's layer": base, "chosen": chosen},
+                             "Paper's layer (no options) vs the chosen options")

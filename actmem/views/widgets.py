@@ -19,14 +19,17 @@ and the values allowed.
 
 from __future__ import annotations
 
-import io
 import re
+import sys
 import warnings
+from contextlib import ExitStack, contextmanager
 from fractions import Fraction
 
 import ipywidgets as widgets
 
 from . import figures
+from .readouts import HTML, TEXT, ReadoutPanel
+from .redraw import png
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
@@ -67,13 +70,6 @@ def closest(value: int, options: list[int]) -> int:
         return value
     below = [o for o in options if o <= value]
     return below[-1] if below else options[0]
-
-
-def png(fig) -> bytes:
-    """PNG bytes of a matplotlib Figure (for an ``Image`` widget)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=72)
-    return buffer.getvalue()
 
 
 def coefficient_units(config) -> dict[str, str]:
@@ -175,28 +171,31 @@ def _t_dropdown(h: int, a: int, t) -> "widgets.Dropdown":
 
 
 class _Explorer:
-    """Controls -> one pure computation -> state widgets (and an image).
+    """Controls -> one pure computation -> readouts (and an image).
 
-    ``box`` stacks the controls (one row, or the widgets of ``layout``),
-    the readouts and the image. DOM hooks for browser tests: ``box`` has
-    the CSS class ``actmem-explorer`` and each readout
-    ``actmem-readout-<name>``.
+    ``readouts`` maps each readout's name to its kind (:data:`TEXT` or
+    :data:`HTML`); ``self.readouts[name].value`` is its text, and all of
+    them are shown in one panel (:mod:`actmem.views.readouts`). ``box``
+    stacks the controls (one row, or the widgets of ``layout``), the
+    readouts and the image. DOM hooks for browser tests: ``box`` has the
+    CSS class ``actmem-explorer`` and each readout ``actmem-readout-<name>``.
     """
 
-    def __init__(self, controls: dict, readouts: dict, image: bool,
+    def __init__(self, controls: dict, readouts: dict[str, str], image: bool,
                  layout: list | None = None):
         self.controls = controls
-        self.readouts = readouts
+        self.panel = ReadoutPanel(readouts)
+        self.readouts = self.panel.readouts
         self.image = widgets.Image(format="png") if image else None
+        self._figure = None  # redrawn in place by show_figure
+        self._held = None  # the controls' held updates, see _controls_held
         self._busy = False
         self.cause = None  # the control whose change is being applied
         for control in controls.values():
             control.observe(self._changed, names="value")
-        for name, readout in readouts.items():
-            readout.add_class(f"actmem-readout-{name}")
         if layout is None:
             layout = [widgets.HBox(list(controls.values()))]
-        children = [*layout, *readouts.values()]
+        children = [*layout, self.panel.widget]
         self.box = widgets.VBox(children + ([self.image] if image else []))
         self.box.add_class("actmem-explorer")
         self._refresh()
@@ -209,12 +208,32 @@ class _Explorer:
         if not self._busy:
             self.cause = next(k for k, c in self.controls.items() if c is change["owner"])
             self._refuse_invalid(change)
-            self._busy = True
-            try:
-                self.restrict()
-            finally:
-                self._busy = False
-            self._refresh()
+            with self._controls_held():
+                self._busy = True
+                try:
+                    self.restrict()
+                finally:
+                    self._busy = False
+                self._refresh()
+
+    @contextmanager
+    def _controls_held(self):
+        """Hold the controls' updates (narrowed menus) until the readouts
+        are sent (:meth:`_release_controls`), so that the browser shows the
+        readouts first."""
+        with ExitStack() as held:
+            for control in self.controls.values():
+                held.enter_context(control.hold_sync())
+            self._held = held.pop_all()
+        try:
+            yield
+        finally:
+            self._release_controls()
+
+    def _release_controls(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
 
     def _refuse_invalid(self, change) -> None:
         """A value set from code that the control does not offer (None, or
@@ -237,9 +256,22 @@ class _Explorer:
     def _refresh(self) -> None:
         """:meth:`refresh` without the API's sequence-parallelism-at-t=1
         warning: the readouts already show that it changes nothing."""
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), self.panel.hold():
             warnings.filterwarnings("ignore", message=re.escape(SP_AT_T1))
             self.refresh()
+
+    def show_figure(self, draw, *args, **kwargs) -> None:
+        """Set the image to ``draw(*args, **kwargs)``, a figure function of
+        actmem, redrawing the explorer's previous Figure in place
+        (:mod:`actmem.views.redraw`). Call it after the readouts are set:
+        they are sent first, and reach the browser before drawing starts,
+        because in a Jupyter kernel ``sys.stdout.flush()`` waits until the
+        kernel's output thread has sent every message queued before it."""
+        self.panel.send()
+        self._release_controls()
+        sys.stdout.flush()
+        self._figure = draw(*args, fig=self._figure, **kwargs)
+        self.image.value = png(self._figure)
 
     def restrict(self) -> None:
         """Narrow dependent options to valid values (override); ``cause``
@@ -282,9 +314,8 @@ class LayerExplorer(_Explorer):
             "a": _dropdown("a", self._heads(h), a),
             "t": _t_dropdown(h, a, t),
         }
-        readouts = {k: widgets.Label() for k in
-                    ("fixed", "intermediate", "attention_map", "total")}
-        readouts["shapes"] = widgets.HTML()
+        readouts = {**dict.fromkeys(("fixed", "intermediate", "attention_map", "total"),
+                                    TEXT), "shapes": HTML}
         super().__init__(controls, readouts, figure)
 
     def _heads(self, h: int) -> list[int]:
@@ -311,8 +342,7 @@ class LayerExplorer(_Explorer):
             f"MLP inner (s, b, 4h/t) = ({s}, {b}, {4 * h // t}); "
             f"attention map on one GPU (b, a/t, s, s) = ({b}, {a // t}, {s}, {s})")
         if self.image is not None:
-            self.image.value = png(figures.terms_vs_t_figure(
-                s, b, h, a, highlight=t))
+            self.show_figure(figures.terms_vs_t_figure, s, b, h, a, highlight=t)
 
 
 class LedgerExplorer(_Explorer):
@@ -333,8 +363,7 @@ class LedgerExplorer(_Explorer):
             "flash_attention": widgets.Checkbox(value=False,
                                                 description="FlashAttention"),
         }
-        readouts = {"coefficients": widgets.Label(), "total": widgets.Label(),
-                    "table": widgets.HTML()}
+        readouts = {"coefficients": TEXT, "total": TEXT, "table": HTML}
         super().__init__(controls, readouts, image=False)
 
     def restrict(self):
@@ -361,8 +390,7 @@ class ShardingExplorer(_Explorer):
         activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {"t": _t_dropdown(h, a, t)}
-        readouts = {k: widgets.Label() for k in
-                    ("fixed", "intermediate", "attention_map")}
+        readouts = dict.fromkeys(("fixed", "intermediate", "attention_map"), TEXT)
         super().__init__(controls, readouts, image=True)
 
     def refresh(self):
@@ -371,4 +399,4 @@ class ShardingExplorer(_Explorer):
         for group in self.readouts:
             self.readouts[group].value = \
                 f"{group} per GPU: {format_bytes(result.group_bytes(group))}"
-        self.image.value = png(figures.sharding_figure(**self.layer, t=t))
+        self.show_figure(figures.sharding_figure, **self.layer, t=t)

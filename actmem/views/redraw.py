@@ -1,0 +1,107 @@
+"""Redraw a figure in place: the same Figure and Axes, new artists.
+
+Building a matplotlib Figure and laying it out (constrained layout) costs
+more than drawing what it shows, so an explorer that redraws on every
+control change keeps one Figure. Each figure function of actmem takes
+``fig=None``: given the Figure it returned before, it empties that
+Figure's axes with :func:`figure_axes` and draws the new data into them,
+keeping the layout computed at the first draw (:func:`png` freezes it).
+A Figure of another size or grid is never reused: a new one is built.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import PIL.Image
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+LAYOUT_KEY = "_actmem_layout"
+"""Attribute of a Figure built here: its size and grid, to tell whether a
+redraw can reuse it."""
+
+
+def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int = 1,
+                **grid) -> tuple[Figure, object]:
+    """The Figure and axes to draw into, as ``Figure.subplots`` returns them.
+
+    ``fig`` is reused, its axes emptied by :func:`empty`, when it was built
+    here with the same ``figsize``, ``nrows``, ``ncols`` and ``grid``
+    (keywords of ``Figure.subplots``); otherwise a new Figure with
+    constrained layout is built.
+    """
+    key = (tuple(figsize), nrows, ncols, tuple(sorted((k, str(v)) for k, v in grid.items())))
+    if fig is not None and getattr(fig, LAYOUT_KEY, None) == key:
+        for ax in fig.axes:
+            empty(ax)
+        axes = fig.axes
+        if nrows * ncols == 1:
+            return fig, axes[0]
+        return fig, _shaped(axes, nrows, ncols)
+    fig = Figure(figsize=figsize, layout="constrained")
+    setattr(fig, LAYOUT_KEY, key)
+    return fig, fig.subplots(nrows, ncols, **grid)
+
+
+def _shaped(axes: list, nrows: int, ncols: int):
+    """``axes`` in the shape ``Figure.subplots`` gives (1-D for one row or
+    column, else rows of columns)."""
+    array = np.empty(len(axes), dtype=object)
+    array[:] = axes
+    return array if 1 in (nrows, ncols) else array.reshape(nrows, ncols)
+
+
+def empty(ax) -> None:
+    """Remove what ``ax`` shows (bar containers, patches, lines, texts,
+    collections, images, legend, titles) and reset its limits as a new
+    Axes has them; keep the Axes, its position and its tick machinery."""
+    for container in list(ax.containers):  # bars: else the legend keeps them
+        container.remove()
+    for artist in [*ax.patches, *ax.lines, *ax.texts, *ax.collections, *ax.images]:
+        artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    for loc in ("left", "center", "right"):
+        ax.set_title("", loc=loc)
+    ax.relim()  # no artists left: no data limits
+    ax.set_xlim(0, 1, auto=True)  # as a new Axes: (0, 1), autoscaled
+    ax.set_ylim(0, 1, auto=True)
+    ax.set_axis_on()
+
+
+def png(fig: Figure) -> bytes:
+    """PNG bytes of ``fig`` at 72 dpi (for an ``Image`` widget).
+
+    Drawn on an Agg canvas and encoded with light compression. The first
+    call lays the figure out; the layout is then kept, so a redraw into
+    the same axes (:func:`figure_axes`) skips it, unless a legend or title
+    would no longer fit in the figure: then it is laid out again.
+    """
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.set_dpi(72)
+    fig.canvas.draw()
+    if _spills(fig):
+        fig.set_layout_engine("constrained")
+        fig.canvas.draw()
+    fig.set_layout_engine("none")
+    buffer = io.BytesIO()
+    PIL.Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).save(
+        buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
+def _spills(fig: Figure) -> bool:
+    """Whether a legend or an axes title of ``fig`` (as last drawn) reaches
+    past the figure's edges."""
+    frame = fig.bbox
+    parts = [ax.get_legend() for ax in fig.axes] + [ax.title for ax in fig.axes]
+    for part in parts:
+        if part is not None and part.get_visible():
+            box = part.get_window_extent()
+            if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or \
+                    box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
+                return True
+    return False
