@@ -18,6 +18,7 @@ import importlib
 
 from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidden_size,
                            valid_tensor_parallel_sizes)
+from .layer.coefficients import coefficient_units, coefficients, row_coefficient
 from .layer.formula import TABLE2_FORMULAS, paper_formula
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
@@ -34,6 +35,7 @@ from .run.training import model_activation_memory, pipeline_stage_memory
 from .units import (UNITS, convert, format_bytes, format_change, format_value, parse_size,
                     to_gb, to_gib, to_mib)
 from .validate import common_divisors
+from .views.answers import hidden_answers
 
 __all__ = [
     "ACCOUNTINGS", "NORMS", "PARTS", "POSITIONS", "PRESETS", "ModelConfig", "ModelStates",
@@ -42,13 +44,14 @@ __all__ = [
     "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
     "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
     "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
-    "bubble_fraction_formula", "common_divisors", "convert", "default_ffn_hidden_size",
+    "bubble_fraction_formula", "coefficient_units", "coefficients", "common_divisors",
+    "convert", "default_ffn_hidden_size",
     "format_change",
     "first_stage_memory_1f1b", "format_bytes", "format_value",
-    "gpipe_in_flight", "interleaved_factor", "interleaved_factor_holds",
+    "gpipe_in_flight", "hidden_answers", "interleaved_factor", "interleaved_factor_holds",
     "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
     "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",
-    "paper_formula", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
+    "paper_formula", "row_coefficient", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
     "valid_tensor_parallel_sizes",
 ]
 

@@ -55,3 +55,30 @@ def test_group_sums_are_the_coefficients_10_24_5():
 def test_unknown_group_is_refused_by_name():
     with pytest.raises(ValueError, match="group must be one of"):
         activation_memory(S, B, H, A).group_bytes("attention")
+
+
+# ------------------------------------------- issue 11, item 2: why each row is kept
+
+OPTION_SETS = [dict(sequence_parallel=sp, recompute=rc, flash_attention=fa,
+                    activation=act, dropout=do, kv_heads=kv)
+               for sp in (False, True) for rc in actmem.RECOMPUTE for fa in (False, True)
+               for act in actmem.ACTIVATIONS for do in (False, True) for kv in (8, 32)]
+
+
+def test_every_row_under_every_option_says_what_backward_needs_it():
+    keys = set()
+    for options in OPTION_SETS:
+        for row in activation_memory(S, B, H, A, 8, **options).rows:
+            assert row.needed_for == actmem.ledger.NEEDED_FOR[row.key] != ""
+            keys.add(row.key)
+    assert keys == set(actmem.ledger.NEEDED_FOR)  # no entry for a row that never exists
+
+
+@pytest.mark.parametrize("key, computation", [
+    ("qkv_input", "dW = X^T dY"), ("fc1_input", "dW = X^T dY"),
+    ("proj_input", "dW = X^T dY"), ("fc2_input", "dW = X^T dY"),
+    ("gelu_input", "GeLU'(X)"), ("softmax_output", "needs P"),
+    ("attn_dropout_mask", "same mask"), ("query", "dK = dS^T Q"), ("key", "dQ = dS K"),
+])
+def test_linear_inputs_serve_weight_gradients_and_functions_their_derivatives(key, computation):
+    assert computation in actmem.ledger.NEEDED_FOR[key]

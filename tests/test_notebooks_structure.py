@@ -202,3 +202,52 @@ def test_readme_names_the_paper_and_its_assumptions():
     assert "https://arxiv.org/abs/2205.05198" in readme
     for assumption in ("16-bit activations", "1-byte", "attention map stored"):
         assert assumption in readme.replace("\n", " ")
+
+
+def hidden(cell, part: str) -> bool:
+    return cell.metadata.get("jupyter", {}).get(f"{part}_hidden") is True
+
+
+def test_the_answers_stay_closed(nb):
+    """Issue 11 item 1: the last code cell computes the exercises' answers;
+    its code opens collapsed and it prints inside ``actmem.hidden_answers``
+    (a closed <details>, which running the cell does not open)."""
+    answers = code_cells(nb)[-1]
+    assert hidden(answers, "source")
+    assert answers.source.startswith("with actmem.hidden_answers():\n")
+    assert [o.output_type for o in answers.outputs] == ["display_data"]
+    assert answers.outputs[0].data["text/html"].startswith("<details><summary>")
+    assert "collapsed" in nb.cells[nb.cells.index(answers) - 1].source
+
+
+def test_a_predict_prompt_hides_the_result_below_it(nb):
+    answers = code_cells(nb)[-1]  # closed by hidden_answers instead
+    for before, cell in zip(nb.cells, nb.cells[1:]):
+        if before.cell_type == "markdown" and re.search(r"\bpredict", before.source, re.I) \
+                and cell.cell_type == "code" and cell is not answers:
+            assert hidden(cell, "outputs"), before.source[:80]
+
+
+def unused_imports(sources: list[str]) -> list[str]:
+    """Names a notebook's code cells import but never use (issue 11 item 5)."""
+    trees = [ast.parse(TransformerManager().transform_cell(s)) for s in sources]
+    imported, used = [], set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported += [(a.asname or a.name).split(".")[0] for a in node.names]
+            elif isinstance(node, ast.Name):
+                used.add(node.id)
+    return [name for name in imported if name not in used]
+
+
+@pytest.mark.parametrize("sources, expected", [
+    (["from fractions import Fraction\nimport actmem", "actmem.table2()"], ["Fraction"]),
+    (["import sys\nif 'google.colab' in sys.modules: pass"], []),
+])
+def test_unused_import_detector(sources, expected):
+    assert unused_imports(sources) == expected
+
+
+def test_no_unused_imports(nb):
+    assert unused_imports([c.source for c in code_cells(nb)]) == []

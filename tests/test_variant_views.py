@@ -83,10 +83,15 @@ def test_stacked_figure_bars_are_the_groups_in_mib():
     ax = fig.axes[0]
     assert "MiB" in ax.get_xlabel()
     assert [tick.get_text() for tick in ax.get_yticklabels()] == list(results)[::-1]
-    widths = [p.get_width() for p in ax.patches]
+    widths = [p.get_width() for p in ax.patches[:18]]
     # three groups x six bars, bottom bar = full recomputation, top = no parallelism
     totals = [sum(widths[i::6]) for i in range(6)]
     assert totals == [48, 102, 312, 342, 552, 2736]
+    # then the full-recomputation bar again, hatched: the layer input, not the fixed term
+    (checkpoint,) = ax.patches[18:]
+    assert checkpoint.get_width() == 48 and checkpoint.get_hatch() == "//"
+    texts = [t.get_text().strip() for t in ax.texts]
+    assert texts == ["48", "102", "312", "342", "552", "2736"]  # same decimals (none here)
     assert [t.get_text() for t in ax.texts] == [" 48", " 102", " 312", " 342",
                                                 " 552", " 2736"]
     # neutral labels: true under sequence parallelism and FlashAttention too

@@ -105,7 +105,7 @@ def test_ledger_readouts(t, activation, flash):
                                       flash_attention=flash)
     assert explorer.readouts["total"].value == f"total: {format_bytes(result.total)}"
     assert explorer.readouts["table"].value.count("<tr>") == len(result.rows) + 1
-    k = widgets.coefficients(result)
+    k = actmem.coefficients(result)
     assert k["fixed"] == 10
     # SwiGLU at Megatron-LM's width f = 10880: 8 + (2 + 2 + 2) * f/h = 383/16
     assert k["intermediate"] == (24 if activation == "gelu" else Fraction(383, 16))
@@ -164,10 +164,10 @@ def test_coefficients_against_hand_arithmetic(t, options, bytes_, units):
             "bas^2/t": Fraction(BAS * S, t)}
     result = actmem.activation_memory(S, B, H, A, t, **options)
     assert (result.fixed, result.intermediate, result.attention_map) == per_gpu
-    assert widgets.coefficient_units(result.config) == dict(zip(actmem.GROUPS, units))
-    assert widgets.coefficients(result) == {
+    assert actmem.coefficient_units(result.config) == dict(zip(actmem.GROUPS, units))
+    assert actmem.coefficients(result) == {
         g: n / size[u] for g, n, u in zip(actmem.GROUPS, per_gpu, units)}
-    assert list(widgets.coefficients(result).values()) == [
+    assert list(actmem.coefficients(result).values()) == [
         Fraction(n, {"sbh": SBH, "sbh/t": SBH, "bas/t": BAS, "bas^2/t": BAS * S}[u])
         for n, u in zip(bytes_, units)]
 

@@ -161,6 +161,19 @@ def _diff_row(c: RowChange) -> str:
 
 # ------------------------------------------------------------------ figure
 
+def same_decimals(numbers: list[str]) -> list[str]:
+    """Fixed-point numbers padded with zeros to the same count of decimals.
+
+    >>> same_decimals(["358", "358.12", "0.5"])
+    ['358.00', '358.12', '0.50']
+    """
+    places = max(len(n.partition(".")[2]) for n in numbers)
+    if not places:
+        return numbers
+    return [f"{n}{'' if '.' in n else '.'}{'0' * (places - len(n.partition('.')[2]))}"
+            for n in numbers]
+
+
 def stacked_figure(results: dict[str, ActivationMemory], title: str, fig=None):
     """Horizontal bars, one per result, stacked by the three groups (MiB).
 
@@ -183,9 +196,14 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str, fig=None):
         ax.barh(names, widths, left=left, color=TERM_COLOURS[group],
                 label=GROUP_LABELS[group], edgecolor="black", linewidth=0.5)
         left = [u + v for u, v in zip(left, widths)]
-    for y, (name, end) in enumerate(zip(names, left)):
-        ax.text(end, y, f" {format_value(results[name].total)}", va="center",
-                fontsize=8)
+    full = [n for n in names if results[n].config.recompute == "full"]
+    if full:  # its one tensor is the checkpoint, not the paper's fixed term
+        ax.barh(full, [left[names.index(n)] for n in full], fill=False, hatch="//",
+                edgecolor="black", linewidth=0.5,
+                label="layer input, kept for full recomputation")
+    totals = same_decimals([format_value(results[n].total) for n in names])
+    for y, (text, end) in enumerate(zip(totals, left)):
+        ax.text(end, y, f" {text}", va="center", fontsize=8)
     ax.set_xlim(0, max(left) * 1.12)
     ax.set_xlabel("activation memory per layer, per micro-batch, per GPU (MiB)")
     ax.set_title(title)

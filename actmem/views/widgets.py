@@ -19,17 +19,18 @@ and the values allowed.
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 import warnings
 from contextlib import ExitStack, contextmanager
-from fractions import Fraction
 
 import ipywidgets as widgets
 
 from . import figures
 from .readouts import HTML, TEXT, ReadoutPanel
 from .redraw import png
+from ..layer.coefficients import coefficient_units, coefficients
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
@@ -72,42 +73,6 @@ def closest(value: int, options: list[int]) -> int:
     return below[-1] if below else options[0]
 
 
-def coefficient_units(config) -> dict[str, str]:
-    """The unit each group's coefficient counts in, for ``config``'s options.
-
-    ``fixed``: ``"sbh"`` (replicated on every GPU), or ``"sbh/t"`` under
-    sequence parallelism (split along s). ``intermediate``: ``"sbh/t"``.
-    ``attention_map``: ``"bas^2/t"`` (the stored s x s maps), or
-    ``"bas/t"`` with FlashAttention, which keeps only fp32 log-sum-exp
-    statistics, one per query position and head.
-    """
-    return {"fixed": "sbh/t" if config.sequence_parallel else "sbh",
-            "intermediate": "sbh/t",
-            "attention_map": "bas/t" if config.flash_attention else "bas^2/t"}
-
-
-def coefficients(result) -> dict[str, Fraction]:
-    """Each group's bytes per GPU as a multiple of its unit, read back exactly.
-
-    Units are those of :func:`coefficient_units`: for the paper's layer
-    ``fixed/(sbh)``, ``intermediate/(sbh/t)`` and
-    ``attention_map/(bas^2/t)``, i.e. 10, 24 and 5. Under sequence
-    parallelism the fixed term is a multiple of sbh/t (still 10); with
-    FlashAttention the attention-map group is a multiple of bas/t (4: fp32
-    statistics, s x s never stored).
-
-    >>> from actmem import activation_memory
-    >>> coefficients(activation_memory(2048, 1, 4096, 32, t=8, flash_attention=True))
-    {'fixed': Fraction(10, 1), 'intermediate': Fraction(24, 1), 'attention_map': Fraction(4, 1)}
-    """
-    c = result.config
-    sizes = {"sbh": c.s * c.b * c.h, "sbh/t": Fraction(c.s * c.b * c.h, c.t),
-             "bas^2/t": Fraction(c.b * c.a * c.s * c.s, c.t),
-             "bas/t": Fraction(c.b * c.a * c.s, c.t)}
-    return {group: Fraction(result.group_bytes(group)) / sizes[unit]
-            for group, unit in coefficient_units(c).items()}
-
-
 def coefficients_text(result) -> str:
     """One line: the three coefficients with their units (LedgerExplorer).
 
@@ -128,13 +93,14 @@ def coefficients_text(result) -> str:
 def ledger_html(result) -> str:
     """The ledger rows of ``result`` as an HTML table (bytes in MiB, fixed
     point with up to 4 decimals, so small rows such as FlashAttention's
-    statistics do not round to 0 and large ones never print as 1.6e+06)."""
+    statistics do not round to 0 and large ones never print as 1.6e+06),
+    with the backward computation each row is kept for."""
     head = ("<tr><th>tensor</th><th>block</th><th>shape</th><th>bytes/elem</th>"
-            "<th>placement</th><th>group</th><th>MiB per GPU</th></tr>")
+            "<th>placement</th><th>group</th><th>MiB per GPU</th><th>needed for</th></tr>")
     body = "".join(
         f"<tr><td>{r.name}</td><td>{r.block}</td><td>{' x '.join(r.shape)}</td>"
         f"<td>{r.bytes_per_element}</td><td>{r.placement}</td><td>{r.group}</td>"
-        f"<td>{format_value(r.bytes, digits=4)}</td></tr>"
+        f"<td>{format_value(r.bytes, digits=4)}</td><td>{html.escape(r.needed_for)}</td></tr>"
         for r in result.rows)
     return f"<table>{head}{body}</table>"
 

@@ -440,7 +440,6 @@ class NotebookPage:
                 raise TimeoutError(f"{self.name}: Run All not finished after {timeout_s}s; "
                                    f"prompts {prompts}")
             time.sleep(0.25)
-        self.unrun = [i for i, p in enumerate(prompts) if p in ("[ ]:", "")]
         self.n_code = n_code
         return time.monotonic() - t0
 

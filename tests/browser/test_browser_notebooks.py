@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 import oracles
-from jlab import UNSUPPORTED, change_control, notebook_paths, wait_settled
+from jlab import (UNSUPPORTED, VISIBLE_NOTEBOOK, change_control, notebook_paths,
+                  wait_settled)
 
 NOTEBOOKS = [p.name for p in notebook_paths()]
 
@@ -52,11 +53,32 @@ def test_run_all(runs, notebook):
         pytest.fail(f"{notebook}: {rec['traceback']}\n"
                     f"server log:\n{nb.server.log_tail()}", pytrace=False)
     problems = [f"error output in {e}" for e in rec["errors"]]
-    if nb.unrun:
-        problems.append(f"code cells not run: {nb.unrun}")
+    # from the saved notebook: a collapsed cell shows no prompt in the page
+    code = [c for c in rec["saved"]["cells"] if c["cell_type"] == "code"]
+    unrun = [i for i, c in enumerate(code) if c.get("execution_count") is None]
+    if unrun:
+        problems.append(f"code cells not run: {unrun}")
     problems += _page_problems(nb)
     assert not problems, f"{notebook} after Run All:\n" + "\n".join(problems)
     print(f"{notebook}: Run All {rec['run_s']:.1f}s, screenshot {rec['screenshot']}")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_answers_stay_collapsed_after_run_all(runs, notebook):
+    """The last code cell computes the exercises' answers: after Run All its
+    code is still collapsed and the answers are inside a closed <details>
+    (issue 11 item 1)."""
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: Run All failed ({rec['error']}); see test_run_all",
+                    pytrace=False)
+    cell = nb.page.locator(VISIBLE_NOTEBOOK + " .jp-CodeCell").last
+    cell.scroll_into_view_if_needed()
+    assert cell.locator(".jp-OutputArea-output").count(), f"{notebook}: the answers did not run"
+    assert not cell.locator(".jp-InputArea-editor").is_visible(), f"{notebook}: code shown"
+    details = cell.locator(".jp-OutputArea-output details")
+    assert details.count() == 1 and details.first.is_visible(), f"{notebook}: no closed answers"
+    assert not details.first.locator("pre").is_visible(), f"{notebook}: the answers are shown"
 
 
 def _slug(text: str) -> str:
