@@ -95,7 +95,8 @@ def test_stacked_figure_bars_are_the_groups_in_mib():
     assert [t.get_text() for t in ax.texts] == [" 48", " 102", " 312", " 342",
                                                 " 552", " 2736"]
     # neutral labels: true under sequence parallelism and FlashAttention too
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(GROUP_LABELS.values())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        *GROUP_LABELS.values(), "layer input, kept for full recomputation"]
 
 
 def check_readouts(x: VariantExplorer) -> None:
