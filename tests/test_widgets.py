@@ -326,3 +326,29 @@ def test_explorer_flags_must_be_bools():
         widgets.LayerExplorer(figure="yes")
     with pytest.raises(TypeError, match=r"^figure must be True or False, got 1$"):
         VariantExplorer(figure=1)
+
+
+# ------------------------------------------- issue 11, items 3 and 4
+
+def test_bytes_per_gpu_figure_is_to_scale():
+    result = actmem.activation_memory(2048, 1, 4096, 32, 2)
+    ax = figures.bytes_per_gpu_figure(t=2).axes[0]
+    n = len(result.rows)
+    whole, kept = ax.patches[:n], ax.patches[n:]
+    assert sum(p.get_width() for p in whole) * 2**20 == sum(r.global_bytes for r in result.rows)
+    assert sum(p.get_width() for p in kept) * 2**20 == result.total
+    assert min(t.get_fontsize() for t in ax.texts) >= 9
+
+
+@pytest.mark.parametrize("t", [2, 3, 4])
+def test_tensor_parallel_figure_draws_one_row_per_gpu(t):
+    ax = figures.tensor_parallel_figure(t).axes[0]
+    assert [x.get_text() for x in ax.texts if x.get_text().startswith("GPU")] == \
+        [f"GPU {i}" for i in range(t)]
+    assert len(ax.patches) == 5 * t  # input, column-parallel, GeLU, partial sum, output
+
+
+@pytest.mark.parametrize("t, error", [(1, ValueError), (8, ValueError), ("2", TypeError)])
+def test_tensor_parallel_figure_refuses_other_sizes(t, error):
+    with pytest.raises(error, match="^t"):
+        figures.tensor_parallel_figure(t)

@@ -17,7 +17,7 @@ from matplotlib.patches import Rectangle
 from ..layer.ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_value, to_mib
-from ..validate import common_divisors
+from ..validate import common_divisors, positive_int
 from .redraw import figure_axes
 
 OKABE_ITO = {
@@ -159,6 +159,92 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
             ax.set_title(f"{titles[col]}\n{label}" if r == 0 else label, fontsize=9)
     fig.suptitle(f"Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
                  "logical shapes, not to scale")
+    return fig
+
+
+# ---------------------------------------------------------------- tensor parallelism
+
+def tensor_parallel_figure(t: int = 2) -> Figure:
+    """How Megatron-LM splits an MLP block over t GPUs (notebook 03).
+
+    Shoeybi et al. 2019, sec. 3; Korthikanti et al. 2022, sec. 4.2.1. One
+    row per GPU: the block's input X is whole on every GPU (replicated);
+    the first linear layer is *column-parallel* (GPU i holds columns i of
+    W1, so it computes its own slice of the 4h-wide output and applies
+    GeLU to it alone: hidden-split); the second is *row-parallel* (GPU i
+    holds the matching rows of W2 and produces a partial sum of the whole
+    (s, b, h) output); an all-reduce adds the partial sums, so the output
+    is whole on every GPU again. Attention is split the same way, by heads.
+
+    Raises:
+        TypeError, ValueError: ``t`` is not an integer from 2 to 4.
+    """
+    positive_int("t", t)
+    if not 2 <= t <= 4:
+        raise ValueError(f"t={t} must be 2, 3 or 4 (one row per GPU is drawn)")
+    fig = Figure(figsize=(11, 1.6 + 1.2 * t), layout="constrained")
+    ax = fig.subplots()
+    # (x, width, label, whole on every GPU?, what the arrow into it is)
+    steps = [(0.0, 1.7, "X  (s, b, h)\nwhole", True, None),
+             (2.5, 1.9, "X W1[:, slice i]\n(s, b, 4h/t)", False, "column-parallel\nlinear"),
+             (5.1, 1.7, "GeLU\n(s, b, 4h/t)", False, None),
+             (7.5, 1.7, "partial sum\n(s, b, h)", False, "row-parallel linear\n(rows i of W2)"),
+             (10.2, 1.7, "Y  (s, b, h)\nwhole", True, "all-reduce:\nsum over GPUs")]
+    for gpu in range(t):
+        y = (t - 1 - gpu) * 1.2
+        colour = GPU_COLOURS[gpu] if gpu < 2 else OTHER
+        ax.text(-0.2, y + 0.4, f"GPU {gpu}", ha="right", va="center", fontsize=10,
+                fontweight="bold")
+        for x, width, label, whole, _ in steps:
+            ax.add_patch(Rectangle((x, y), width, 0.8, edgecolor="black", linewidth=0.8,
+                                   facecolor=OKABE_ITO["grey"] if whole else colour))
+            ax.text(x + width / 2, y + 0.4, label, ha="center", va="center", fontsize=9)
+        for (x0, w0, *_), (x1, *_) in zip(steps, steps[1:]):
+            ax.annotate("", (x1, y + 0.4), (x0 + w0, y + 0.4),
+                        arrowprops=dict(arrowstyle="->", linewidth=1))
+    top = (t - 1) * 1.2 + 0.8
+    ax.plot([9.7, 9.7], [0.4, top - 0.4], color="black", linewidth=2)  # the all-reduce
+    for (x0, w0, *_), (x1, _, _, _, arrow) in zip(steps, steps[1:]):
+        if arrow:
+            ax.text((x0 + w0 + x1) / 2, top + 0.1, arrow, ha="center", va="bottom", fontsize=9)
+    ax.set_xlim(-1.1, 12.0)
+    ax.set_ylim(-0.1, top + 0.75)
+    ax.set_axis_off()
+    ax.set_title(f"An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is "
+                 "split; input and output are whole on every GPU", fontsize=10)
+    return fig
+
+
+def bytes_per_gpu_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
+                         t: int = 2) -> Figure:
+    """To scale: each saved tensor's bytes, whole and on one GPU (notebook 03).
+
+    One horizontal bar per ledger row, lengths in MiB: the whole tensor as
+    an outline, the part one GPU keeps filled in its group's colour. The
+    companion of :func:`sharding_figure`, whose shapes are not to scale.
+
+    Raises:
+        TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
+    """
+    result = activation_memory(s, b, h, a, t)
+    rows = result.rows[::-1]  # first tensor on top
+    fig = Figure(figsize=(10, 0.38 * len(rows) + 1.4), layout="constrained")
+    ax = fig.subplots()
+    names = [r.name for r in rows]
+    ax.barh(names, [to_mib(r.global_bytes) for r in rows], fill=False,
+            edgecolor="black", linewidth=0.8, label="whole tensor")
+    for group in GROUPS:
+        ax.barh(names, [to_mib(r.bytes) if r.group == group else 0 for r in rows],
+                color=TERM_COLOURS[group], label=f"kept by one GPU: {TERM_LABELS[group]}")
+    for y, r in enumerate(rows):
+        ax.text(to_mib(r.global_bytes), y, f" {format_value(r.bytes)} of "
+                f"{format_value(r.global_bytes)}", va="center", fontsize=9)
+    ax.set_xlim(0, to_mib(max(r.global_bytes for r in rows)) * 1.3)
+    ax.tick_params(labelsize=9)
+    ax.set_xlabel("MiB per layer, per micro-batch (bar lengths to scale)", fontsize=9)
+    ax.set_title(f"What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale",
+                 fontsize=10)
+    ax.legend(fontsize=9, loc="lower right")
     return fig
 
 
