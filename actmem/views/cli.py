@@ -1,6 +1,7 @@
 """Command line: ``python -m actmem`` / ``actmem`` prints the worked example's table;
 ``python -m actmem train --preset NAME ...`` a GPU's peak training memory
-(:mod:`actmem.train_cli`).
+(:mod:`actmem.train_cli`); ``python -m actmem cheatsheet FILE`` writes the
+cheat sheet (:mod:`actmem.views.cheatsheet`).
 
 The table: activation memory per layer, per micro-batch, per GPU, in MiB.
 
@@ -74,9 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--no-dropout", dest="dropout", action="store_false",
                       help="the layer applies no dropout")
     parser.add_argument("--json", action="store_true", help="print bytes as JSON")
-    sub = parser.add_subparsers(dest="command", metavar="train",
+    sub = parser.add_subparsers(dest="command", metavar="{train,cheatsheet}",
                                 parser_class=_Parser)
     train_cli.add_parser(sub)
+    sheet = sub.add_parser("cheatsheet", help="write the one-page cheat sheet",
+                           description="Write the cheat sheet (formulas and common "
+                           "mistakes, numbers from actmem) as one landscape A4 page.")
+    sheet.add_argument("out", help="the file to write: .pdf or .png")
     return parser
 
 
@@ -132,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "train":
         return _train(parser, args)
+    if args.command == "cheatsheet":
+        return _cheatsheet(parser, args.out)
     try:
         rows = compute(args)
     except (TypeError, ValueError) as error:
@@ -142,6 +149,18 @@ def main(argv: list[str] | None = None) -> int:
                           "rows": rows}, indent=2))
     else:
         print(render_table(args, rows))
+    return 0
+
+
+def _cheatsheet(parser, out: str) -> int:
+    if not out.lower().endswith((".pdf", ".png")):
+        parser.error(f"out={out!r} must end in .pdf or .png")
+    from .cheatsheet import cheat_sheet_figure
+    try:
+        cheat_sheet_figure().savefig(out)
+    except OSError as error:
+        parser.error(f"out={out!r} cannot be written: {error.strerror}")
+    print(f"wrote {out}")
     return 0
 
 

@@ -186,9 +186,11 @@ def tensor_parallel_figure(t: int = 2) -> Figure:
     ax = fig.subplots()
     # (x, width, label, whole on every GPU?, what the arrow into it is)
     steps = [(0.0, 1.7, "X  (s, b, h)\nwhole", True, None),
-             (2.5, 1.9, "X W1[:, slice i]\n(s, b, 4h/t)", False, "column-parallel\nlinear"),
+             (2.5, 1.9, "X W1[:, part {gpu}]\n(s, b, 4h/t)", False,
+              "column-parallel linear\n(GPU i: part i of W1's columns)"),
              (5.1, 1.7, "GeLU\n(s, b, 4h/t)", False, None),
-             (7.5, 1.7, "partial sum\n(s, b, h)", False, "row-parallel linear\n(rows i of W2)"),
+             (7.5, 1.7, "partial sum {gpu}\n(s, b, h)", False,
+              "row-parallel linear\n(GPU i: part i of W2's rows)"),
              (10.2, 1.7, "Y  (s, b, h)\nwhole", True, "all-reduce:\nsum over GPUs")]
     for gpu in range(t):
         y = (t - 1 - gpu) * 1.2
@@ -198,7 +200,8 @@ def tensor_parallel_figure(t: int = 2) -> Figure:
         for x, width, label, whole, _ in steps:
             ax.add_patch(Rectangle((x, y), width, 0.8, edgecolor="black", linewidth=0.8,
                                    facecolor=OKABE_ITO["grey"] if whole else colour))
-            ax.text(x + width / 2, y + 0.4, label, ha="center", va="center", fontsize=9)
+            ax.text(x + width / 2, y + 0.4, label.format(gpu=gpu), ha="center",
+                    va="center", fontsize=9)
         for (x0, w0, *_), (x1, *_) in zip(steps, steps[1:]):
             ax.annotate("", (x1, y + 0.4), (x0 + w0, y + 0.4),
                         arrowprops=dict(arrowstyle="->", linewidth=1))
