@@ -115,7 +115,7 @@ def test_ledger_readouts(t, activation, flash):
     attention = ("attention-map statistics 4 bas/t (no s x s map)" if flash
                  else "attention map 5 bas^2/t")
     assert explorer.readouts["coefficients"].value == \
-        f"fixed 10 sbh, split {split} sbh/t, {attention}"
+        f"fixed 10 sbh, intermediate {split} sbh/t, {attention}"
 
 
 def test_ledger_explorer_offers_only_t_that_split_swiglus_width():
@@ -131,7 +131,7 @@ def test_ledger_explorer_offers_only_t_that_split_swiglus_width():
 def test_ledger_coefficients_are_the_papers():
     explorer = widgets.LedgerExplorer()
     assert explorer.readouts["coefficients"].value == \
-        "fixed 10 sbh, split 24 sbh/t, attention map 5 bas^2/t"
+        "fixed 10 sbh, intermediate 24 sbh/t, attention map 5 bas^2/t"
 
 
 S, B, H, A = 2048, 2, 4096, 32
@@ -175,7 +175,7 @@ def test_coefficients_against_hand_arithmetic(t, options, bytes_, units):
 def test_coefficient_text_under_sequence_parallelism_says_sbh_over_t():
     result = actmem.activation_memory(2048, 1, 4096, 32, 8, sequence_parallel=True)
     assert widgets.coefficients_text(result) == \
-        "fixed 10 sbh/t, split 24 sbh/t, attention map 5 bas^2/t"
+        "fixed 10 sbh/t, intermediate 24 sbh/t, attention map 5 bas^2/t"
 
 
 @pytest.mark.parametrize("t", actmem.valid_tensor_parallel_sizes(4096, 32))
@@ -352,3 +352,13 @@ def test_tensor_parallel_figure_draws_one_row_per_gpu(t):
 def test_tensor_parallel_figure_refuses_other_sizes(t, error):
     with pytest.raises(error, match="^t"):
         figures.tensor_parallel_figure(t)
+
+
+def test_doubling_figure_bars_are_the_layers_terms():
+    fig = figures.doubling_figure(2048, 1, 4096, 32, 1)
+    ax = fig.axes[0]
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["the layer", "2s", "2b", "2h",
+                                                            "2a", "2t"]
+    totals = [t.get_text() for t in ax.texts]
+    # 912 MiB; 2s: 80+192 doubled, map x4 = 3104; 2b doubles all; 2h: 544+640; 2a: map x2
+    assert totals == ["912", "3104", "1824", "1184", "1552", "496"]

@@ -251,6 +251,37 @@ def bytes_per_gpu_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     return fig
 
 
+def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
+                    t: int = 1) -> Figure:
+    """The three terms of a layer, and of the same layer with one symbol
+    doubled (notebook 01): which term grows with which symbol.
+
+    One group of stacked bars per case (the layer, then 2s, 2b, 2h, 2a,
+    2t), in MiB, with each total written above its bar.
+
+    Raises:
+        TypeError, ValueError: invalid sizes, or a doubled size that is not
+            valid (see :class:`actmem.LayerConfig`).
+    """
+    base = dict(s=s, b=b, h=h, a=a, t=t)
+    cases = {"the layer": base, **{f"2{k}": {**base, k: 2 * v} for k, v in base.items()}}
+    results = {name: activation_memory(**sizes) for name, sizes in cases.items()}
+    fig = Figure(figsize=(8, 4.2), layout="constrained")
+    ax = fig.subplots()
+    bottom = [0.0] * len(results)
+    for group in GROUPS:
+        heights = [to_mib(r.group_bytes(group)) for r in results.values()]
+        ax.bar(list(results), heights, bottom=bottom, color=TERM_COLOURS[group],
+               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+        bottom = [u + v for u, v in zip(bottom, heights)]
+    for i, (top, r) in enumerate(zip(bottom, results.values())):
+        ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("MiB per layer, per micro-batch, per GPU")
+    ax.set_title(f"Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})")
+    ax.legend(fontsize=9)
+    return fig
+
+
 # ---------------------------------------------------------------- terms vs t
 
 def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,

@@ -78,16 +78,16 @@ def coefficients_text(result) -> str:
 
     >>> from actmem import activation_memory
     >>> coefficients_text(activation_memory(2048, 1, 4096, 32, t=2))
-    'fixed 10 sbh, split 24 sbh/t, attention map 5 bas^2/t'
+    'fixed 10 sbh, intermediate 24 sbh/t, attention map 5 bas^2/t'
     >>> coefficients_text(activation_memory(2048, 1, 4096, 32, t=2, flash_attention=True))
-    'fixed 10 sbh, split 24 sbh/t, attention-map statistics 4 bas/t (no s x s map)'
+    'fixed 10 sbh, intermediate 24 sbh/t, attention-map statistics 4 bas/t (no s x s map)'
     """
     k, unit = coefficients(result), coefficient_units(result.config)
     attention = (f"attention-map statistics {k['attention_map']} bas/t (no s x s map)"
                  if result.config.flash_attention else
                  f"attention map {k['attention_map']} {unit['attention_map']}")
     return (f"fixed {k['fixed']} {unit['fixed']}, "
-            f"split {k['intermediate']} {unit['intermediate']}, {attention}")
+            f"intermediate {k['intermediate']} {unit['intermediate']}, {attention}")
 
 
 def ledger_html(result) -> str:

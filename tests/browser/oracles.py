@@ -63,7 +63,7 @@ def _ledger_explorer(layer, v, image):
     else:
         attention = f"attention map {Fraction(r.attention_map * t, b * a * s * s)} bas^2/t"
     return Expected({"total": [format_bytes(r.total)],
-                     "coefficients": [f"fixed {fixed} sbh, split {split} sbh/t, "
+                     "coefficients": [f"fixed {fixed} sbh, intermediate {split} sbh/t, "
                                       f"{attention}"]},
                     None)
 

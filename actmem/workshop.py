@@ -1,0 +1,116 @@
+"""Copies of the course for a workshop: ``python -m actmem.workshop OUT_DIR``.
+
+Writes two folders under ``OUT_DIR`` (which must not exist, or be empty):
+
+* ``learner/``: every notebook with outputs cleared, the answer cells (the
+  last code cell, which prints inside :func:`actmem.hidden_answers`) and
+  every ``<details>`` answer removed, speaker notes removed; the exercises
+  and the set-up cell stay. Attendees run it top to bottom.
+* ``instructor/``: the notebooks as they are, outputs and answers kept,
+  with the speaker notes (slideshow ``notes`` cells) shown as ordinary
+  cells that start with "Speaker notes".
+
+``notebooks/`` itself is only read. Notebooks are read and written with
+nbformat; nothing is executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+"""The course's notebooks in a checkout of the repository."""
+ANSWER = re.compile(r"\n?[ \t]*<details><summary>Answer</summary>.*?</details>[ \t]*\n?",
+                    re.DOTALL)
+"""One exercise answer in a markdown cell (with the blank lines around it)."""
+ANSWER_NOTE = re.compile(r"\n*The cell below computes the numbers used in the answers\..*\Z",
+                         re.DOTALL)
+"""The closing note that points at the answer cell."""
+
+
+def is_answer_cell(cell) -> bool:
+    """The cell that prints the answers' numbers (inside ``hidden_answers``)."""
+    return cell.cell_type == "code" and "actmem.hidden_answers()" in cell.source
+
+
+def is_notes(cell) -> bool:
+    """A speaker-notes cell (slideshow type ``notes``)."""
+    return cell.metadata.get("slideshow", {}).get("slide_type") == "notes"
+
+
+def learner_copy(nb):
+    """``nb`` without outputs, answers or speaker notes (a new notebook)."""
+    nb = nbformat.from_dict(nb)
+    nb.cells = [c for c in nb.cells if not is_answer_cell(c) and not is_notes(c)]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        else:
+            cell.source = ANSWER_NOTE.sub("\n", ANSWER.sub("\n", cell.source)).rstrip() + "\n"
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def instructor_copy(nb):
+    """``nb`` with its speaker notes shown as ordinary markdown (a new notebook)."""
+    nb = nbformat.from_dict(nb)
+    for cell in nb.cells:
+        if is_notes(cell):
+            cell.metadata["slideshow"]["slide_type"] = "-"
+            cell.source = f"**Speaker notes.** {cell.source}"
+    return nb
+
+
+def write_copies(out_dir: Path, source: Path = NOTEBOOKS) -> list[Path]:
+    """Write ``learner/`` and ``instructor/`` under ``out_dir``; returns the
+    files written.
+
+    Raises:
+        FileExistsError: ``out_dir`` exists and is not an empty folder.
+        FileNotFoundError: ``source`` holds no notebooks.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise FileExistsError(f"OUT_DIR={str(out_dir)!r} exists and is not an empty "
+                              "folder; choose a new one")
+    paths = sorted(Path(source).glob("*.ipynb"))
+    if not paths:
+        raise FileNotFoundError(f"no notebooks in {str(source)!r}; run this from a "
+                                "checkout of the repository or pass --source")
+    written = []
+    for folder, copy in (("learner", learner_copy), ("instructor", instructor_copy)):
+        (out_dir / folder).mkdir(parents=True)
+        for path in paths:
+            target = out_dir / folder / path.name
+            nbformat.write(copy(nbformat.read(path, as_version=4)), target)
+            written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; exits 2 with one line on a bad OUT_DIR or source."""
+    parser = argparse.ArgumentParser(
+        prog="python -m actmem.workshop",
+        description="Write a learner copy (no outputs, no answers) and an instructor "
+                    "copy (everything, speaker notes shown) of the course's notebooks.")
+    parser.add_argument("out_dir", metavar="OUT_DIR", type=Path,
+                        help="a new (or empty) folder to write learner/ and instructor/ into")
+    parser.add_argument("--source", type=Path, default=NOTEBOOKS,
+                        help="the folder of notebooks to copy (default: the repository's)")
+    args = parser.parse_args(argv)
+    try:
+        written = write_copies(args.out_dir, args.source)
+    except (FileExistsError, FileNotFoundError) as error:
+        parser.error(str(error))
+    print(f"wrote {len(written) // 2} notebooks to {args.out_dir / 'learner'} and "
+          f"{args.out_dir / 'instructor'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

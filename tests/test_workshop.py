@@ -1,0 +1,87 @@
+"""``python -m actmem.workshop OUT_DIR`` (issue 12): a learner copy with no
+answers that still runs top to bottom, an instructor copy with everything,
+clear errors, and notebooks/ left untouched."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from actmem.workshop import ANSWER, learner_copy, main, write_copies
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    before = {p: p.read_bytes() for p in PATHS}
+    out = tmp_path_factory.mktemp("workshop") / "course"
+    write_copies(out)
+    assert {p: p.read_bytes() for p in PATHS} == before  # notebooks/ only read
+    return out
+
+
+def answers(nb) -> list[str]:
+    """Every answer text of a notebook: its <details> blocks and the
+    numbers its answer cell prints."""
+    texts = [m.group(0) for c in nb.cells if c.cell_type == "markdown"
+             for m in ANSWER.finditer(c.source)]
+    printed = nb.cells[-1].outputs[0].data["text/plain"]
+    return texts + [line for line in printed.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_no_answer_reaches_the_learner_copy(copies, path):
+    original = nbformat.read(path, as_version=4)
+    learner = nbformat.read(copies / "learner" / path.name, as_version=4)
+    text = "\n".join(c.source for c in learner.cells)
+    assert answers(original) and not any(a.strip() in text for a in answers(original))
+    assert "<details>" not in text and "hidden_answers" not in text
+    assert all(not c.outputs for c in learner.cells if c.cell_type == "code")
+    assert re.search(r"^## Exercises", text, re.M) and "On Colab" in text  # kept
+    exercises = text.split("## Exercises", 1)[1]
+    assert len(re.findall(r"^\d\. ", exercises, re.M)) >= 2
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_the_instructor_copy_keeps_outputs_and_answers(copies, path):
+    original = nbformat.read(path, as_version=4)
+    instructor = nbformat.read(copies / "instructor" / path.name, as_version=4)
+    assert [c.source for c in instructor.cells] == [c.source for c in original.cells]
+    assert instructor.cells[-1].outputs == original.cells[-1].outputs
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_the_learner_copy_runs_top_to_bottom(copies, path):
+    needs = nbformat.read(path, as_version=4).metadata.get("actmem", {}).get("requires", [])
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: pip install torch==2.13.0 "
+                    "--index-url https://download.pytorch.org/whl/cpu")
+    nb = nbformat.read(copies / "learner" / path.name, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(copies / "learner")}}).execute()
+    assert all(o.output_type != "error" for c in nb.cells for o in c.get("outputs", []))
+
+
+def test_learner_copy_of_a_notebook_drops_speaker_notes():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## A slide"),
+        nbformat.v4.new_markdown_cell("pause here", metadata={"slideshow":
+                                                              {"slide_type": "notes"}})])
+    assert [c.source for c in learner_copy(nb).cells] == ["## A slide\n"]
+
+
+def test_a_used_out_dir_is_refused(tmp_path, capsys):
+    (tmp_path / "something").write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "new"), "--source", str(tmp_path)])
+    assert "no notebooks in" in capsys.readouterr().err
