@@ -251,3 +251,21 @@ def test_unused_import_detector(sources, expected):
 
 def test_no_unused_imports(nb):
     assert unused_imports([c.source for c in code_cells(nb)]) == []
+
+
+def slide_type(cell) -> str | None:
+    return cell.metadata.get("slideshow", {}).get("slide_type")
+
+
+def test_every_cell_has_its_place_in_the_slideshow(nb):
+    """Issue 12: the title and every ## section start a slide; the set-up
+    cells and the answer cell are skipped; each notebook has speaker notes."""
+    kinds = [slide_type(c) for c in nb.cells]
+    assert None not in kinds and kinds[0] == "slide" and "notes" in kinds
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## ") \
+                and not cell.source.startswith("## Set up"):
+            assert slide_type(cell) == "slide", cell.source[:40]
+    setup = [c for c in nb.cells if c.source.startswith("## Set up")]
+    assert [slide_type(c) for c in setup] == ["skip"]
+    assert slide_type(code_cells(nb)[0]) == slide_type(code_cells(nb)[-1]) == "skip"
