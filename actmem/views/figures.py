@@ -25,8 +25,9 @@ OKABE_ITO = {
     "vermillion": "#D55E00", "sky": "#56B4E9", "purple": "#CC79A7",
     "yellow": "#F0E442", "grey": "#999999",
 }
-GPU_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["orange"])
-"""GPU 0 and GPU 1 in the sharding figure."""
+GPU_COLOURS = (OKABE_ITO["purple"], OKABE_ITO["green"])
+"""GPU 0 and GPU 1 in the sharding and tensor-parallel figures: colours
+the term figures do not use (blue and orange are terms there)."""
 TERM_COLOURS = {"fixed": OKABE_ITO["grey"], "intermediate": OKABE_ITO["blue"],
                 "attention_map": OKABE_ITO["orange"]}
 TERM_LABELS = {"fixed": "fixed (replicated)",
@@ -86,7 +87,7 @@ def _draw_matrix(ax, boxes, row, x0, t, column):
                                facecolor=_colour(rank, column),
                                edgecolor="black", linewidth=0.6))
     ax.text(x0 + width / 2, -0.25, " x ".join(row.shape), ha="center", va="top",
-            fontsize=8)
+            fontsize=9)
     return x0 + width + 0.5
 
 
@@ -103,7 +104,7 @@ def _draw_heads(ax, boxes, row, x0, t, a, column):
                                facecolor=_colour(_owner(head, a, t), column),
                                edgecolor="black", linewidth=0.4))
     ax.text(x0 + 2, -0.25, " x ".join(row.shape) + " (one square per head)",
-            ha="center", va="top", fontsize=8)
+            ha="center", va="top", fontsize=9)
     return x0 + 4.5
 
 
