@@ -183,7 +183,7 @@ def mlp_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     GeLU keeps its input and the second linear's input (2 x 2sbf bytes).
     Fused SwiGLU (Megatron-LM's ``bias_swiglu``) keeps the gate and up
     projections' outputs and the second linear's input (3 x 2sbf bytes);
-    an unfused eager implementation also keeps ``silu(gate)``, 8sbf bytes.
+    an unfused eager implementation also keeps ``silu(gate)``, 2sbf bytes.
     """
     sbh, sbf = c.s * c.b * c.h, c.s * c.b * c.f
     f_shape = ("s", "b", "4h") if c.f == 4 * c.h else ("s", "b", "f")

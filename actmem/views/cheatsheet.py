@@ -22,8 +22,8 @@ from ..units import format_bytes, parse_size
 
 WORKED = dict(s=2048, b=1, h=4096, a=32)
 """The worked example's layer (notebook 04)."""
-GPT3 = dict(s=2048, b=1, h=12288, a=96, t=8)
-"""GPT-3 175B at t = 8 (the paper's Table 2, notebook 06)."""
+GPT3 = {**{k: getattr(PRESETS["gpt3-175b"], k) for k in ("s", "b", "h", "a")}, "t": 8}
+"""GPT-3 175B's layer at t = 8 (the paper's Table 2, notebook 06)."""
 
 
 def formulas() -> list[tuple[str, str, str]]:

@@ -252,6 +252,20 @@ def bytes_per_gpu_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     return fig
 
 
+def _stacked_terms(ax, results: list[ActivationMemory], fontsize: int) -> list[float]:
+    """One bar per result at x = 0, 1, ..., stacked by the three groups
+    (MiB, the paper's labels), its total written on top; returns the tops."""
+    tops = [0.0] * len(results)
+    for group in GROUPS:
+        heights = [to_mib(r.group_bytes(group)) for r in results]
+        ax.bar(range(len(results)), heights, bottom=tops, color=TERM_COLOURS[group],
+               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+        tops = [u + v for u, v in zip(tops, heights)]
+    for i, (top, r) in enumerate(zip(tops, results)):
+        ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=fontsize)
+    return tops
+
+
 def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                     t: int = 1) -> Figure:
     """The three terms of a layer, and of the same layer with one symbol
@@ -269,14 +283,8 @@ def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     results = {name: activation_memory(**sizes) for name, sizes in cases.items()}
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.subplots()
-    bottom = [0.0] * len(results)
-    for group in GROUPS:
-        heights = [to_mib(r.group_bytes(group)) for r in results.values()]
-        ax.bar(list(results), heights, bottom=bottom, color=TERM_COLOURS[group],
-               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
-        bottom = [u + v for u, v in zip(bottom, heights)]
-    for i, (top, r) in enumerate(zip(bottom, results.values())):
-        ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=9)
+    _stacked_terms(ax, list(results.values()), fontsize=9)
+    ax.set_xticks(range(len(results)), list(results))
     ax.set_ylabel("MiB per layer, per micro-batch, per GPU")
     ax.set_title(f"Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})")
     ax.legend(fontsize=9)
@@ -302,23 +310,15 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     ts = t_values or common_divisors(a, h)
     results = [activation_memory(s, b, h, a, t) for t in ts]
     fig, ax = figure_axes(fig, (8, 4.5))
-    x = range(len(ts))
-    bottom = [0.0] * len(ts)
-    for group in GROUPS:
-        heights = [to_mib(r.group_bytes(group)) for r in results]
-        ax.bar(x, heights, bottom=bottom, color=TERM_COLOURS[group],
-               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
-        bottom = [u + v for u, v in zip(bottom, heights)]
-    for i, (top, r) in enumerate(zip(bottom, results)):
-        ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=8)
+    tops = _stacked_terms(ax, results, fontsize=8)
     floor = to_mib(results[0].fixed)
     ax.axhline(floor, color="black", linestyle="--", linewidth=1,
                label=f"fixed floor: {format_bytes(results[0].fixed)} at every t")
     if highlight in ts:
         i = ts.index(highlight)
-        ax.bar([i], [bottom[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
+        ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
                linewidth=2.5, label=f"t = {highlight}")
-    ax.set_xticks(list(x), [str(t) for t in ts])
+    ax.set_xticks(range(len(ts)), [str(t) for t in ts])
     ax.set_xlabel("tensor-parallel size t (GPUs)")
     ax.set_ylabel("activation memory (MiB)\nper layer, per micro-batch, per GPU")
     ax.set_title(f"Three terms against t (s={s}, b={b}, h={h}, a={a})")

@@ -18,9 +18,9 @@ import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-LAYOUT_KEY = "_actmem_layout"
-"""Attribute of a Figure built here: its size and grid, to tell whether a
-redraw can reuse it."""
+LAYOUT = "_actmem_layout"
+"""Attribute of a Figure built here: ``(key, axes)``, its size and grid and
+the axes ``Figure.subplots`` returned, to tell whether a redraw can reuse it."""
 
 
 def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int = 1,
@@ -33,24 +33,14 @@ def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int =
     constrained layout is built.
     """
     key = (tuple(figsize), nrows, ncols, tuple(sorted((k, str(v)) for k, v in grid.items())))
-    if fig is not None and getattr(fig, LAYOUT_KEY, None) == key:
+    if fig is not None and getattr(fig, LAYOUT, (None,))[0] == key:
         for ax in fig.axes:
             empty(ax)
-        axes = fig.axes
-        if nrows * ncols == 1:
-            return fig, axes[0]
-        return fig, _shaped(axes, nrows, ncols)
+        return fig, getattr(fig, LAYOUT)[1]
     fig = Figure(figsize=figsize, layout="constrained")
-    setattr(fig, LAYOUT_KEY, key)
-    return fig, fig.subplots(nrows, ncols, **grid)
-
-
-def _shaped(axes: list, nrows: int, ncols: int):
-    """``axes`` in the shape ``Figure.subplots`` gives (1-D for one row or
-    column, else rows of columns)."""
-    array = np.empty(len(axes), dtype=object)
-    array[:] = axes
-    return array if 1 in (nrows, ncols) else array.reshape(nrows, ncols)
+    axes = fig.subplots(nrows, ncols, **grid)
+    setattr(fig, LAYOUT, (key, axes))
+    return fig, axes
 
 
 def empty(ax) -> None:

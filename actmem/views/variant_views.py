@@ -32,7 +32,7 @@ from ..units import format_bytes, format_change, format_value, to_mib
 from ..validate import common_divisors, flag, positive_int
 from .readouts import HTML, TEXT
 from .redraw import figure_axes
-from .widgets import _dropdown, _Explorer, head_choices
+from .widgets import _dropdown, _Explorer, _with, head_choices
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
@@ -265,7 +265,7 @@ class VariantExplorer(_Explorer):
         s, h, a, t = self.layer["s"], self.layer["h"], v["a"], v["t"]
         check = widgets.Checkbox
         return {
-            "a": _dropdown("a", sorted(set(head_choices(h)) | {a}), a),
+            "a": _dropdown("a", _with(head_choices(h), a), a),
             "t": _dropdown("t", _t_choices(h, a, s, v["sequence_parallel"]), t),
             "sequence_parallel": check(value=v["sequence_parallel"],
                                        description="sequence parallel"),
