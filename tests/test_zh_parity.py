@@ -1,0 +1,150 @@
+"""The Chinese track (issue 13): every notebook in notebooks/ has a twin in
+notebooks/zh/ with the same cells, the same code, the same printed text and
+its prose in Chinese.
+
+The one declared difference in code: the set-up cell (the first that imports
+actmem) ends with :data:`LANGUAGE_LINE`, which switches figure and widget
+labels to Chinese (:func:`actmem.set_language`). Everything a cell prints
+(stream text, ``text/plain``) is identical, so nbval checks both tracks
+against the same numbers. Markdown cells are "mostly Chinese": after code
+spans, links' targets, HTML tags and maths are removed, Han characters
+outnumber Latin letters; the structure a reader navigates by (headings,
+answers in ``<details>``, code spans, numbers, links) is the English one.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGLISH = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CHINESE = ROOT / "notebooks" / "zh"
+LANGUAGE_LINE = 'actmem.set_language("zh")'
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+LATIN = re.compile(r"[A-Za-z]")
+CODE_SPAN = re.compile(r"`[^`\n]+`")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+METADATA = ("slideshow", "jupyter", "tags")
+"""Cell metadata that must match: slide place, collapsed parts, nbval tags."""
+
+
+def twin(path: Path) -> Path:
+    return CHINESE / path.name
+
+
+def pairs():
+    return [(nbformat.read(p, as_version=4), nbformat.read(twin(p), as_version=4))
+            for p in ENGLISH if twin(p).exists()]
+
+
+def prose(markdown: str) -> str:
+    """``markdown`` without fenced code, code spans, link targets, HTML tags
+    and maths: the words a reader reads."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    text = CODE_SPAN.sub("", text)
+    text = LINK.sub("]", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"https?://\S+", "", text)
+    return re.sub(r"\$[^$]*\$", "", text)
+
+
+def mostly_chinese(markdown: str) -> bool:
+    words = prose(markdown)
+    return len(HAN.findall(words)) >= len(LATIN.findall(words))
+
+
+@pytest.mark.parametrize("markdown, expected", [
+    ("Per micro-batch, per GPU, in MiB:", False),
+    ("每个微批次、每块 GPU 的激活显存（MiB）：", True),
+    ("张量并行大小 `t = 8` 与 `activation_memory(s, b, h, a, t)`", True),
+    ("见 [README](../../README.zh.md) 与 FlashAttention", True),
+])
+def test_mostly_chinese_detector(markdown, expected):
+    assert mostly_chinese(markdown) is expected
+
+
+def test_every_english_notebook_has_its_chinese_twin():
+    missing = [p.name for p in ENGLISH if not twin(p).exists()]
+    extra = sorted({p.name for p in CHINESE.glob("*.ipynb")} - {p.name for p in ENGLISH})
+    assert not missing and not extra, f"missing: {missing}; without an English one: {extra}"
+
+
+@pytest.fixture(params=[p.name for p in ENGLISH])
+def pair(request):
+    path = ROOT / "notebooks" / request.param
+    if not twin(path).exists():
+        pytest.fail(f"notebooks/zh/{request.param} is missing")
+    return nbformat.read(path, as_version=4), nbformat.read(twin(path), as_version=4)
+
+
+def test_same_cells_in_the_same_order(pair):
+    en, zh = pair
+    assert [c.cell_type for c in zh.cells] == [c.cell_type for c in en.cells]
+    for i, (e, z) in enumerate(zip(en.cells, zh.cells)):
+        for key in METADATA:
+            assert z.metadata.get(key) == e.metadata.get(key), f"cell {i}: metadata {key}"
+    assert zh.metadata.get("actmem") == en.metadata.get("actmem")
+
+
+def test_code_is_identical_but_for_the_language_line(pair):
+    en, zh = pair
+    code = [(e.source, z.source) for e, z in zip(en.cells, zh.cells) if e.cell_type == "code"]
+    setup = next(i for i, (e, _) in enumerate(code) if "import actmem" in e)
+    for i, (e, z) in enumerate(code):
+        want = e + "\n" + LANGUAGE_LINE if i == setup else e
+        assert z == want, f"code cell {i} differs:\n{z}\n---- English:\n{e}"
+
+
+def text_outputs(cell) -> list[str]:
+    """What nbval compares: stream text and ``text/plain`` of each output."""
+    return [o.get("text") or o.get("data", {}).get("text/plain", "") for o in cell.outputs]
+
+
+def test_printed_text_is_identical(pair):
+    en, zh = pair
+    for i, (e, z) in enumerate(zip(en.cells, zh.cells)):
+        if e.cell_type == "code" and "nbval-ignore-output" not in e.metadata.get("tags", []):
+            assert text_outputs(z) == text_outputs(e), f"cell {i}:\n{e.source}"
+
+
+def test_markdown_is_mostly_chinese(pair):
+    _, zh = pair
+    english = [c.source[:80] for c in zh.cells
+               if c.cell_type == "markdown" and not mostly_chinese(c.source)]
+    assert not english, "cells still mostly in English:\n" + "\n".join(english)
+
+
+def headings(markdown: str) -> list[int]:
+    return [len(m) for m in re.findall(r"^(#+) ", markdown, re.M)]
+
+
+def test_markdown_keeps_the_structure_symbols_and_numbers(pair):
+    """Same heading levels, same answers in <details>, the same code spans,
+    and every number of the English cell (so no number drifts in translation)."""
+    en, zh = pair
+    for i, (e, z) in enumerate(zip(en.cells, zh.cells)):
+        if e.cell_type != "markdown":
+            continue
+        where = f"cell {i} ({e.source[:50]!r})"
+        assert headings(z.source) == headings(e.source), where
+        assert z.source.count("<details>") == e.source.count("<details>"), where
+        assert sorted(CODE_SPAN.findall(z.source)) == sorted(CODE_SPAN.findall(e.source)), where
+        lacking = set(NUMBER.findall(prose(e.source))) - set(NUMBER.findall(z.source))
+        assert not lacking, f"{where}: numbers {sorted(lacking)} missing"
+
+
+def test_links_point_to_the_chinese_track(pair):
+    """Colab and Binder open the Chinese notebook; relative links resolve."""
+    _, zh = pair
+    first = zh.cells[0].source
+    for cell in zh.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for target in LINK.findall(cell.source):
+            if "://" in target or target.startswith("#"):
+                continue
+            assert (CHINESE / target.split("#")[0]).resolve().exists(), target
+    assert "/notebooks/zh/" in first and "labpath=notebooks%2Fzh%2F" in first
