@@ -16,6 +16,7 @@ are importable from ``actmem``; so are the modules by their short name
 
 import importlib
 
+from .language import LANGUAGES, get_language, set_language
 from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidden_size,
                            valid_tensor_parallel_sizes)
 from .layer.coefficients import coefficient_units, coefficients, row_coefficient
@@ -48,6 +49,7 @@ __all__ = [
     "convert", "default_ffn_hidden_size",
     "format_change",
     "first_stage_memory_1f1b", "format_bytes", "format_value",
+    "LANGUAGES", "get_language", "set_language",
     "gpipe_in_flight", "hidden_answers", "interleaved_factor", "interleaved_factor_holds",
     "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
     "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",

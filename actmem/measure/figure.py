@@ -18,14 +18,15 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     """
     from matplotlib.figure import Figure
 
+    from ..language import tr
     from ..views.figures import OKABE_ITO
 
     colours = [OKABE_ITO[name] for name in SERIES_COLOURS]
     one = by_t[1][0]
-    series = [("ledger, t=1", one, False), ("measured, t=1", one, True)] + [
-        (f"measured, t={t} rank {c.measurement.rank}", c, True)
+    series = [(tr("ledger, t=1"), one, False), (tr("measured, t=1"), one, True)] + [
+        (tr("measured, t={t} rank {rank}").format(t=t, rank=c.measurement.rank), c, True)
         for t, ranks in sorted(by_t.items()) if t > 1 for c in ranks]
-    labels = [r.key for r in one.rows] + ["extras (not in ledger)"]
+    labels = [r.key for r in one.rows] + [tr("extras (not in ledger)")]
     fig = Figure(figsize=(8, 0.35 * len(labels) + 1.5))
     ax = fig.add_subplot()
     height = 0.8 / len(series)
@@ -36,9 +37,9 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
                 label=name, color=colours[i % len(colours)])
     ax.set_yticks([y + 0.4 - height / 2 for y in range(len(labels))], labels)
     ax.invert_yaxis()
-    ax.set_xlabel("bytes saved for backward (KiB)")
-    ax.set_ylabel("ledger row")
-    ax.set_title(title)
+    ax.set_xlabel(tr("bytes saved for backward (KiB)"))
+    ax.set_ylabel(tr("ledger row"))
+    ax.set_title(tr(title))
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..language import english
 from .compare import Comparison
 
 
@@ -84,14 +85,16 @@ def variants_table(results: dict[str, dict[int, list[Comparison]]],
                      for line in lines)
 
 
-def summary_line(name: str, by_t: dict[int, list[Comparison]]) -> str:
-    """One line per variant: ledger vs measured rows vs extras, every rank."""
-    parts = []
-    for t, ranks in sorted(by_t.items()):
-        for c in ranks:
-            exact = sum(r.exact for r in c.rows)
-            parts.append(
-                f"t={t} rank {c.measurement.rank}: ledger {c.ledger_total} B, "
-                f"rows measured {c.measured_rows_total} B "
-                f"({exact}/{len(c.rows)} exact), extras {c.extras_total} B")
+SUMMARY_PART = ("t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "
+                "({exact}/{rows} exact), extras {extras} B")
+"""One rank's part of :func:`summary_line` (a template of :mod:`actmem.language`)."""
+
+
+def summary_line(name: str, by_t: dict[int, list[Comparison]], tr=english) -> str:
+    """One line per variant: ledger vs measured rows vs extras, every rank;
+    words translated by ``tr`` (:mod:`actmem.language`)."""
+    parts = [tr(SUMMARY_PART).format(
+        t=t, rank=c.measurement.rank, ledger=c.ledger_total, measured=c.measured_rows_total,
+        exact=sum(r.exact for r in c.rows), rows=len(c.rows), extras=c.extras_total)
+        for t, ranks in sorted(by_t.items()) for c in ranks]
     return f"{name}: " + "; ".join(parts)

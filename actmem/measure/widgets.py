@@ -16,6 +16,7 @@ import html
 
 import ipywidgets as widgets
 
+from ..language import tr
 from ..views.readouts import HTML, TEXT
 from ..views.widgets import _Explorer
 from .report import summary_line, table
@@ -43,8 +44,8 @@ class MeasureExplorer(_Explorer):
                              f"{', '.join(results)}")
         self.results = results
         self.choice = widgets.Dropdown(
-            options=[(VARIANTS[n].title, n) for n in results], value=variant,
-            description="layer")
+            options=[(tr(VARIANTS[n].title), n) for n in results], value=variant,
+            description=tr("layer"))
         config = next(iter(results.values()))[1][0].measurement.config
         self.layer = {k: getattr(config, k) for k in ("s", "b", "h", "a")}
         super().__init__({"variant": self.choice}, {"summary": TEXT, "table": HTML},
@@ -54,6 +55,7 @@ class MeasureExplorer(_Explorer):
     def refresh(self) -> None:
         """Write the chosen variant's summary line and table."""
         name = self.choice.value
-        self.readouts["summary"].value = summary_line(name, self.results[name])
-        self.readouts["table"].value = (f"<p>{html.escape(VARIANTS[name].expect)}</p>"
-                            f"<pre>{html.escape(table(self.results[name]))}</pre>")
+        rows = html.escape(table(self.results[name]))
+        self.say("summary", lambda tr: summary_line(name, self.results[name], tr))
+        self.say("table", lambda tr: f"<p>{html.escape(tr(VARIANTS[name].expect))}</p>"
+                                     f"<pre>{rows}</pre>")

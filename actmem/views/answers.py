@@ -13,13 +13,16 @@ import html
 import io
 from contextlib import contextmanager, redirect_stdout
 
+from ..language import tr
+
 SUMMARY = "Show the numbers behind the answers"
 """The line a learner clicks to open the answers."""
 
 
 @contextmanager
 def hidden_answers(summary: str = SUMMARY):
-    """Collect what the block prints; show it closed, under ``summary``.
+    """Collect what the block prints; show it closed, under ``summary``
+    (in the language of :mod:`actmem.language`).
 
     Output: one display with ``text/html`` (``<details>`` with the text in
     ``<pre>``) and ``text/plain`` (the text itself).
@@ -31,5 +34,5 @@ def hidden_answers(summary: str = SUMMARY):
         yield
     text = buffer.getvalue()
     display({"text/plain": text,
-             "text/html": f"<details><summary>{html.escape(summary)}</summary>"
+             "text/html": f"<details><summary>{html.escape(tr(summary))}</summary>"
                           f"<pre>{html.escape(text)}</pre></details>"}, raw=True)

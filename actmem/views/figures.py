@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.collections import PatchCollection
 from matplotlib.patches import Rectangle
 
+from ..language import tr
 from ..layer.ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_value, to_mib
@@ -103,7 +104,8 @@ def _draw_heads(ax, boxes, row, x0, t, a, column):
         boxes.append(Rectangle((x, y), size, size,
                                facecolor=_colour(_owner(head, a, t), column),
                                edgecolor="black", linewidth=0.4))
-    ax.text(x0 + 2, -0.25, " x ".join(row.shape) + " (one square per head)",
+    ax.text(x0 + 2, -0.25, tr("{shape} (one square per head)").format(
+        shape=" x ".join(row.shape)),
             ha="center", va="top", fontsize=9)
     return x0 + 4.5
 
@@ -143,23 +145,24 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     """
     result = activation_memory(s, b, h, a, t)
     fig, axes = figure_axes(fig, (12, 6.5), 3, 3)
-    titles = ("global tensor", "GPU 0", "GPU 1" if t == 2 else f"GPU 1 (of {t})")
+    titles = (tr("global tensor"), "GPU 0", "GPU 1" if t == 2 else
+              tr("GPU 1 (of {t})").format(t=t))
     for r, group in enumerate(GROUPS):
-        per_gpu = f"{format_bytes(result.group_bytes(group))} per GPU"
+        per_gpu = tr("{size} per GPU").format(size=format_bytes(result.group_bytes(group)))
         placement = _group_tensors(result, group)[-1].placement
         for col in range(3):
             ax = axes[r, col]
             if col == 2 and t == 1:
                 ax.set_axis_off()
-                ax.text(0.5, 0.5, "t = 1: no GPU 1", ha="center",
+                ax.text(0.5, 0.5, tr("t = 1: no GPU 1"), ha="center",
                         transform=ax.transAxes)
                 continue
             _draw_group(ax, result, group, None if col == 0 else col - 1)
-            label = TERM_LABELS[group] if col == 0 else \
-                f"{PLACEMENT_LABELS[placement]}: {per_gpu}"
+            label = tr(TERM_LABELS[group]) if col == 0 else \
+                f"{tr(PLACEMENT_LABELS[placement])}: {per_gpu}"
             ax.set_title(f"{titles[col]}\n{label}" if r == 0 else label, fontsize=9)
-    fig.suptitle(f"Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
-                 "logical shapes, not to scale")
+    fig.suptitle(tr("Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
+                    "logical shapes, not to scale").format(t=t, s=s, b=b, h=h, a=a))
     return fig
 
 
@@ -186,13 +189,13 @@ def tensor_parallel_figure(t: int = 2) -> Figure:
     fig = Figure(figsize=(11, 1.6 + 1.2 * t), layout="constrained")
     ax = fig.subplots()
     # (x, width, label, whole on every GPU?, what the arrow into it is)
-    steps = [(0.0, 1.7, "X  (s, b, h)\nwhole", True, None),
-             (2.5, 1.9, "X W1[:, part {gpu}]\n(s, b, 4h/t)", False,
-              "column-parallel linear\n(GPU i: part i of W1's columns)"),
+    steps = [(0.0, 1.7, tr("X  (s, b, h)\nwhole"), True, None),
+             (2.5, 1.9, tr("X W1[:, part {gpu}]\n(s, b, 4h/t)"), False,
+              tr("column-parallel linear\n(GPU i: part i of W1's columns)")),
              (5.1, 1.7, "GeLU\n(s, b, 4h/t)", False, None),
-             (7.5, 1.7, "partial sum {gpu}\n(s, b, h)", False,
-              "row-parallel linear\n(GPU i: part i of W2's rows)"),
-             (10.2, 1.7, "Y  (s, b, h)\nwhole", True, "all-reduce:\nsum over GPUs")]
+             (7.5, 1.7, tr("partial sum {gpu}\n(s, b, h)"), False,
+              tr("row-parallel linear\n(GPU i: part i of W2's rows)")),
+             (10.2, 1.7, tr("Y  (s, b, h)\nwhole"), True, tr("all-reduce:\nsum over GPUs"))]
     for gpu in range(t):
         y = (t - 1 - gpu) * 1.2
         colour = GPU_COLOURS[gpu] if gpu < 2 else OTHER
@@ -214,8 +217,8 @@ def tensor_parallel_figure(t: int = 2) -> Figure:
     ax.set_xlim(-1.1, 12.0)
     ax.set_ylim(-0.1, top + 0.75)
     ax.set_axis_off()
-    ax.set_title(f"An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is "
-                 "split; input and output are whole on every GPU", fontsize=10)
+    ax.set_title(tr("An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is "
+                    "split; input and output are whole on every GPU").format(t=t), fontsize=10)
     return fig
 
 
@@ -234,20 +237,22 @@ def bytes_per_gpu_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     rows = result.rows[::-1]  # first tensor on top
     fig = Figure(figsize=(10, 0.38 * len(rows) + 1.4), layout="constrained")
     ax = fig.subplots()
-    names = [r.name for r in rows]
+    names = [tr(r.name) for r in rows]
     ax.barh(names, [to_mib(r.global_bytes) for r in rows], fill=False,
-            edgecolor="black", linewidth=0.8, label="whole tensor")
+            edgecolor="black", linewidth=0.8, label=tr("whole tensor"))
     for group in GROUPS:
         ax.barh(names, [to_mib(r.bytes) if r.group == group else 0 for r in rows],
-                color=TERM_COLOURS[group], label=f"kept by one GPU: {TERM_LABELS[group]}")
+                color=TERM_COLOURS[group],
+                label=tr("kept by one GPU: {term}").format(term=tr(TERM_LABELS[group])))
     for y, r in enumerate(rows):
-        ax.text(to_mib(r.global_bytes), y, f" {format_value(r.bytes)} of "
-                f"{format_value(r.global_bytes)}", va="center", fontsize=9)
+        ax.text(to_mib(r.global_bytes), y, " " + tr("{part} of {whole}").format(
+            part=format_value(r.bytes), whole=format_value(r.global_bytes)),
+            va="center", fontsize=9)
     ax.set_xlim(0, to_mib(max(r.global_bytes for r in rows)) * 1.3)
     ax.tick_params(labelsize=9)
-    ax.set_xlabel("MiB per layer, per micro-batch (bar lengths to scale)", fontsize=9)
-    ax.set_title(f"What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale",
-                 fontsize=10)
+    ax.set_xlabel(tr("MiB per layer, per micro-batch (bar lengths to scale)"), fontsize=9)
+    ax.set_title(tr("What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale")
+                 .format(t=t, s=s, b=b, h=h, a=a), fontsize=10)
     ax.legend(fontsize=9, loc="lower right")
     return fig
 
@@ -259,7 +264,7 @@ def _stacked_terms(ax, results: list[ActivationMemory], fontsize: int) -> list[f
     for group in GROUPS:
         heights = [to_mib(r.group_bytes(group)) for r in results]
         ax.bar(range(len(results)), heights, bottom=tops, color=TERM_COLOURS[group],
-               label=TERM_LABELS[group], edgecolor="black", linewidth=0.5)
+               label=tr(TERM_LABELS[group]), edgecolor="black", linewidth=0.5)
         tops = [u + v for u, v in zip(tops, heights)]
     for i, (top, r) in enumerate(zip(tops, results)):
         ax.text(i, top, format_value(r.total), ha="center", va="bottom", fontsize=fontsize)
@@ -279,14 +284,14 @@ def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
             valid (see :class:`actmem.LayerConfig`).
     """
     base = dict(s=s, b=b, h=h, a=a, t=t)
-    cases = {"the layer": base, **{f"2{k}": {**base, k: 2 * v} for k, v in base.items()}}
+    cases = {tr("the layer"): base, **{f"2{k}": {**base, k: 2 * v} for k, v in base.items()}}
     results = {name: activation_memory(**sizes) for name, sizes in cases.items()}
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.subplots()
     _stacked_terms(ax, list(results.values()), fontsize=9)
     ax.set_xticks(range(len(results)), list(results))
-    ax.set_ylabel("MiB per layer, per micro-batch, per GPU")
-    ax.set_title(f"Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})")
+    ax.set_ylabel(tr("MiB per layer, per micro-batch, per GPU"))
+    ax.set_title(tr("Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})").format(**base))
     ax.legend(fontsize=9)
     return fig
 
@@ -313,15 +318,17 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     tops = _stacked_terms(ax, results, fontsize=8)
     floor = to_mib(results[0].fixed)
     ax.axhline(floor, color="black", linestyle="--", linewidth=1,
-               label=f"fixed floor: {format_bytes(results[0].fixed)} at every t")
+               label=tr("fixed floor: {size} at every t").format(
+                   size=format_bytes(results[0].fixed)))
     if highlight in ts:
         i = ts.index(highlight)
         ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
                linewidth=2.5, label=f"t = {highlight}")
     ax.set_xticks(range(len(ts)), [str(t) for t in ts])
-    ax.set_xlabel("tensor-parallel size t (GPUs)")
-    ax.set_ylabel("activation memory (MiB)\nper layer, per micro-batch, per GPU")
-    ax.set_title(f"Three terms against t (s={s}, b={b}, h={h}, a={a})")
+    ax.set_xlabel(tr("tensor-parallel size t (GPUs)"))
+    ax.set_ylabel(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"))
+    ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a})").format(
+        s=s, b=b, h=h, a=a))
     ax.legend(fontsize=8)
     return fig
 
@@ -349,11 +356,11 @@ def training_memory_figure(layer_activations: int) -> Figure:
     fig = Figure(figsize=(9, 3.8), layout="constrained")
     ax = fig.subplots()
     for col, (category, parts) in enumerate(TRAINING_MEMORY_PARTS):
-        ax.text(col * 3 + 1.4, len(parts) + 0.15, category, ha="center",
+        ax.text(col * 3 + 1.4, len(parts) + 0.15, tr(category), ha="center",
                 fontweight="bold")
         for i, part in enumerate(parts):
             known = part.endswith("(this formula)")
-            text = f"{part}\n{format_bytes(layer_activations)}" if known else part
+            text = f"{tr(part)}\n{format_bytes(layer_activations)}" if known else tr(part)
             ax.add_patch(Rectangle((col * 3, len(parts) - 1 - i), 2.8, 0.85,
                                    facecolor=OKABE_ITO["sky"] if known else OTHER,
                                    edgecolor="black"))
@@ -362,6 +369,6 @@ def training_memory_figure(layer_activations: int) -> Figure:
     ax.set_xlim(-0.2, 9)
     ax.set_ylim(-0.2, 3.6)
     ax.set_axis_off()
-    ax.set_title("Training memory on one GPU: the formula is one box "
-                 "(boxes not to scale)")
+    ax.set_title(tr("Training memory on one GPU: the formula is one box "
+                    "(boxes not to scale)"))
     return fig

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from ..language import tr
 from .figures import OKABE_ITO
 from .redraw import figure_axes
 from ..run.model import ModelConfig
@@ -46,18 +47,18 @@ def stage_memory_figure(result: TrainingMemory, title: str = "",
         heights = [to_gib(stage.parts[part]) for stage in result.stages]
         if any(heights):
             ax.bar(x, heights, bottom=bottom, color=PART_COLOURS[part],
-                   edgecolor="black", linewidth=0.4, label=PART_LABELS[part])
+                   edgecolor="black", linewidth=0.4, label=tr(PART_LABELS[part]))
             bottom = [b + h for b, h in zip(bottom, heights)]
     for i, stage in zip(x, result.stages):
         ax.text(i, bottom[i], format_value(stage.total, "GiB"), ha="center",
                 va="bottom", fontsize=8)
     if result.gpu_memory is not None:
-        word = "fits" if result.fits else "does not fit"
+        label = "GPU: {size} (fits)" if result.fits else "GPU: {size} (does not fit)"
         ax.axhline(to_gib(result.gpu_memory), color="black", linestyle="--",
-                   label=f"GPU: {format_bytes(result.gpu_memory, 'GiB')} ({word})")
-    ax.set_xticks(list(x), [f"stage {stage.stage}" for stage in result.stages])
-    ax.set_ylabel("memory per GPU (GiB)")
-    ax.set_title(title or "Peak memory of each pipeline stage's GPU")
+                   label=tr(label).format(size=format_bytes(result.gpu_memory, "GiB")))
+    ax.set_xticks(list(x), [tr("stage {i}").format(i=stage.stage) for stage in result.stages])
+    ax.set_ylabel(tr("memory per GPU (GiB)"))
+    ax.set_title(tr(title or "Peak memory of each pipeline stage's GPU"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
@@ -82,15 +83,17 @@ def recompute_figure(model: ModelConfig, **run) -> Figure:
     best = peak.index(min(peak))
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
-    ax.plot(ks, held, color=OKABE_ITO["orange"], label="checkpoints held between passes")
-    ax.plot(ks, working, color=OKABE_ITO["green"], label="one group recomputed in backward")
-    ax.plot(ks, peak, color="black", linewidth=2, label="peak: their sum")
+    lowest = stages[best].layer_activations + stages[best].recompute_working_set
+    ax.plot(ks, held, color=OKABE_ITO["orange"], label=tr("checkpoints held between passes"))
+    ax.plot(ks, working, color=OKABE_ITO["green"], label=tr("one group recomputed in backward"))
+    ax.plot(ks, peak, color="black", linewidth=2, label=tr("peak: their sum"))
     ax.plot([ks[best]], [peak[best]], "o", color=OKABE_ITO["vermillion"],
-            label=f"lowest peak: k={ks[best]}, "
-                  f"{format_bytes(stages[best].layer_activations + stages[best].recompute_working_set, 'GiB')}")
+            label=tr("lowest peak: k={k}, {size}").format(k=ks[best],
+                                                         size=format_bytes(lowest, "GiB")))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("k = recompute_num_layers (layers per checkpointed group, log scale)")
-    ax.set_ylabel("first stage's layer activations (GiB)")
-    ax.set_title(f"Full recomputation: the peak against k ({layers} layers on the stage)")
+    ax.set_xlabel(tr("k = recompute_num_layers (layers per checkpointed group, log scale)"))
+    ax.set_ylabel(tr("first stage's layer activations (GiB)"))
+    ax.set_title(tr("Full recomputation: the peak against k ({layers} layers on the stage)")
+                 .format(layers=layers))
     ax.legend(fontsize=8)
     return fig

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import stage_memory_figure
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -51,10 +52,12 @@ def tensor_choices(model, sequence_parallel: bool) -> list[int]:
 
 
 def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
-    """(label, (recompute, k)) pairs: none, selective, and full
-    recomputation in groups of k layers for every k dividing ``layers``."""
-    plain = [(mode, (mode, 1)) for mode in RECOMPUTE if mode != "full"]
-    return plain + [(f"full, k={k}", ("full", k)) for k in common_divisors(layers)]
+    """(label, (recompute, k)) pairs, labelled in the current language:
+    none, selective, and full recomputation in groups of k layers for
+    every k dividing ``layers``."""
+    plain = [(tr(mode), (mode, 1)) for mode in RECOMPUTE if mode != "full"]
+    return plain + [(tr("full, k={k}").format(k=k), ("full", k))
+                    for k in common_divisors(layers)]
 
 
 def run_arguments(values: dict) -> dict:
@@ -69,15 +72,16 @@ def run_arguments(values: dict) -> dict:
                 distributed_optimizer=distributed, gpu_memory=values["gpu"])
 
 
-def stages_html(result: TrainingMemory) -> str:
-    """Parts (rows) by stage (columns), GiB."""
-    head = "".join(f"<th>stage {s.stage}</th>" for s in result.stages)
-    rows = "".join(f"<tr><td>{part.replace('_', ' ')}</td>" + "".join(
+def stages_html(result: TrainingMemory, tr=english) -> str:
+    """Parts (rows) by stage (columns), GiB; words translated by ``tr``
+    (:mod:`actmem.language`)."""
+    head = "".join(f"<th>{tr('stage {i}').format(i=s.stage)}</th>" for s in result.stages)
+    rows = "".join(f"<tr><td>{tr(part.replace('_', ' '))}</td>" + "".join(
         f"<td>{format_value(s.parts[part], 'GiB')}</td>" for s in result.stages) + "</tr>"
         for part in PARTS)
     total = "".join(f"<td><b>{format_value(s.total, 'GiB')}</b></td>" for s in result.stages)
-    return (f"<table><tr><th>GiB per GPU</th>{head}</tr>{rows}"
-            f"<tr><td><b>total</b></td>{total}</tr></table>")
+    return (f"<table><tr><th>{tr('GiB per GPU')}</th>{head}</tr>{rows}"
+            f"<tr><td><b>{tr('total')}</b></td>{total}</tr></table>")
 
 
 class FitPlanner(_Explorer):
@@ -107,10 +111,10 @@ class FitPlanner(_Explorer):
         c["recompute"] = _dropdown("recompute", recompute_options(
             chunk_layers(shape.L, p, v)), tuple(recompute), "k divides a chunk's layers")
         c["flash_attention"] = widgets.Checkbox(value=flash_attention,
-                                                description="FlashAttention")
+                                                description=tr("FlashAttention"))
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
-                                                  description="sequence parallel")
-        c["states"] = _dropdown("states", list(STATES), states)
+                                                  description=tr("sequence parallel"))
+        c["states"] = _dropdown("states", [(tr(k), k) for k in STATES], states)
         c["gpu"] = _dropdown("gpu", GPUS, gpu)
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
@@ -138,7 +142,7 @@ class FitPlanner(_Explorer):
 
     def refresh(self) -> None:
         result = self.result()
-        self.readouts["verdict"].value = verdict(result)
-        self.readouts["stages"].value = stages_html(result)
-        self.show_figure(stage_memory_figure, result,
-                         f"{self.controls['model'].value} on {self.controls['gpu'].value} GPUs")
+        self.say("verdict", lambda tr: verdict(result, tr))
+        self.say("stages", lambda tr: stages_html(result, tr))
+        self.show_figure(stage_memory_figure, result, tr("{model} on {gpu} GPUs").format(
+            model=self.controls["model"].value, gpu=self.controls["gpu"].value))

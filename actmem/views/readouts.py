@@ -6,6 +6,10 @@ handled in turn; in one panel they travel as one message, so the last
 readout arrives as soon as the first. Tests and notebooks still read each
 readout by name: ``explorer.readouts["total"].value``. In the page each
 readout is a ``<div>`` with the CSS class ``actmem-readout-<name>``.
+
+A readout has two texts: ``value``, always English (what notebooks and
+tests assert on, identical in both tracks), and ``shown``, what the page
+shows, in the explorer's language (:mod:`actmem.language`).
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ HTML = "html"
 
 
 class Readout:
-    """One named readout; ``value`` is its text or HTML (``str``)."""
+    """One named readout: ``value`` is its English text or HTML (``str``),
+    ``shown`` the same in the language the page shows."""
 
     def __init__(self, panel: "ReadoutPanel", kind: str):
         self._panel = panel
         self.kind = kind
-        self._value = ""
+        self._value = self.shown = ""
 
     @property
     def value(self) -> str:
@@ -35,8 +40,12 @@ class Readout:
 
     @value.setter
     def value(self, value: str) -> None:
-        if value != self._value:
-            self._value = value
+        self.write(value, value)
+
+    def write(self, value: str, shown: str) -> None:
+        """Set the English ``value`` and the ``shown`` text."""
+        if (value, shown) != (self._value, self.shown):
+            self._value, self.shown = value, shown
             self._panel.changed()
 
 
@@ -77,5 +86,5 @@ class ReadoutPanel:
             self._dirty = False
             self.widget.value = "".join(
                 f'<div class="actmem-readout-{name}">'
-                f"{r.value if r.kind == HTML else html.escape(r.value)}</div>"
+                f"{r.shown if r.kind == HTML else html.escape(r.shown)}</div>"
                 for name, r in self.readouts.items())

@@ -16,6 +16,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..language import tr
 from .figures import OKABE_ITO
 from .redraw import figure_axes
 from ..layer.memory import ActivationMemory
@@ -60,22 +61,23 @@ def _chart(ax, schedule: PipelineSchedule) -> None:
             size = 6 * max(1.0, 0.6 * len(text))
             ax.scatter(xs, ys, marker=f"${text}$", s=size ** 2, c="black",
                        linewidths=0, zorder=3)
-    ax.set_yticks(range(schedule.p), [f"stage {i}" for i in range(schedule.p)])
+    ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))
     handles = [Patch(facecolor=PASS_COLOURS[FORWARD], edgecolor="black",
-                     label="forward (1 unit per stage)"),
+                     label=tr("forward (1 unit per stage)")),
                Patch(facecolor=PASS_COLOURS[BACKWARD], edgecolor="black",
-                     label="backward (2 units)")]
+                     label=tr("backward (2 units)"))]
     if schedule.v > 1:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
-                             label="model chunk >= 1"))
+                             label=tr("model chunk >= 1")))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    title = TITLES[schedule.schedule]
-    chunks = f", v={schedule.v} chunks per GPU" if schedule.v > 1 else ""
-    ax.set_title(f"{title}: p={schedule.p} stages, m={schedule.m} micro-batches{chunks}\n"
-                 f"bubble {float(schedule.bubble_fraction()):.1%} of the ideal time; "
-                 "box numbers: micro-batch", fontsize=9)
+    title = tr(TITLES[schedule.schedule])
+    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
+    ax.set_title(tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
+                    "bubble {bubble:.1%} of the ideal time; box numbers: micro-batch").format(
+                        title=title, p=schedule.p, m=schedule.m, chunks=chunks,
+                        bubble=float(schedule.bubble_fraction())), fontsize=9)
 
 
 def _in_flight(ax, schedule: PipelineSchedule) -> None:
@@ -84,12 +86,13 @@ def _in_flight(ax, schedule: PipelineSchedule) -> None:
         times = [0.0] + [float(t.end) for t in stage]
         counts = [0] + schedule.in_flight(i)
         ax.step(times, counts, where="post", color=STAGE_COLOURS[i % len(STAGE_COLOURS)],
-                linewidth=1.5, label=f"stage {i}: peak {schedule.peak_in_flight(i)}")
+                linewidth=1.5,
+                label=tr("stage {i}: peak {peak}").format(i=i, peak=schedule.peak_in_flight(i)))
     ax.set_xlim(0, float(schedule.makespan()))
     ax.set_ylim(0, None)
-    what = "chunk passes" if schedule.v > 1 else "micro-batches"
-    ax.set_ylabel(f"{what} held", fontsize=8)
-    ax.set_xlabel("time (units: one forward pass of one micro-batch through one stage)")
+    held = "chunk passes held" if schedule.v > 1 else "micro-batches held"
+    ax.set_ylabel(tr(held), fontsize=8)
+    ax.set_xlabel(tr("time (units: one forward pass of one micro-batch through one stage)"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
               ncol=1 + (schedule.p - 1) // 8)
 
@@ -141,17 +144,18 @@ def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:
         0, per_layer, L)) for i, p in zip(x, ps) if p > 1 and m % p == 0 and L % (2 * p) == 0]
     ax.bar([i + 0.2 for i, _ in inter], [to_mib(n) for _, n in inter], width=0.4,
            color=PASS_COLOURS[BACKWARD], edgecolor="black", hatch="//",
-           label=f"interleaved 1F1B, v=2, m={m}")
+           label=tr("interleaved 1F1B, v=2, m={m}").format(m=m))
     for i, n in [*zip([i - 0.2 for i in x], one), *((i + 0.2, n) for i, n in inter)]:
         ax.text(i, to_mib(n), format_value(n), ha="center", va="bottom", fontsize=7)
     ax.axhline(to_mib(whole), color="black", linewidth=1,
-               label=f"L*M = {format_bytes(whole)}: all L layers, one micro-batch")
+               label=tr("L*M = {size}: all L layers, one micro-batch").format(
+                   size=format_bytes(whole)))
     ax.plot(list(x), [to_mib(whole) / p for p in ps], color=OKABE_ITO["vermillion"],
-            linestyle="--", marker="o", label="L*M/p: naive, not the peak")
+            linestyle="--", marker="o", label=tr("L*M/p: naive, not the peak"))
     ax.set_xticks(list(x), [str(p) for p in ps])
-    ax.set_xlabel("pipeline-parallel size p (stages)")
-    ax.set_ylabel("first stage's activations (MiB)")
-    ax.set_title(f"p cancels: the first stage holds L*M whatever p (L={L}, "
-                 f"M={format_bytes(per_layer.total)})")
+    ax.set_xlabel(tr("pipeline-parallel size p (stages)"))
+    ax.set_ylabel(tr("first stage's activations (MiB)"))
+    ax.set_title(tr("p cancels: the first stage holds L*M whatever p (L={L}, M={size})")
+                 .format(L=L, size=format_bytes(per_layer.total)))
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     return fig

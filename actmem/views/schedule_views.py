@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from ..language import english, tr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure
@@ -25,8 +26,7 @@ from .widgets import L_CHOICES, _dropdown, _Explorer
 
 P_MAX, M_MAX, V_MAX = 16, 32, 4
 """Largest p, m and v offered (the charts stay readable)."""
-SCHEDULE_OPTIONS = [(TITLES[name], name) for name in SCHEDULES]
-"""(label, value) pairs of the schedule menu."""
+
 
 
 def _accepted(schedule: str, p: int, m: int, v: int) -> bool:
@@ -53,8 +53,9 @@ def stage_choices(L: int, largest: int = P_MAX) -> list[int]:
 
 
 def schedule_options(chunks: list[int]) -> list[tuple[str, str]]:
-    """The schedule menu: interleaving only when some v is valid."""
-    return [(label, name) for label, name in SCHEDULE_OPTIONS
+    """The schedule menu, ``(label, value)`` pairs labelled in the current
+    language: interleaving only when some v is valid."""
+    return [(tr(TITLES[name]), name) for name in SCHEDULES
             if name != "interleaved" or chunks]
 
 
@@ -92,34 +93,43 @@ def restrict_schedule(explorer, chunks: list[int], p: int) -> None:
     explorer._set_options("m", microbatch_choices(schedule, p, v))
 
 
+STAGE_COLUMNS = ("stage", "passes held at peak", "layers per pass", "activations", "GiB")
+"""Column headings of :func:`stage_table_html`."""
+
+
 def stage_table_html(schedule: PipelineSchedule, per_layer: ActivationMemory,
-                     L: int) -> str:
-    """One row per stage: peak passes held, layers per pass, and bytes."""
+                     L: int, tr=english) -> str:
+    """One row per stage: peak passes held, layers per pass, and bytes;
+    headings translated by ``tr`` (:mod:`actmem.language`)."""
     layers = chunk_layers(L, schedule.p, schedule.v)
     rows = "".join(
         f"<tr><td>{i}</td><td>{schedule.peak_in_flight(i)}</td><td>{layers}</td>"
         f"<td>{format_bytes(n)}</td><td>{format_bytes(n, 'GiB')}</td></tr>"
         for i in range(schedule.p)
         for n in [schedule.stage_activation_memory(i, per_layer, L)])
-    return ("<table><tr><th>stage</th><th>passes held at peak</th><th>layers per pass</th>"
-            f"<th>activations</th><th>GiB</th></tr>{rows}</table>")
+    head = "".join(f"<th>{tr(c)}</th>" for c in STAGE_COLUMNS)
+    return f"<table><tr>{head}</tr>{rows}</table>"
 
 
 def first_stage_text(schedule: PipelineSchedule, per_layer: ActivationMemory,
-                     L: int) -> str:
-    """The first stage's peak against ``L*M``, the whole model on one GPU."""
+                     L: int, tr=english) -> str:
+    """The first stage's peak against ``L*M``, the whole model on one GPU;
+    words translated by ``tr`` (:mod:`actmem.language`)."""
     first = schedule.stage_activation_memory(0, per_layer, L)
     whole = model_activation_memory(per_layer, L)
-    layers = chunk_layers(L, schedule.p, schedule.v)
-    return (f"first stage: {schedule.peak_in_flight(0)} x {layers} layers x "
-            f"{format_bytes(per_layer.total)} = {format_bytes(first)}, "
-            f"{first / whole:.3f} x L*M ({format_bytes(whole)})")
+    return tr("first stage: {held} x {layers} layers x {M} = {first}, "
+              "{ratio:.3f} x L*M ({whole})").format(
+        held=schedule.peak_in_flight(0), layers=chunk_layers(L, schedule.p, schedule.v),
+        M=format_bytes(per_layer.total), first=format_bytes(first), ratio=first / whole,
+        whole=format_bytes(whole))
 
 
-def bubble_text(schedule: PipelineSchedule) -> str:
-    """The simulated bubble, as a fraction and a percentage."""
+def bubble_text(schedule: PipelineSchedule, tr=english) -> str:
+    """The simulated bubble, as a fraction and a percentage; words
+    translated by ``tr`` (:mod:`actmem.language`)."""
     bubble = schedule.bubble_fraction()
-    return f"bubble: {bubble} of the ideal time = {float(bubble):.1%} (simulated)"
+    return tr("bubble: {fraction} of the ideal time = {percent:.1%} (simulated)").format(
+        fraction=bubble, percent=float(bubble))
 
 
 class ScheduleExplorer(_Explorer):
@@ -167,7 +177,7 @@ class ScheduleExplorer(_Explorer):
         L = self.controls["L"].value
         per_layer = activation_memory(**self.layer, t=self.controls["t"].value)
         schedule = self.schedule()
-        self.readouts["first_stage"].value = first_stage_text(schedule, per_layer, L)
-        self.readouts["bubble"].value = bubble_text(schedule)
-        self.readouts["stages"].value = stage_table_html(schedule, per_layer, L)
+        self.say("first_stage", lambda tr: first_stage_text(schedule, per_layer, L, tr))
+        self.say("bubble", lambda tr: bubble_text(schedule, tr))
+        self.say("stages", lambda tr: stage_table_html(schedule, per_layer, L, tr))
         self.show_figure(schedule_figure, schedule)

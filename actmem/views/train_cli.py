@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..language import english
 from ..layer.config import RECOMPUTE
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import PRESETS, preset
@@ -70,15 +71,18 @@ def compute(args) -> TrainingMemory:
         reserve=_reserve(args.reserve), gpu_memory=args.gpu_memory)
 
 
-def verdict(result: TrainingMemory) -> str:
-    """One line: the most loaded stage against the GPU's capacity."""
+def verdict(result: TrainingMemory, tr=english) -> str:
+    """One line: the most loaded stage against the GPU's capacity; words
+    translated by ``tr`` (:mod:`actmem.language`; default English)."""
     top = result.most_loaded
-    line = f"most loaded: stage {top.stage}, {format_bytes(top.total, 'GiB')}"
+    line = tr("most loaded: stage {stage}, {size}").format(
+        stage=top.stage, size=format_bytes(top.total, "GiB"))
     if result.gpu_memory is None:
-        return line + " (give --gpu-memory for a verdict)"
-    word = "fits" if result.fits else "DOES NOT FIT"
-    margin = format_change(result.margin, "GiB").lstrip("+")
-    return f"{line} of {format_bytes(result.gpu_memory, 'GiB')}: margin {margin} GiB, {word}"
+        return line + tr(" (give --gpu-memory for a verdict)")
+    word = tr("fits") if result.fits else tr("DOES NOT FIT")
+    return tr("{line} of {gpu}: margin {margin} GiB, {verdict}").format(
+        line=line, gpu=format_bytes(result.gpu_memory, "GiB"),
+        margin=format_change(result.margin, "GiB").lstrip("+"), verdict=word)
 
 
 def table(result: TrainingMemory) -> str:

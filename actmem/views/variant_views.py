@@ -23,6 +23,7 @@ from fractions import Fraction
 
 import ipywidgets as widgets
 
+from ..language import english, tr
 from ..layer.config import (ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size,
                             valid_tensor_parallel_sizes)
 from ..layer.ledger import GROUPS
@@ -111,21 +112,22 @@ def ffn_choices(h: int, t: int, extra: int | None = None
 
 # ------------------------------------------------------------------ text
 
-def breakdown(result: ActivationMemory) -> str:
-    """One line: total and the three groups, in MiB."""
-    parts = ", ".join(f"{GROUP_NAMES[g]} {format_bytes(result.group_bytes(g))}"
+def breakdown(result: ActivationMemory, tr=english) -> str:
+    """One line: total and the three groups, in MiB; group names
+    translated by ``tr`` (:mod:`actmem.language`)."""
+    parts = ", ".join(f"{tr(GROUP_NAMES[g])} {format_bytes(result.group_bytes(g))}"
                       for g in GROUPS)
     return f"{format_bytes(result.total)} ({parts})"
 
 
-def change_text(before: ActivationMemory, after: ActivationMemory) -> str:
+def change_text(before: ActivationMemory, after: ActivationMemory, tr=english) -> str:
     """Signed change of the total, in MiB and as a share of ``before``,
     e.g. ``'-80 MiB (-43.5%)'``; a change under 0.05% reads ``'(under 0.1%)'``,
-    not ``'(-0.0%)'``."""
+    not ``'(-0.0%)'``; words translated by ``tr`` (:mod:`actmem.language`)."""
     delta = after.total - before.total
     share = f"{delta / before.total:+.1%}"
     if delta and float(share[:-1]) == 0:
-        share = "under 0.1%"
+        share = tr("under 0.1%")
     return f"{format_change(delta)} MiB ({share})"
 
 
@@ -142,16 +144,20 @@ def results_table(results: dict[str, ActivationMemory]) -> str:
     return "\n".join(lines)
 
 
-def diff_html(changes: tuple[RowChange, ...]) -> str:
-    """The ledger diff as an HTML table (MiB per GPU); changed rows bold."""
-    head = ("<tr><th>tensor</th><th>change</th><th>before (MiB)</th>"
-            "<th>after (MiB)</th><th>difference (MiB)</th></tr>")
-    body = "".join(_diff_row(c) for c in changes)
+DIFF_COLUMNS = ("tensor", "change", "before (MiB)", "after (MiB)", "difference (MiB)")
+"""Column headings of :func:`diff_html`."""
+
+
+def diff_html(changes: tuple[RowChange, ...], tr=english) -> str:
+    """The ledger diff as an HTML table (MiB per GPU); changed rows bold;
+    words translated by ``tr`` (:mod:`actmem.language`)."""
+    head = "<tr>" + "".join(f"<th>{tr(c)}</th>" for c in DIFF_COLUMNS) + "</tr>"
+    body = "".join(_diff_row(c, tr) for c in changes)
     return f"<table>{head}{body}</table>"
 
 
-def _diff_row(c: RowChange) -> str:
-    cells = [html.escape(c.name), c.kind,
+def _diff_row(c: RowChange, tr) -> str:
+    cells = [html.escape(tr(c.name)), tr(c.kind),
              format_value(c.bytes_before, digits=TABLE_DIGITS) if c.before else "-",
              format_value(c.bytes_after, digits=TABLE_DIGITS) if c.after else "-",
              format_change(c.delta, digits=TABLE_DIGITS)]
@@ -189,24 +195,25 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str, fig=None):
     from .figures import GROUP_LABELS, TERM_COLOURS
 
     names = list(results)[::-1]
+    labels = [tr(n) for n in names]
     fig, ax = figure_axes(fig, (9, 0.55 * len(names) + 1.6))
     left = [0.0] * len(names)
     for group in GROUPS:
         widths = [to_mib(results[n].group_bytes(group)) for n in names]
-        ax.barh(names, widths, left=left, color=TERM_COLOURS[group],
-                label=GROUP_LABELS[group], edgecolor="black", linewidth=0.5)
+        ax.barh(labels, widths, left=left, color=TERM_COLOURS[group],
+                label=tr(GROUP_LABELS[group]), edgecolor="black", linewidth=0.5)
         left = [u + v for u, v in zip(left, widths)]
-    full = [n for n in names if results[n].config.recompute == "full"]
+    full = [i for i, n in enumerate(names) if results[n].config.recompute == "full"]
     if full:  # its one tensor is the checkpoint, not the paper's fixed term
-        ax.barh(full, [left[names.index(n)] for n in full], fill=False, hatch="//",
+        ax.barh([labels[i] for i in full], [left[i] for i in full], fill=False, hatch="//",
                 edgecolor="black", linewidth=0.5,
-                label="layer input, kept for full recomputation")
+                label=tr("layer input, kept for full recomputation"))
     totals = same_decimals([format_value(results[n].total) for n in names])
     for y, (text, end) in enumerate(zip(totals, left)):
         ax.text(end, y, f" {text}", va="center", fontsize=8)
     ax.set_xlim(0, max(left) * 1.12)
-    ax.set_xlabel("activation memory per layer, per micro-batch, per GPU (MiB)")
-    ax.set_title(title)
+    ax.set_xlabel(tr("activation memory per layer, per micro-batch, per GPU (MiB)"))
+    ax.set_title(tr(title))
     ax.legend(fontsize=8, loc="lower right")
     return fig
 
@@ -268,16 +275,18 @@ class VariantExplorer(_Explorer):
             "a": _dropdown("a", _with(head_choices(h), a), a),
             "t": _dropdown("t", _t_choices(h, a, s, v["sequence_parallel"]), t),
             "sequence_parallel": check(value=v["sequence_parallel"],
-                                       description="sequence parallel"),
-            "recompute": widgets.ToggleButtons(options=list(RECOMPUTE), value=v["recompute"],
-                                               description="recompute"),
-            "flash_attention": check(value=v["flash_attention"], description="FlashAttention"),
+                                       description=tr("sequence parallel")),
+            "recompute": widgets.ToggleButtons(options=[(tr(r), r) for r in RECOMPUTE],
+                                               value=v["recompute"],
+                                               description=tr("recompute")),
+            "flash_attention": check(value=v["flash_attention"],
+                                     description=tr("FlashAttention")),
             "kv_heads": _dropdown("kv_heads", kv_head_choices(a, t), v["kv_heads"]),
             "activation": widgets.ToggleButtons(options=list(ACTIVATIONS),
                                                 value=v["activation"], description="MLP"),
             "ffn_hidden_size": _dropdown("f", ffn_choices(h, t, self._extra_f),
                                          v["ffn_hidden_size"]),
-            "dropout": check(value=v["dropout"], description="dropout"),
+            "dropout": check(value=v["dropout"], description=tr("dropout")),
         }
 
     def results(self) -> tuple[ActivationMemory, ActivationMemory]:
@@ -304,10 +313,12 @@ class VariantExplorer(_Explorer):
     def refresh(self) -> None:
         """Recompute both layers and write every readout (and the image)."""
         base, chosen = self.results()
-        self.readouts["chosen"].value = f"chosen layer: {breakdown(chosen)}"
-        self.readouts["baseline"].value = f"{BASELINE}: {breakdown(base)}"
-        self.readouts["change"].value = f"change: {change_text(base, chosen)}"
-        self.readouts["diff"].value = diff_html(diff_ledgers(base, chosen))
+        self.say("chosen", lambda tr: tr("chosen layer: {sizes}").format(
+            sizes=breakdown(chosen, tr)))
+        self.say("baseline", lambda tr: f"{tr(BASELINE)}: {breakdown(base, tr)}")
+        self.say("change", lambda tr: tr("change: {change}").format(
+            change=change_text(base, chosen, tr)))
+        self.say("diff", lambda tr: diff_html(diff_ledgers(base, chosen), tr))
         if self.image is not None:
             self.show_figure(stacked_figure, {"paper's layer": base, "chosen": chosen},
                              "Paper's layer (no options) vs the chosen options")

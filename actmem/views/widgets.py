@@ -30,6 +30,7 @@ import ipywidgets as widgets
 from . import figures
 from .readouts import HTML, TEXT, ReadoutPanel
 from .redraw import png
+from ..language import english, get_language, tr, translator
 from ..layer.coefficients import coefficient_units, coefficients
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
@@ -73,8 +74,9 @@ def closest(value: int, options: list[int]) -> int:
     return below[-1] if below else options[0]
 
 
-def coefficients_text(result) -> str:
-    """One line: the three coefficients with their units (LedgerExplorer).
+def coefficients_text(result, tr=english) -> str:
+    """One line: the three coefficients with their units (LedgerExplorer),
+    its words translated by ``tr`` (:mod:`actmem.language`; default English).
 
     >>> from actmem import activation_memory
     >>> coefficients_text(activation_memory(2048, 1, 4096, 32, t=2))
@@ -83,24 +85,31 @@ def coefficients_text(result) -> str:
     'fixed 10 sbh, intermediate 24 sbh/t, attention-map statistics 4 bas/t (no s x s map)'
     """
     k, unit = coefficients(result), coefficient_units(result.config)
-    attention = (f"attention-map statistics {k['attention_map']} bas/t (no s x s map)"
-                 if result.config.flash_attention else
-                 f"attention map {k['attention_map']} {unit['attention_map']}")
-    return (f"fixed {k['fixed']} {unit['fixed']}, "
-            f"intermediate {k['intermediate']} {unit['intermediate']}, {attention}")
+    term = {g: f"{k[g]} {unit[g]}" for g in k}
+    attention = (tr("attention-map statistics {k} bas/t (no s x s map)").format(
+        k=k["attention_map"]) if result.config.flash_attention else
+        tr("attention map {term}").format(term=term["attention_map"]))
+    return tr("fixed {fixed}, intermediate {intermediate}, {attention}").format(
+        fixed=term["fixed"], intermediate=term["intermediate"], attention=attention)
 
 
-def ledger_html(result) -> str:
+LEDGER_COLUMNS = ("tensor", "block", "shape", "bytes/elem", "placement", "group",
+                  "MiB per GPU", "needed for")
+"""Column headings of :func:`ledger_html`."""
+
+
+def ledger_html(result, tr=english) -> str:
     """The ledger rows of ``result`` as an HTML table (bytes in MiB, fixed
     point with up to 4 decimals, so small rows such as FlashAttention's
     statistics do not round to 0 and large ones never print as 1.6e+06),
-    with the backward computation each row is kept for."""
-    head = ("<tr><th>tensor</th><th>block</th><th>shape</th><th>bytes/elem</th>"
-            "<th>placement</th><th>group</th><th>MiB per GPU</th><th>needed for</th></tr>")
+    with the backward computation each row is kept for; words translated
+    by ``tr`` (:mod:`actmem.language`; default English)."""
+    head = "<tr>" + "".join(f"<th>{tr(c)}</th>" for c in LEDGER_COLUMNS) + "</tr>"
     body = "".join(
-        f"<tr><td>{r.name}</td><td>{r.block}</td><td>{' x '.join(r.shape)}</td>"
-        f"<td>{r.bytes_per_element}</td><td>{r.placement}</td><td>{r.group}</td>"
-        f"<td>{format_value(r.bytes, digits=4)}</td><td>{html.escape(r.needed_for)}</td></tr>"
+        f"<tr><td>{html.escape(tr(r.name))}</td><td>{tr(r.block)}</td>"
+        f"<td>{' x '.join(r.shape)}</td><td>{r.bytes_per_element}</td>"
+        f"<td>{tr(r.placement)}</td><td>{tr(r.group)}</td>"
+        f"<td>{format_value(r.bytes, digits=4)}</td><td>{html.escape(tr(r.needed_for))}</td></tr>"
         for r in result.rows)
     return f"<table>{head}{body}</table>"
 
@@ -128,7 +137,7 @@ def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
         why = f" ({rule})" if rule else ""
         raise ValueError(f"{name}={value!r} is not offered; choose one of "
                          f"{', '.join(str(o) for o in options)}{why}")
-    return widgets.Dropdown(options=options, value=value, description=name)
+    return widgets.Dropdown(options=options, value=value, description=tr(name))
 
 
 def _t_dropdown(h: int, a: int, t) -> "widgets.Dropdown":
@@ -149,6 +158,7 @@ class _Explorer:
 
     def __init__(self, controls: dict, readouts: dict[str, str], image: bool,
                  layout: list | None = None):
+        self.language = get_language()  # of the labels, fixed at construction
         self.controls = controls
         self.panel = ReadoutPanel(readouts)
         self.readouts = self.panel.readouts
@@ -226,6 +236,14 @@ class _Explorer:
             warnings.filterwarnings("ignore", message=re.escape(SP_AT_T1))
             self.refresh()
 
+    def say(self, name: str, build) -> None:
+        """Write readout ``name`` from ``build(tr)``, text made with a label
+        translator (:mod:`actmem.language`): English into ``value``, the
+        explorer's language into ``shown``."""
+        value = build(english)
+        shown = value if self.language == "en" else build(translator(self.language))
+        self.readouts[name].write(value, shown)
+
     def show_figure(self, draw, *args, **kwargs) -> None:
         """Set the image to ``draw(*args, **kwargs)``, a figure function of
         actmem, redrawing the explorer's previous Figure in place
@@ -299,14 +317,15 @@ class LayerExplorer(_Explorer):
         v = self.values()
         result = activation_memory(**v)
         for group in ("fixed", "intermediate", "attention_map", "total"):
-            self.readouts[group].value = \
-                f"{group}: {format_bytes(getattr(result, group))}"
+            size = format_bytes(getattr(result, group))
+            self.say(group, lambda tr: tr(group + ": {size}").format(size=size))
+        self.say("shapes", lambda tr: tr(
+            "hidden activations (s, b, h) = ({s}, {b}, {h}); "
+            "sliced on one GPU: ({s}, {b}, {h_t}); "
+            "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); "
+            "attention map on one GPU (b, a/t, s, s) = ({b}, {a_t}, {s}, {s})").format(
+                **v, h_t=v["h"] // v["t"], f_t=4 * v["h"] // v["t"], a_t=v["a"] // v["t"]))
         s, b, h, a, t = v["s"], v["b"], v["h"], v["a"], v["t"]
-        self.readouts["shapes"].value = (
-            f"hidden activations (s, b, h) = ({s}, {b}, {h}); "
-            f"sliced on one GPU: ({s}, {b}, {h // t}); "
-            f"MLP inner (s, b, 4h/t) = ({s}, {b}, {4 * h // t}); "
-            f"attention map on one GPU (b, a/t, s, s) = ({b}, {a // t}, {s}, {s})")
         if self.image is not None:
             self.show_figure(figures.terms_vs_t_figure, s, b, h, a, highlight=t)
 
@@ -327,7 +346,7 @@ class LedgerExplorer(_Explorer):
             "t": _t_dropdown(h, a, t),
             "activation": _dropdown("MLP", ("gelu", "swiglu"), "gelu"),
             "flash_attention": widgets.Checkbox(value=False,
-                                                description="FlashAttention"),
+                                                description=tr("FlashAttention")),
         }
         readouts = {"coefficients": TEXT, "total": TEXT, "table": HTML}
         super().__init__(controls, readouts, image=False)
@@ -340,9 +359,9 @@ class LedgerExplorer(_Explorer):
 
     def refresh(self):
         result = activation_memory(**self.layer, **self.values())
-        self.readouts["coefficients"].value = coefficients_text(result)
-        self.readouts["total"].value = f"total: {format_bytes(result.total)}"
-        self.readouts["table"].value = ledger_html(result)
+        self.say("coefficients", lambda tr: coefficients_text(result, tr))
+        self.say("total", lambda tr: tr("total: {size}").format(size=format_bytes(result.total)))
+        self.say("table", lambda tr: ledger_html(result, tr))
 
 
 class ShardingExplorer(_Explorer):
@@ -363,6 +382,6 @@ class ShardingExplorer(_Explorer):
         t = self.controls["t"].value
         result = activation_memory(**self.layer, t=t)
         for group in self.readouts:
-            self.readouts[group].value = \
-                f"{group} per GPU: {format_bytes(result.group_bytes(group))}"
+            size = format_bytes(result.group_bytes(group))
+            self.say(group, lambda tr: tr(group + " per GPU: {size}").format(size=size))
         self.show_figure(figures.sharding_figure, **self.layer, t=t)

@@ -1,0 +1,95 @@
+"""The language of figure and widget labels: English (the default) or Chinese.
+
+The Chinese notebooks (``notebooks/zh/``) run the same code as the English
+ones plus one line in their set-up cell, ``actmem.set_language("zh")``.
+From then on figures draw their titles, axis labels, legends and notes in
+Chinese, and explorers built afterwards label their controls and readouts
+in Chinese. Nothing else changes: numbers, printed tables, error messages
+and the readouts' ``value`` (what notebooks and tests assert on) stay
+English, so both tracks print the same text.
+
+Labels are looked up in :data:`actmem.translations.ZH`, keyed by the English
+label or template (``tr("GPU {gpu}").format(gpu=0)``). Chinese figures need
+Chinese glyphs, which matplotlib's own font lacks: :func:`set_language`
+registers the font shipped in ``actmem/fonts/`` (a subset of Noto Sans CJK
+SC, SIL Open Font License 1.1) as the fallback of matplotlib's own font.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+LANGUAGES = ("en", "zh")
+"""Languages offered: English and Simplified Chinese."""
+FONT_FILE = Path(__file__).parent / "fonts" / "ActmemCJK-SC.otf"
+"""The Chinese font: GB 2312 level 1 and every Han character of the labels."""
+FONT_FAMILY = "Actmem CJK SC"
+"""Its family name, as matplotlib knows it once registered."""
+
+_current = {"language": "en"}
+
+
+def set_language(language: str) -> None:
+    """Draw figure and widget labels in ``language`` from now on.
+
+    Args:
+        language: ``"en"`` or ``"zh"`` (Simplified Chinese). ``"zh"`` also
+            registers the Chinese font with matplotlib as the fallback of
+            its usual font (:func:`use_chinese_font`), so Latin text looks
+            as before and Han characters come from it.
+
+    Raises:
+        ValueError: ``language`` is not one of :data:`LANGUAGES`.
+    """
+    if language not in LANGUAGES:
+        raise ValueError(f"language={language!r} is not offered; choose one of "
+                         f"{', '.join(map(repr, LANGUAGES))}")
+    if language == "zh":
+        use_chinese_font()
+    _current["language"] = language
+
+
+def get_language() -> str:
+    """The language labels are drawn in now: ``"en"`` or ``"zh"``."""
+    return _current["language"]
+
+
+def use_chinese_font() -> None:
+    """Register :data:`FONT_FILE` with matplotlib and append it to
+    ``rcParams["font.family"]``: matplotlib takes each glyph from the first
+    family in that list that has it, so Latin text keeps the usual font
+    and Han characters come from this one (idempotent). Imports matplotlib."""
+    from matplotlib import font_manager, rcParams
+
+    if FONT_FAMILY not in {f.name for f in font_manager.fontManager.ttflist}:
+        font_manager.fontManager.addfont(str(FONT_FILE))
+        regular = font_manager.fontManager.ttflist[-1]
+        # one weight only: let it serve bold text too, without a warning
+        font_manager.fontManager.ttflist.append(dataclasses.replace(regular, weight=700))
+    if FONT_FAMILY not in rcParams["font.family"]:
+        rcParams["font.family"] = [*rcParams["font.family"], FONT_FAMILY]
+
+
+def english(text: str) -> str:
+    """The English label: ``text`` itself."""
+    return text
+
+
+def chinese(text: str) -> str:
+    """The Chinese label for ``text``, or ``text`` when the catalog has none
+    (a name a notebook passed in, say)."""
+    from .translations import ZH
+
+    return ZH.get(text, text)
+
+
+def translator(language: str | None = None):
+    """The function that translates labels into ``language`` (default: the
+    current one): :func:`english` or :func:`chinese`."""
+    return chinese if (language or get_language()) == "zh" else english
+
+
+def tr(text: str) -> str:
+    """``text`` (an English label or format template) in the current language."""
+    return translator()(text)

@@ -1,0 +1,315 @@
+"""Chinese labels for figures and widgets, keyed by the English label.
+
+Read by :func:`actmem.language.chinese` after ``actmem.set_language("zh")``.
+A key is exactly the English text the code passes to ``tr`` (a label, or a
+``str.format`` template whose ``{fields}`` the Chinese keeps); names that
+come from data (ledger rows, placements, Table 2 rows, variants) and the
+figure titles the notebooks pass in are keys too. Terms follow
+:mod:`actmem.glossary`; symbols (s, b, h, a, t, p, L, m, v, k) and units
+stay as they are. ``tests/test_language.py`` checks that every label a
+figure or explorer draws has an entry, and that every entry is used.
+"""
+
+ZH = {
+    # ---- readouts (actmem.views.widgets)
+    "total: {size}": "总计：{size}",
+    "fixed: {size}": "固定项：{size}",
+    "intermediate: {size}": "中间项：{size}",
+    "attention_map: {size}": "注意力矩阵项：{size}",
+    "fixed per GPU: {size}": "每块 GPU 的固定项：{size}",
+    "intermediate per GPU: {size}": "每块 GPU 的中间项：{size}",
+    "attention_map per GPU: {size}": "每块 GPU 的注意力矩阵项：{size}",
+    "hidden activations (s, b, h) = ({s}, {b}, {h}); sliced on one GPU: ({s}, {b}, {h_t}); "
+    "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); attention map on one GPU (b, a/t, s, s) = "
+    "({b}, {a_t}, {s}, {s})":
+        "隐藏层激活 (s, b, h) = ({s}, {b}, {h})；单块 GPU 上的切片：({s}, {b}, {h_t})；"
+        "MLP 中间层 (s, b, 4h/t) = ({s}, {b}, {f_t})；单块 GPU 上的注意力矩阵 "
+        "(b, a/t, s, s) = ({b}, {a_t}, {s}, {s})",
+    "fixed {fixed}, intermediate {intermediate}, {attention}":
+        "固定项 {fixed}，中间项 {intermediate}，{attention}",
+    "attention-map statistics {k} bas/t (no s x s map)":
+        "注意力矩阵统计量 {k} bas/t（不保存 s x s 矩阵）",
+    "attention map {term}": "注意力矩阵 {term}",
+    # ledger table
+    "tensor": "张量",
+    "block": "模块",
+    "shape": "形状",
+    "bytes/elem": "字节/元素",
+    "placement": "放置方式",
+    "group": "分组",
+    "MiB per GPU": "每块 GPU 的 MiB",
+    "needed for": "反向传播中的用途",
+    # controls
+    "FlashAttention": "FlashAttention",
+    "sequence parallel": "序列并行",
+    "recompute": "重计算",
+    "dropout": "dropout",
+    "layer": "层",
+    "schedule": "调度",
+    "model": "模型",
+    "states": "模型状态",
+    "gpu": "GPU",
+    "none": "不重计算",
+    "selective": "选择性",
+    "full": "完全",
+    "full, k={k}": "完全，k={k}",
+    # ---- ledger rows: names, blocks, placements, groups, why kept
+    "input of the first LayerNorm": "第一个 LayerNorm 的输入",
+    "input of the QKV projection": "QKV 投影的输入",
+    "Q (query)": "Q（查询）",
+    "K (key)": "K（键）",
+    "V (value)": "V（值）",
+    "softmax output (attention probabilities)": "softmax 输出（注意力概率）",
+    "attention-dropout mask": "注意力 dropout 掩码",
+    "attention-dropout output (multiplies V)": "注意力 dropout 输出（与 V 相乘）",
+    "input of the output projection": "输出投影的输入",
+    "dropout mask after the attention block": "注意力模块之后的 dropout 掩码",
+    "input of the second LayerNorm": "第二个 LayerNorm 的输入",
+    "input of the MLP's first linear": "MLP 第一个线性层的输入",
+    "GeLU input (first linear's output)": "GeLU 的输入（第一个线性层的输出）",
+    "input of the MLP's second linear": "MLP 第二个线性层的输入",
+    "dropout mask after the MLP block": "MLP 模块之后的 dropout 掩码",
+    "softmax log-sum-exp (fp32)": "softmax 的 log-sum-exp（fp32）",
+    "SwiGLU gate projection output": "SwiGLU 门控投影的输出",
+    "SwiGLU up projection output": "SwiGLU 上投影的输出",
+    "layer input (checkpoint for recomputation)": "层的输入（重计算用的检查点）",
+    "LayerNorm": "LayerNorm",
+    "attention": "注意力",
+    "MLP": "MLP",
+    "replicated": "复制",
+    "sequence-split": "按序列切分",
+    "hidden-split": "按隐藏维切分",
+    "head-split": "按注意力头切分",
+    "fixed": "固定项",
+    "intermediate": "中间项",
+    "attention_map": "注意力矩阵项",
+    "LayerNorm backward: the input is normalized again to get the gradients of the input, "
+    "scale and shift": "LayerNorm 反向：重新归一化输入，求输入、缩放和偏移的梯度",
+    "weight gradient of the Q, K, V projections: dW = X^T dY": "Q、K、V 投影的权重梯度：dW = X^T dY",
+    "gradient of K: the scores are S = Q K^T, so dK = dS^T Q":
+        "K 的梯度：分数 S = Q K^T，所以 dK = dS^T Q",
+    "gradient of Q: dQ = dS K": "Q 的梯度：dQ = dS K",
+    "gradient of the attention probabilities: dP = dO V^T": "注意力概率的梯度：dP = dO V^T",
+    "softmax backward: dS = P * (dP - rowsum(dP * P)) needs P":
+        "softmax 反向：dS = P * (dP - rowsum(dP * P)) 需要 P",
+    "dropout backward: the gradient is multiplied by the same mask": "dropout 反向：梯度乘以同一个掩码",
+    "gradient of V: dV = P_dropped^T dO (the matmul's other input)":
+        "V 的梯度：dV = P_dropped^T dO（矩阵乘法的另一个输入）",
+    "weight gradient of the output projection: dW = X^T dY": "输出投影的权重梯度：dW = X^T dY",
+    "weight gradient of the MLP's first linear: dW = X^T dY": "MLP 第一个线性层的权重梯度：dW = X^T dY",
+    "GeLU backward: dX = dY * GeLU'(X) needs X": "GeLU 反向：dX = dY * GeLU'(X) 需要 X",
+    "weight gradient of the MLP's second linear: dW = X^T dY":
+        "MLP 第二个线性层的权重梯度：dW = X^T dY",
+    "FlashAttention backward: rebuilds P = exp(S - lse) tile by tile from Q and K":
+        "FlashAttention 反向：由 Q 和 K 逐块重建 P = exp(S - lse)",
+    "SwiGLU backward: d(up) = dY * silu(gate) and d(gate) = dY * up * silu'(gate) need the gate":
+        "SwiGLU 反向：d(up) = dY * silu(gate) 和 d(gate) = dY * up * silu'(gate) 需要 gate",
+    "SwiGLU backward: d(gate) = dY * up * silu'(gate) needs up":
+        "SwiGLU 反向：d(gate) = dY * up * silu'(gate) 需要 up",
+    "full recomputation: the layer's forward pass is run again from it during the backward pass":
+        "完全重计算：反向传播时从它出发重新运行该层的前向计算",
+    # ---- figures (actmem.views.figures)
+    "fixed (replicated)": "固定项（复制）",
+    "intermediate (split by hidden or heads)": "中间项（按隐藏维或注意力头切分）",
+    "attention map (split by heads)": "注意力矩阵（按注意力头切分）",
+    "fixed term": "固定项",
+    "intermediate term": "中间项",
+    "attention-map term (s x s maps or their statistics)": "注意力矩阵项（s x s 矩阵或其统计量）",
+    "full copy on each GPU": "每块 GPU 一份完整副本",
+    "a 1/t slice of h or 4h": "h 或 4h 的 1/t 切片",
+    "a/t heads, each map whole s x s": "a/t 个头，每个矩阵完整的 s x s",
+    "global tensor": "完整张量",
+    "GPU 1 (of {t})": "GPU 1（共 {t} 块）",
+    "{size} per GPU": "每块 GPU {size}",
+    "t = 1: no GPU 1": "t = 1：没有 GPU 1",
+    "{shape} (one square per head)": "{shape}（每个头一个方块）",
+    "Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); logical shapes, not to scale":
+        "t = {t} 时谁保存什么（s={s}, b={b}, h={h}, a={a}）；逻辑形状，不按比例",
+    "X  (s, b, h)\nwhole": "X  (s, b, h)\n完整",
+    "X W1[:, part {gpu}]\n(s, b, 4h/t)": "X W1[:, 第 {gpu} 部分]\n(s, b, 4h/t)",
+    "column-parallel linear\n(GPU i: part i of W1's columns)": "列并行线性层\n（GPU i：W1 的第 i 部分列）",
+    "partial sum {gpu}\n(s, b, h)": "部分和 {gpu}\n(s, b, h)",
+    "row-parallel linear\n(GPU i: part i of W2's rows)": "行并行线性层\n（GPU i：W2 的第 i 部分行）",
+    "Y  (s, b, h)\nwhole": "Y  (s, b, h)\n完整",
+    "all-reduce:\nsum over GPUs": "全归约：\n各 GPU 求和",
+    "An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is split; "
+    "input and output are whole on every GPU":
+        "t = {t} 块 GPU 上的 MLP 模块（Megatron-LM）：只有 4h 宽的中间部分被切分；"
+        "输入和输出在每块 GPU 上都是完整的",
+    "whole tensor": "完整张量",
+    "kept by one GPU: {term}": "单块 GPU 保存：{term}",
+    "{part} of {whole}": "{part} / {whole}",
+    "MiB per layer, per micro-batch (bar lengths to scale)": "每层、每个微批次的 MiB（条形长度按比例）",
+    "What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale":
+        "t = {t} 时单块 GPU 保存的内容（s={s}, b={b}, h={h}, a={a}），按比例",
+    "the layer": "原层",
+    "MiB per layer, per micro-batch, per GPU": "每层、每个微批次、每块 GPU 的 MiB",
+    "Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})":
+        "把一个符号翻倍（s={s}, b={b}, h={h}, a={a}, t={t}）",
+    "fixed floor: {size} at every t": "固定项下限：任何 t 下都是 {size}",
+    "tensor-parallel size t (GPUs)": "张量并行大小 t（GPU 数）",
+    "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每块 GPU",
+    "Three terms against t (s={s}, b={b}, h={h}, a={a})": "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）",
+    "model states": "模型状态",
+    "parameters": "参数",
+    "gradients": "梯度",
+    "optimizer states": "优化器状态",
+    "activations": "激活",
+    "Transformer layers (this formula)": "Transformer 层（本公式）",
+    "embedding, output layer and loss": "嵌入层、输出层和损失",
+    "runtime": "运行时",
+    "communication buffers": "通信缓冲区",
+    "kernel workspaces": "kernel 工作空间",
+    "allocator overhead and fragmentation": "分配器开销和碎片",
+    "Training memory on one GPU: the formula is one box (boxes not to scale)":
+        "单块 GPU 上的训练显存：本公式只是其中一格（方框不按比例）",
+    # ---- schedules (actmem.views.schedule_figures, schedule_views)
+    "GPipe": "GPipe",
+    "1F1B": "1F1B",
+    "interleaved 1F1B": "交错式 1F1B",
+    "stage {i}": "第 {i} 级",
+    "forward (1 unit per stage)": "前向（每级 1 个单位）",
+    "backward (2 units)": "反向（2 个单位）",
+    "model chunk >= 1": "模型块 >= 1",
+    ", v={v} chunks per GPU": "，每块 GPU v={v} 个模型块",
+    "{title}: p={p} stages, m={m} micro-batches{chunks}\n"
+    "bubble {bubble:.1%} of the ideal time; box numbers: micro-batch":
+        "{title}：p={p} 级，m={m} 个微批次{chunks}\n"
+        "气泡占理想时间的 {bubble:.1%}；方框中的数字：微批次编号",
+    "stage {i}: peak {peak}": "第 {i} 级：峰值 {peak}",
+    "chunk passes held": "保存的块计算数",
+    "micro-batches held": "保存的微批次数",
+    "time (units: one forward pass of one micro-batch through one stage)":
+        "时间（单位：一个微批次经过一级的一次前向计算）",
+    "interleaved 1F1B, v=2, m={m}": "交错式 1F1B，v=2，m={m}",
+    "L*M = {size}: all L layers, one micro-batch": "L*M = {size}：全部 L 层，一个微批次",
+    "L*M/p: naive, not the peak": "L*M/p：朴素估计，不是峰值",
+    "pipeline-parallel size p (stages)": "流水线并行大小 p（级数）",
+    "first stage's activations (MiB)": "第一级的激活（MiB）",
+    "p cancels: the first stage holds L*M whatever p (L={L}, M={size})":
+        "p 被约掉：无论 p 多大，第一级都保存 L*M（L={L}，M={size}）",
+    "stage": "级",
+    "passes held at peak": "峰值时保存的计算数",
+    "layers per pass": "每次计算的层数",
+    "first stage: {held} x {layers} layers x {M} = {first}, {ratio:.3f} x L*M ({whole})":
+        "第一级：{held} x {layers} 层 x {M} = {first}，{ratio:.3f} x L*M（{whole}）",
+    "bubble: {fraction} of the ideal time = {percent:.1%} (simulated)":
+        "气泡：理想时间的 {fraction} = {percent:.1%}（模拟）",
+    # ---- will it fit (actmem.views.fit_figures, fit_views, train_cli)
+    "weights": "权重",
+    "optimizer": "优化器",
+    "layer activations": "层激活",
+    "embedding activations": "嵌入层激活",
+    "output activations": "输出层激活",
+    "recompute working set": "重计算工作集",
+    "reserve": "预留",
+    "GPU: {size} (fits)": "GPU：{size}（装得下）",
+    "GPU: {size} (does not fit)": "GPU：{size}（装不下）",
+    "memory per GPU (GiB)": "每块 GPU 的显存（GiB）",
+    "Peak memory of each pipeline stage's GPU": "每个流水线级所在 GPU 的峰值显存",
+    "checkpoints held between passes": "两次计算之间保存的检查点",
+    "one group recomputed in backward": "反向时重计算的一组",
+    "peak: their sum": "峰值：两者之和",
+    "lowest peak: k={k}, {size}": "最低峰值：k={k}，{size}",
+    "k = recompute_num_layers (layers per checkpointed group, log scale)":
+        "k = recompute_num_layers（每个检查点组的层数，对数坐标）",
+    "first stage's layer activations (GiB)": "第一级的层激活（GiB）",
+    "Full recomputation: the peak against k ({layers} layers on the stage)":
+        "完全重计算：峰值随 k 的变化（该级有 {layers} 层）",
+    "GiB per GPU": "每块 GPU 的 GiB",
+    "total": "总计",
+    "Megatron-LM (18 B/param)": "Megatron-LM（每参数 18 B）",
+    "Megatron-LM distributed optimizer": "Megatron-LM 分布式优化器",
+    "ZeRO stage 0 (16 B/param)": "ZeRO 第 0 阶段（每参数 16 B）",
+    "ZeRO stage 1": "ZeRO 第 1 阶段",
+    "ZeRO stage 2": "ZeRO 第 2 阶段",
+    "ZeRO stage 3": "ZeRO 第 3 阶段",
+    "{model} on {gpu} GPUs": "{model}，{gpu} GPU",
+    "most loaded: stage {stage}, {size}": "负载最重：第 {stage} 级，{size}",
+    " (give --gpu-memory for a verdict)": "（给出 --gpu-memory 才能判定）",
+    "{line} of {gpu}: margin {margin} GiB, {verdict}": "{line}，GPU 共 {gpu}：余量 {margin} GiB，{verdict}",
+    "fits": "装得下",
+    "DOES NOT FIT": "装不下",
+    # ---- what each trick removes (actmem.views.variant_views)
+    "attention map": "注意力矩阵",
+    "paper's layer (no options)": "论文中的层（无选项）",
+    "chosen layer: {sizes}": "所选的层：{sizes}",
+    "change: {change}": "变化：{change}",
+    "under 0.1%": "不到 0.1%",
+    "change": "变化",
+    "before (MiB)": "之前（MiB）",
+    "after (MiB)": "之后（MiB）",
+    "difference (MiB)": "差值（MiB）",
+    "removed": "移除",
+    "shrunk": "缩小",
+    "unchanged": "不变",
+    "grown": "增大",
+    "added": "新增",
+    "layer input, kept for full recomputation": "层的输入，为完全重计算而保存",
+    "activation memory per layer, per micro-batch, per GPU (MiB)": "每层、每个微批次、每块 GPU 的激活显存（MiB）",
+    "paper's layer": "论文中的层",
+    "chosen": "所选",
+    "Paper's layer (no options) vs the chosen options": "论文中的层（无选项）与所选选项对比",
+    "no parallelism": "无并行",
+    "tensor parallel": "张量并行",
+    "tensor + sequence parallel": "张量并行 + 序列并行",
+    "tensor parallel + selective recompute": "张量并行 + 选择性重计算",
+    "tensor + sequence parallel + selective recompute": "张量并行 + 序列并行 + 选择性重计算",
+    "full recompute": "完全重计算",
+    "GPT-3 175B, Table 2 (s=2048, b=1, h=12288, a=96; t=8, the no-parallelism row t=1)":
+        "GPT-3 175B，表 2（s=2048, b=1, h=12288, a=96；t=8，无并行一行为 t=1）",
+    "LLaMA-style layer: GQA, SwiGLU, no dropout, FlashAttention":
+        "LLaMA 式的层：GQA、SwiGLU、无 dropout、FlashAttention",
+    # ---- measuring (actmem.measure)
+    "bytes saved for backward (KiB)": "为反向传播保存的字节（KiB）",
+    "ledger row": "账本行",
+    "extras (not in ledger)": "额外项（不在账本中）",
+    "ledger, t=1": "账本，t=1",
+    "measured, t=1": "实测，t=1",
+    "measured, t={t} rank {rank}": "实测，t={t} rank {rank}",
+    "t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "
+    "({exact}/{rows} exact), extras {extras} B":
+        "t={t} rank {rank}：账本 {ledger} B，实测各行 {measured} B"
+        "（{exact}/{rows} 行完全一致），额外项 {extras} B",
+    "The paper's layer: ledger and measurement": "论文中的层：账本与实测",
+    "the paper's layer (sec. 4.1)": "论文中的层（第 4.1 节）",
+    "dropout masks as F.dropout keeps them on CPU": "F.dropout 在 CPU 上保存的 dropout 掩码",
+    "selective recomputation (checkpointed core attention)": "选择性重计算（对核心注意力做检查点）",
+    "full recomputation (checkpointed layer)": "完全重计算（对整层做检查点）",
+    "no dropout": "无 dropout",
+    "scaled_dot_product_attention, no dropout": "scaled_dot_product_attention，无 dropout",
+    "scaled_dot_product_attention with dropout": "scaled_dot_product_attention，带 dropout",
+    "grouped-query attention, 2 key/value heads": "分组查询注意力，2 个键值头",
+    "eager (unfused) SwiGLU MLP": "eager（未融合）SwiGLU MLP",
+    "Every ledger row is measured exactly; the only extras are the LayerNorm statistics.":
+        "账本的每一行都与实测完全一致；唯一的额外项是 LayerNorm 的统计量。",
+    "Same tensors, but each mask is the scaled noise in bfloat16: 2 bytes per element instead "
+    "of the paper's 1-byte mask.":
+        "张量相同，但每个掩码是 bfloat16 的缩放噪声：每个元素 2 字节，而不是论文中 1 字节的掩码。",
+    "The three s x s tensors are gone; the checkpoint keeps Q, K and V (already ledger rows) "
+    "as the inputs it recomputes from.":
+        "三个 s x s 张量都没有了；检查点保存 Q、K 和 V（本来就是账本中的行），作为重计算的输入。",
+    "Only the layer input is kept: 2sbh, no extras.": "只保存层的输入：2sbh，没有额外项。",
+    "The masks and the dropout output go; the softmax output, saved by softmax and by the "
+    "matmul with V, is one storage, counted once.":
+        "掩码和 dropout 输出都没有了；softmax 输出由 softmax 和与 V 的矩阵乘法共同保存，"
+        "是同一块存储，只计一次。",
+    "CPU runs a FlashAttention-style kernel: no s x s tensor, an fp32 log-sum-exp per query "
+    "and head; the output it keeps is the output projection's input (one storage).":
+        "CPU 上运行 FlashAttention 式的 kernel：没有 s x s 张量，每个查询和头一个 fp32 的 "
+        "log-sum-exp；它保存的输出就是输出投影的输入（同一块存储）。",
+    "CPU has no fused kernel with dropout: the math fallback upcasts to fp32 and keeps the "
+    "whole map, far above the FlashAttention ledger.":
+        "CPU 上没有带 dropout 的融合 kernel：数学实现路径提升为 fp32 并保存整个矩阵，"
+        "远高于 FlashAttention 的账本。",
+    "K and V shrink to g/a of their size; the grouped matmul never copies them per query head.":
+        "K 和 V 缩小到原来的 g/a；分组矩阵乘法不会为每个查询头复制它们。",
+    "The ledger counts Megatron's fused SwiGLU (gate, up, fc2 input); the eager product also "
+    "keeps silu(gate), one more 2sbf.":
+        "账本按 Megatron 的融合 SwiGLU 计算（gate、up、fc2 输入）；eager 模式的乘积还会保存 "
+        "silu(gate)，多一个 2sbf。",
+    # ---- fits: notebook 08's title
+    "LLaMA-2-7B, t=2, p=2, d=2, m=8 on 80 GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，80 GB GPU",
+    # ---- answers (actmem.views.answers)
+    "Show the numbers behind the answers": "显示答案背后的数字",
+}
