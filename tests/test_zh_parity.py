@@ -60,7 +60,7 @@ def mostly_chinese(markdown: str) -> bool:
     ("Per micro-batch, per GPU, in MiB:", False),
     ("每个微批次、每块 GPU 的激活显存（MiB）：", True),
     ("张量并行大小 `t = 8` 与 `activation_memory(s, b, h, a, t)`", True),
-    ("见 [README](../../README.zh.md) 与 FlashAttention", True),
+    ("更多细节见[说明文档](../../README.zh.md)。", True),
 ])
 def test_mostly_chinese_detector(markdown, expected):
     assert mostly_chinese(markdown) is expected
