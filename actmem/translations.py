@@ -310,6 +310,49 @@ ZH = {
         "silu(gate)，多一个 2sbf。",
     # ---- fits: notebook 08's title
     "LLaMA-2-7B, t=2, p=2, d=2, m=8 on 80 GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，80 GB GPU",
+    # ---- cheat sheet (actmem.views.cheatsheet)
+    "Activation memory cheat sheet (Korthikanti et al. 2022, arXiv 2205.05198; numbers from "
+    "actmem)": "激活显存速查表（Korthikanti et al. 2022，arXiv 2205.05198；数字由 actmem 计算）",
+    "Common mistakes": "常见错误",
+    "worked example, t=8: {value}": "算例，t=8：{value}",
+    "GPT-3 175B, t=8: {value}": "GPT-3 175B，t=8：{value}",
+    "GPT-3 175B: {value}": "GPT-3 175B：{value}",
+    "worked example: {value} at every t": "算例：任何 t 下都是 {value}",
+    "worked example, L={L}, t=8: {value}": "算例，L={L}，t=8：{value}",
+    "per layer, micro-batch, GPU; 16-bit, masks 1 B, map stored":
+        "每层、每个微批次、每块 GPU；16 位激活，掩码 1 B，保存注意力矩阵",
+    "the fixed term: does not shrink with t, a floor for tensor parallelism":
+        "固定项：不随 t 缩小，是张量并行的下限",
+    "+ sequence parallelism (t divides s)": "+ 序列并行（t 整除 s）",
+    "+ sequence parallelism + selective recomputation": "+ 序列并行 + 选择性重计算",
+    "full recomputation: only the layer input is kept": "完全重计算：只保存层的输入",
+    "FlashAttention: fp32 log-sum-exp instead of the map": "FlashAttention：用 fp32 的 log-sum-exp 代替注意力矩阵",
+    "whole model; also the 1F1B first stage when m >= p (p cancels)":
+        "整个模型；m >= p 时也是 1F1B 第一级的峰值（p 被约掉）",
+    "GPipe: every stage holds all m micro-batches": "GPipe：每一级都保存全部 m 个微批次",
+    "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的第一级（m >= 2p）",
+    "bubble: GPipe and 1F1B; interleaved": "气泡：GPipe 和 1F1B；交错式",
+    "16 bytes per parameter": "每参数 16 字节",
+    "mixed-precision Adam: 2 weights + 2 gradients + 12 optimizer, before ZeRO":
+        "混合精度 Adam：2 权重 + 2 梯度 + 12 优化器，未用 ZeRO",
+    "GB for GiB": "把 GB 当成 GiB",
+    "an 80 GB GPU holds {gib}, not 80 GiB": "80 GB 的 GPU 只有 {gib}，不是 80 GiB",
+    "L·M/p as a pipeline stage's peak": "把 L·M/p 当成流水线级的峰值",
+    "1F1B's first stage holds L·M = {whole} (worked example, L={L}, p={p}), not L·M/p = {naive}":
+        "1F1B 的第一级保存 L·M = {whole}（算例，L={L}，p={p}），而不是 L·M/p = {naive}",
+    "micro-batches per step taken as in flight": "把每步的微批次数当成在途微批次数",
+    "with m=64 per step, 1F1B's first stage holds {held} (p={p} in flight), not {all} "
+    "(all 64, as GPipe)":
+        "每步 m=64 时，1F1B 的第一级保存 {held}（p={p} 个在途），而不是 {all}（像 GPipe 那样全部 64 个）",
+    "selective recomputation on top of FlashAttention": "在 FlashAttention 之上再做选择性重计算",
+    "saves only the log-sum-exp: {saved} of {total} (worked example, t=8)":
+        "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
+    "SwiGLU at the wrong width": "SwiGLU 用错了宽度",
+    "LLaMA-2 70B's f=28672 keeps {published} per layer; the default width {f} gives {default}":
+        "LLaMA-2 70B 的 f=28672 每层保存 {published}；默认宽度 {f} 得到 {default}",
+    "forgetting the dropout masks": "忘了 dropout 掩码",
+    "with dropout the worked example keeps {kept} at t=8; without its four rows, {without}":
+        "有 dropout 时算例在 t=8 保存 {kept}；去掉那四行后是 {without}",
     # ---- answers (actmem.views.answers)
     "Show the numbers behind the answers": "显示答案背后的数字",
 }
