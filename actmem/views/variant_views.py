@@ -78,8 +78,9 @@ FFN_RATIOS = (("4h", Fraction(4)), ("8h/3", Fraction(8, 3)),
 
 def ffn_choices(h: int, t: int, extra: int | None = None
                 ) -> list[tuple[str, int]]:
-    """``(label, f)`` pairs for the MLP inner width f, each a whole number
-    that t divides: :data:`FFN_RATIOS`, Megatron-LM's SwiGLU default
+    """``(label, f)`` pairs (labels in the current language) for the MLP
+    inner width f, each a whole number that t divides: :data:`FFN_RATIOS`,
+    Megatron-LM's SwiGLU default
     (:func:`actmem.default_ffn_hidden_size`) and ``extra`` (e.g. a model's
     published f), each when valid and not already listed. 4h always
     qualifies because t divides h.
@@ -99,7 +100,7 @@ def ffn_choices(h: int, t: int, extra: int | None = None
         positive_int("extra", extra)
     pairs = [(label, ratio * h) for label, ratio in FFN_RATIOS]
     with suppress(ValueError):  # h < 24: the SwiGLU rule gives no width
-        pairs.append(("SwiGLU default", Fraction(default_ffn_hidden_size(h, "swiglu"))))
+        pairs.append((tr("SwiGLU default"), Fraction(default_ffn_hidden_size(h, "swiglu"))))
     if extra is not None:
         pairs.append(("f", Fraction(extra)))
     seen, choices = set(), []

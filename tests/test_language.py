@@ -1,0 +1,210 @@
+"""Chinese labels (issue 13): actmem.set_language, the catalog, the font.
+
+Under ``set_language("zh")`` every figure and explorer must draw Chinese
+labels with real glyphs (no missing-glyph warning, so no tofu boxes), keep
+every number, and leave the English ``value`` of each readout as it was.
+"""
+
+import ast
+import re
+import string
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+from fontTools.ttLib import TTFont
+from matplotlib.text import Text
+
+import actmem
+from actmem import figures, fit_figures, schedule_figures
+from actmem.language import FONT_FILE, get_language, set_language
+from actmem.translations import ZH
+from actmem.views import cheatsheet, fit_views, schedule_views, variant_views, widgets
+
+ROOT = Path(__file__).resolve().parents[1]
+HAN = re.compile(r"[\u3400-\u9fff]")
+KEPT_IN_CHINESE = {
+    # names and terms the Chinese labels keep as they are (glossary.py)
+    "GPU", "GPUs", "MiB", "GiB", "KiB", "GPipe", "FlashAttention", "SwiGLU", "GeLU", "MLP",
+    "LayerNorm", "Megatron", "LLaMA", "GPT", "GQA", "ZeRO", "QKV", "softmax", "dropout",
+    "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
+    "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel",
+    # names inside the ledger's backward formulas
+    "rowsum", "P_dropped", "silu", "gate",
+}
+
+
+@pytest.fixture
+def zh():
+    """Chinese labels for one test; English again afterwards."""
+    set_language("zh")
+    yield
+    set_language("en")
+
+
+def english_words(text: str) -> list[str]:
+    """Words of three or more Latin letters that the Chinese labels should
+    have translated (symbols like ``s x s`` and kept names excepted)."""
+    return [w for w in re.findall(r"[A-Za-z][A-Za-z_]{2,}", text) if w not in KEPT_IN_CHINESE]
+
+
+def figure_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text().strip()]
+
+
+def untranslated(texts) -> list[str]:
+    return [t for t in texts if english_words(t)]
+
+
+@pytest.mark.parametrize("bad", ["fr", "ZH", "", None, 1])
+def test_set_language_refuses_what_it_does_not_offer(bad):
+    with pytest.raises(ValueError, match=re.escape(f"language={bad!r} is not offered")):
+        set_language(bad)
+    assert get_language() == "en"
+
+
+def test_english_comes_back(zh):
+    assert get_language() == "zh"
+    set_language("en")
+    assert get_language() == "en"
+    title = "Double one symbol (s=2048, b=1, h=4096, a=32, t=1)"
+    assert title in figure_texts(figures.doubling_figure())
+
+
+def test_every_translation_keeps_the_template_fields():
+    def fields(text):
+        return sorted(f"{name}:{spec}" for _, name, spec, _ in string.Formatter().parse(text)
+                      if name is not None)
+    bad = [k for k, v in ZH.items() if fields(k) != fields(v)]
+    assert not bad, bad
+
+
+def test_every_literal_label_has_a_translation():
+    """Each ``tr("...")`` in actmem has an entry in the catalog."""
+    missing = []
+    for path in sorted((ROOT / "actmem").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr"
+                    and node.args and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value not in ZH):
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.args[0].value!r}")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_titles_the_notebooks_pass_have_translations():
+    """Figure titles given as literals in the notebooks' code."""
+    titles = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                titles += re.findall(r'_figure\([^,()]+, ((?:"[^"]*"\s*)+)\)', cell.source)
+    texts = [ast.literal_eval(t.replace("\n", " ")) for t in titles]
+    assert len(texts) >= 4, texts
+    assert [t for t in texts if t not in ZH] == []
+
+
+def test_the_font_has_every_han_character_of_the_catalog():
+    cmap = TTFont(FONT_FILE)["cmap"].getBestCmap()
+    lacking = sorted({c for v in ZH.values() for c in v if HAN.match(c) and ord(c) not in cmap})
+    assert not lacking, f"run tools/subset_cjk_font.py: {''.join(lacking)}"
+
+
+def test_a_chinese_label_draws_without_a_missing_glyph(zh):
+    from matplotlib.figure import Figure
+    fig = Figure()
+    fig.subplots().set_title("每块 GPU 的激活显存（MiB）：张量并行、流水线级")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        fig.canvas.draw()
+
+
+def _schedule(kind, p, m, v=1):
+    return actmem.simulate_schedule(kind, p, m, v)
+
+
+MODEL = actmem.PRESETS["llama2-7b"]
+FIGURES = {
+    "sharding t=2": lambda: figures.sharding_figure(t=2),
+    "sharding t=1": lambda: figures.sharding_figure(t=1),
+    "sharding t=4": lambda: figures.sharding_figure(t=4),
+    "tensor parallel": lambda: figures.tensor_parallel_figure(3),
+    "bytes per GPU": lambda: figures.bytes_per_gpu_figure(),
+    "doubling": lambda: figures.doubling_figure(),
+    "terms vs t": lambda: figures.terms_vs_t_figure(highlight=8),
+    "training memory": lambda: figures.training_memory_figure(10 ** 9),
+    "GPipe": lambda: schedule_figures.schedule_figure(_schedule("gpipe", 4, 8)),
+    "interleaved": lambda: schedule_figures.schedule_figure(_schedule("interleaved", 4, 8, 2)),
+    "first stage": lambda: schedule_figures.first_stage_figure(
+        actmem.activation_memory(2048, 1, 4096, 32, 8), 32, 8),
+    "fits": lambda: fit_figures.stage_memory_figure(
+        actmem.training_memory(MODEL, t=2, p=2, m=8, gpu_memory=80 * 10 ** 9)),
+    "does not fit": lambda: fit_figures.stage_memory_figure(
+        actmem.training_memory(MODEL, t=1, p=1, m=8, gpu_memory=24 * 10 ** 9)),
+    "recompute": lambda: fit_figures.recompute_figure(MODEL, t=2, p=2, m=8),
+    "Table 2": lambda: variant_views.stacked_figure(
+        actmem.table2(2048, 1, 12288, 96, 8), "LLaMA-style layer: GQA, SwiGLU, no dropout, "
+        "FlashAttention"),
+    "cheat sheet": lambda: cheatsheet.cheat_sheet_figure(),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figures_draw_in_chinese_with_every_glyph(zh, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = FIGURES[name]()
+        fig.canvas.draw()
+    texts = figure_texts(fig)
+    assert any(HAN.search(t) for t in texts), texts
+    assert untranslated(texts) == []
+
+
+def test_figures_keep_their_numbers_in_chinese(zh):
+    """The same numbers, whichever the language."""
+    set_language("en")
+    english = figure_texts(figures.bytes_per_gpu_figure())
+    set_language("zh")
+    chinese_texts = figure_texts(figures.bytes_per_gpu_figure())
+    def numbers(texts):
+        return sorted(n for t in texts for n in re.findall(r"\d+(?:\.\d+)?", t))
+    assert numbers(chinese_texts) == numbers(english)
+
+
+EXPLORERS = {
+    "LayerExplorer": lambda: widgets.LayerExplorer(t=2, figure=True),
+    "LedgerExplorer": lambda: widgets.LedgerExplorer(t=2),
+    "ShardingExplorer": lambda: widgets.ShardingExplorer(),
+    "VariantExplorer": lambda: variant_views.VariantExplorer(recompute="full"),
+    "ScheduleExplorer": lambda: schedule_views.ScheduleExplorer(schedule="interleaved", v=2),
+    "FitPlanner": lambda: fit_views.FitPlanner(),
+}
+
+
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_explorers_show_chinese_but_keep_their_english_value(zh, name):
+    chinese_explorer = EXPLORERS[name]()
+    set_language("en")
+    english_explorer = EXPLORERS[name]()
+    for key, readout in chinese_explorer.readouts.items():
+        shown = re.sub(r"<[^>]+>", " ", readout.shown)
+        assert readout.value == english_explorer.readouts[key].value, key
+        assert HAN.search(shown) and untranslated([shown]) == [], (key, shown)
+        assert english_explorer.readouts[key].shown == english_explorer.readouts[key].value
+    descriptions = [c.description for c in chinese_explorer.controls.values()]
+    assert untranslated(descriptions) == [], descriptions
+    labels = [label for c in chinese_explorer.controls.values()  # not names like llama2-7b
+              for label, value in zip(getattr(c, "_options_labels", ()),
+                                      getattr(c, "_options_values", ())) if label != value]
+    assert untranslated(labels) == [], labels
+
+
+def test_the_answers_summary_is_chinese_and_the_answers_are_not(zh, monkeypatch):
+    import IPython.display
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw: shown.append(data))
+    with actmem.hidden_answers():
+        print("1. 80 MiB")
+    assert shown[0]["text/plain"] == "1. 80 MiB\n"
+    assert shown[0]["text/html"] == ("<details><summary>显示答案背后的数字</summary>"
+                                     "<pre>1. 80 MiB\n</pre></details>")
