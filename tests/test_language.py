@@ -208,3 +208,51 @@ def test_the_answers_summary_is_chinese_and_the_answers_are_not(zh, monkeypatch)
     assert shown[0]["text/plain"] == "1. 80 MiB\n"
     assert shown[0]["text/html"] == ("<details><summary>显示答案背后的数字</summary>"
                                      "<pre>1. 80 MiB\n</pre></details>")
+
+
+def _labels_from_data() -> set[str]:
+    """Labels that reach ``tr`` from data rather than literals: ledger rows,
+    placements, groups, diff kinds, Table 2 rows, variants, model states and
+    parts, schedule titles, the figures' label tables, readout templates."""
+    from actmem.layer.ledger_diff import KINDS
+    from actmem.measure.report import SUMMARY_PART
+    from actmem.measure.variants import VARIANTS
+    from actmem.views.answers import SUMMARY
+    labels = {SUMMARY, SUMMARY_PART, variant_views.BASELINE, *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
+              *actmem.RECOMPUTE, *fit_views.STATES, *schedule_figures.TITLES.values(),
+              *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
+              *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",
+              *widgets.LEDGER_COLUMNS, *schedule_views.STAGE_COLUMNS,
+              *variant_views.DIFF_COLUMNS,
+              *("s", "b", "h", "a", "t", "MLP", "schedule", "model", "states", "gpu",
+                "kv_heads")}
+    for table in (figures.TERM_LABELS, figures.GROUP_LABELS, figures.PLACEMENT_LABELS,
+                  fit_figures.PART_LABELS, variant_views.GROUP_NAMES):
+        labels |= set(table.values())
+    for category, parts in figures.TRAINING_MEMORY_PARTS:
+        labels |= {category, *parts}
+    for group in actmem.GROUPS:
+        labels |= {f"{group}: {{size}}", f"{group} per GPU: {{size}}"}
+    for variant in VARIANTS.values():
+        labels |= {variant.title, variant.expect}
+    options = [{}, {"sequence_parallel": True}, {"flash_attention": True},
+               {"activation": "swiglu"}, {"recompute": "full"}]
+    for extra in options:
+        for row in actmem.activation_memory(2048, 1, 4096, 32, 8, **extra).rows:
+            labels |= {row.name, row.block, row.needed_for}
+    return labels
+
+
+def test_every_entry_is_used():
+    literals = set()
+    for path in sorted((ROOT / "actmem").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr" \
+                    and node.args and isinstance(node.args[0], ast.Constant):
+                literals.add(node.args[0].value)
+    notebook_titles = {k for k in ZH if k not in literals and k not in _labels_from_data()}
+    # what is left must be a title a notebook passes in
+    code = " ".join(cell.source.replace("\n", " ") for path in (ROOT / "notebooks").glob("*.ipynb")
+                    for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+    code = re.sub(r'"\s+"', "", code)
+    assert [k for k in notebook_titles if k not in code] == []

@@ -53,12 +53,12 @@ def stage_memory_figure(result: TrainingMemory, title: str = "",
         ax.text(i, bottom[i], format_value(stage.total, "GiB"), ha="center",
                 va="bottom", fontsize=8)
     if result.gpu_memory is not None:
-        label = "GPU: {size} (fits)" if result.fits else "GPU: {size} (does not fit)"
+        label = tr("GPU: {size} (fits)") if result.fits else tr("GPU: {size} (does not fit)")
         ax.axhline(to_gib(result.gpu_memory), color="black", linestyle="--",
-                   label=tr(label).format(size=format_bytes(result.gpu_memory, "GiB")))
+                   label=label.format(size=format_bytes(result.gpu_memory, "GiB")))
     ax.set_xticks(list(x), [tr("stage {i}").format(i=stage.stage) for stage in result.stages])
     ax.set_ylabel(tr("memory per GPU (GiB)"))
-    ax.set_title(tr(title or "Peak memory of each pipeline stage's GPU"))
+    ax.set_title(tr(title) if title else tr("Peak memory of each pipeline stage's GPU"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 

@@ -90,8 +90,8 @@ def _in_flight(ax, schedule: PipelineSchedule) -> None:
                 label=tr("stage {i}: peak {peak}").format(i=i, peak=schedule.peak_in_flight(i)))
     ax.set_xlim(0, float(schedule.makespan()))
     ax.set_ylim(0, None)
-    held = "chunk passes held" if schedule.v > 1 else "micro-batches held"
-    ax.set_ylabel(tr(held), fontsize=8)
+    ax.set_ylabel(tr("chunk passes held") if schedule.v > 1 else tr("micro-batches held"),
+                  fontsize=8)
     ax.set_xlabel(tr("time (units: one forward pass of one micro-batch through one stage)"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
               ncol=1 + (schedule.p - 1) // 8)

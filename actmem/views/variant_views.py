@@ -322,4 +322,4 @@ class VariantExplorer(_Explorer):
         self.say("diff", lambda tr: diff_html(diff_ledgers(base, chosen), tr))
         if self.image is not None:
             self.show_figure(stacked_figure, {"paper's layer": base, "chosen": chosen},
-                             "Paper's layer (no options) vs the chosen options")
+                             tr("Paper's layer (no options) vs the chosen options"))
