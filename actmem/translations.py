@@ -19,23 +19,24 @@ ZH = {
     "fixed per GPU: {size}": "每块 GPU 的固定项：{size}",
     "intermediate per GPU: {size}": "每块 GPU 的中间项：{size}",
     "attention_map per GPU: {size}": "每块 GPU 的注意力矩阵项：{size}",
-    "hidden activations (s, b, h) = ({s}, {b}, {h}); sliced on one GPU: ({s}, {b}, {h_t}); "
+    "hidden activations (s, b, h) = ({s}, {b}, {h}); Q, K, V on one GPU (s, b, h/t) = "
+    "({s}, {b}, {h_t}); "
     "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); attention map on one GPU (b, a/t, s, s) = "
     "({b}, {a_t}, {s}, {s})":
-        "隐藏层激活 (s, b, h) = ({s}, {b}, {h})；单块 GPU 上的切片：({s}, {b}, {h_t})；"
-        "MLP 中间层 (s, b, 4h/t) = ({s}, {b}, {f_t})；单块 GPU 上的注意力矩阵 "
+        "隐藏层激活 (s, b, h) = ({s}, {b}, {h})；单块 GPU 上的 Q、K、V (s, b, h/t) = "
+        "({s}, {b}, {h_t})；MLP 内部激活 (s, b, 4h/t) = ({s}, {b}, {f_t})；单块 GPU 上的注意力矩阵 "
         "(b, a/t, s, s) = ({b}, {a_t}, {s}, {s})",
     "fixed {fixed}, intermediate {intermediate}, {attention}":
         "固定项 {fixed}，中间项 {intermediate}，{attention}",
     "attention-map statistics {k} bas/t (no s x s map)":
-        "注意力矩阵统计量 {k} bas/t（不保存 s x s 矩阵）",
-    "attention map {term}": "注意力矩阵 {term}",
+        "注意力矩阵项只剩统计量 {k} bas/t（不保存 s x s 矩阵）",
+    "attention map {term}": "注意力矩阵项 {term}",
     # ledger table
     "tensor": "张量",
     "block": "模块",
     "shape": "形状",
     "bytes/elem": "字节/元素",
-    "placement": "放置方式",
+    "placement": "存放方式",
     "group": "分组",
     "MiB per GPU": "每块 GPU 的 MiB",
     "needed for": "反向传播中的用途",
@@ -71,15 +72,15 @@ ZH = {
     "input of the MLP's second linear": "MLP 第二个线性层的输入",
     "dropout mask after the MLP block": "MLP 模块之后的 dropout 掩码",
     "softmax log-sum-exp (fp32)": "softmax 的 log-sum-exp（fp32）",
-    "SwiGLU gate projection output": "SwiGLU 门控投影的输出",
-    "SwiGLU up projection output": "SwiGLU 上投影的输出",
+    "SwiGLU gate projection output": "SwiGLU gate 投影的输出",
+    "SwiGLU up projection output": "SwiGLU up 投影的输出",
     "layer input (checkpoint for recomputation)": "层的输入（重计算用的检查点）",
     "LayerNorm": "LayerNorm",
     "attention": "注意力",
     "MLP": "MLP",
     "replicated": "复制",
     "sequence-split": "按序列切分",
-    "hidden-split": "按隐藏维切分",
+    "hidden-split": "按隐藏维度切分",
     "head-split": "按注意力头切分",
     "fixed": "固定项",
     "intermediate": "中间项",
@@ -110,16 +111,17 @@ ZH = {
     "full recomputation: the layer's forward pass is run again from it during the backward pass":
         "完全重计算：反向传播时从它出发重新运行该层的前向计算",
     # ---- figures (actmem.views.figures)
-    "fixed (replicated)": "固定项（复制）",
-    "intermediate (split by hidden or heads)": "中间项（按隐藏维或注意力头切分）",
-    "attention map (split by heads)": "注意力矩阵（按注意力头切分）",
+    "fixed (replicated)": "固定项（每块 GPU 各存一份）",
+    "intermediate (split by hidden or heads)": "中间项（按隐藏维度或注意力头切分）",
+    "attention map (split by heads)": "注意力矩阵项（按注意力头切分）",
     "fixed term": "固定项",
     "intermediate term": "中间项",
     "attention-map term (s x s maps or their statistics)": "注意力矩阵项（s x s 矩阵或其统计量）",
-    "full copy on each GPU": "每块 GPU 一份完整副本",
-    "a 1/t slice of h or 4h": "h 或 4h 的 1/t 切片",
-    "a/t heads, each map whole s x s": "a/t 个头，每个矩阵完整的 s x s",
-    "global tensor": "完整张量",
+    "full copy on each GPU": "每块 GPU 各存一份完整副本",
+    "a 1/t slice of the MLP's 4h": "MLP 内部 4h 的 1/t 切片",
+    "{placement}: {size}": "{placement}：{size}",
+    "a/t heads, each map whole s x s": "a/t 个头，每个头的 s x s 矩阵完整保存",
+    "global tensor": "全局张量",
     "GPU 1 (of {t})": "GPU 1（共 {t} 块）",
     "{size} per GPU": "每块 GPU {size}",
     "t = 1: no GPU 1": "t = 1：没有 GPU 1",
@@ -127,24 +129,24 @@ ZH = {
     "Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); logical shapes, not to scale":
         "t = {t} 时谁保存什么（s={s}, b={b}, h={h}, a={a}）；逻辑形状，不按比例",
     "X  (s, b, h)\nwhole": "X  (s, b, h)\n完整",
-    "X W1[:, part {gpu}]\n(s, b, 4h/t)": "X W1[:, 第 {gpu} 部分]\n(s, b, 4h/t)",
-    "column-parallel linear\n(GPU i: part i of W1's columns)": "列并行线性层\n（GPU i：W1 的第 i 部分列）",
+    "X W1[:, part {gpu}]\n(s, b, 4h/t)": "X W1[:, 第 {gpu} 组]\n(s, b, 4h/t)",
+    "column-parallel linear\n(GPU i: part i of W1's columns)": "列并行线性层\n（GPU i：W1 的第 i 组列）",
     "partial sum {gpu}\n(s, b, h)": "部分和 {gpu}\n(s, b, h)",
-    "row-parallel linear\n(GPU i: part i of W2's rows)": "行并行线性层\n（GPU i：W2 的第 i 部分行）",
+    "row-parallel linear\n(GPU i: part i of W2's rows)": "行并行线性层\n（GPU i：W2 的第 i 组行）",
     "Y  (s, b, h)\nwhole": "Y  (s, b, h)\n完整",
     "all-reduce:\nsum over GPUs": "全归约：\n各 GPU 求和",
     "An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is split; "
     "input and output are whole on every GPU":
-        "t = {t} 块 GPU 上的 MLP 模块（Megatron-LM）：只有 4h 宽的中间部分被切分；"
+        "t = {t}（{t} 块 GPU）时的 MLP 模块（Megatron-LM）：只有 4h 宽的中间部分被切分；"
         "输入和输出在每块 GPU 上都是完整的",
     "whole tensor": "完整张量",
     "kept by one GPU: {term}": "单块 GPU 保存：{term}",
-    "{part} of {whole}": "{part} / {whole}",
-    "MiB per layer, per micro-batch (bar lengths to scale)": "每层、每个微批次的 MiB（条形长度按比例）",
+    "{part} of {whole}": "{part}（共 {whole}）",
+    "MiB per layer, per micro-batch (bar lengths to scale)": "显存（MiB；每层、每个微批次；条形长度按比例）",
     "What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale":
-        "t = {t} 时单块 GPU 保存的内容（s={s}, b={b}, h={h}, a={a}），按比例",
-    "the layer": "原层",
-    "MiB per layer, per micro-batch, per GPU": "每层、每个微批次、每块 GPU 的 MiB",
+        "t = {t} 时单块 GPU 保存的内容（s={s}, b={b}, h={h}, a={a}；按比例绘制）",
+    "the layer": "基准层",
+    "MiB per layer, per micro-batch, per GPU": "显存（MiB；每层、每个微批次、每块 GPU）",
     "Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})":
         "把一个符号翻倍（s={s}, b={b}, h={h}, a={a}, t={t}）",
     "fixed floor: {size} at every t": "固定项下限：任何 t 下都是 {size}",
@@ -232,7 +234,7 @@ ZH = {
     "fits": "装得下",
     "DOES NOT FIT": "装不下",
     # ---- what each trick removes (actmem.views.variant_views)
-    "attention map": "注意力矩阵",
+    "attention map": "注意力矩阵项",
     "paper's layer (no options)": "论文中的层（无选项）",
     "chosen layer: {sizes}": "所选的层：{sizes}",
     "change: {change}": "变化：{change}",

@@ -45,7 +45,7 @@ parallelism splits the fixed term along s; FlashAttention keeps only
 statistics of the attention map)."""
 PLACEMENT_LABELS = {
     REPLICATED: "full copy on each GPU",
-    HIDDEN_SPLIT: "a 1/t slice of h or 4h",
+    HIDDEN_SPLIT: "a 1/t slice of the MLP's 4h",
     HEAD_SPLIT: "a/t heads, each map whole s x s",
 }
 OTHER = "#DDDDDD"
@@ -133,7 +133,7 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     Rows are the paper's three groups (fixed, intermediate, attention map);
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
     drawn follows the ledger's ``placement`` field: replicated tensors are
-    whole on every GPU, hidden-split ones keep a 1/t slice of h (or 4h),
+    whole on every GPU, hidden-split ones keep a 1/t slice of the MLP's 4h,
     head-split attention maps keep a/t whole s x s squares. Shapes are
     logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
     for t > 2 the other ranks are drawn light grey in the global column.
@@ -159,7 +159,8 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                 continue
             _draw_group(ax, result, group, None if col == 0 else col - 1)
             label = tr(TERM_LABELS[group]) if col == 0 else \
-                f"{tr(PLACEMENT_LABELS[placement])}: {per_gpu}"
+                tr("{placement}: {size}").format(placement=tr(PLACEMENT_LABELS[placement]),
+                                                 size=per_gpu)
             ax.set_title(f"{titles[col]}\n{label}" if r == 0 else label, fontsize=9)
     fig.suptitle(tr("Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
                     "logical shapes, not to scale").format(t=t, s=s, b=b, h=h, a=a))

@@ -321,7 +321,7 @@ class LayerExplorer(_Explorer):
             self.say(group, lambda tr: tr(group + ": {size}").format(size=size))
         self.say("shapes", lambda tr: tr(
             "hidden activations (s, b, h) = ({s}, {b}, {h}); "
-            "sliced on one GPU: ({s}, {b}, {h_t}); "
+            "Q, K, V on one GPU (s, b, h/t) = ({s}, {b}, {h_t}); "
             "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); "
             "attention map on one GPU (b, a/t, s, s) = ({b}, {a_t}, {s}, {s})").format(
                 **v, h_t=v["h"] // v["t"], f_t=4 * v["h"] // v["t"], a_t=v["a"] // v["t"]))
