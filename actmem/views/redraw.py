@@ -66,8 +66,9 @@ def png(fig: Figure) -> bytes:
 
     Drawn on an Agg canvas and encoded with light compression. The first
     call lays the figure out; the layout is then kept, so a redraw into
-    the same axes (:func:`figure_axes`) skips it, unless a legend or title
-    would no longer fit in the figure: then it is laid out again.
+    the same axes (:func:`figure_axes`) skips it, unless something would no
+    longer fit in the figure (wider tick labels, a longer legend or title):
+    then it is laid out again.
     """
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
@@ -84,14 +85,12 @@ def png(fig: Figure) -> bytes:
 
 
 def _spills(fig: Figure) -> bool:
-    """Whether a legend or an axes title of ``fig`` (as last drawn) reaches
-    past the figure's edges."""
-    frame = fig.bbox
-    parts = [ax.get_legend() for ax in fig.axes] + [ax.title for ax in fig.axes]
-    for part in parts:
-        if part is not None and part.get_visible():
-            box = part.get_window_extent()
-            if box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or \
-                    box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1:
-                return True
+    """Whether anything an axes of ``fig`` shows (as last drawn: tick
+    labels, axis labels, title, legend) reaches past the figure's edges."""
+    renderer, frame = fig.canvas.get_renderer(), fig.bbox
+    for ax in fig.axes:
+        box = ax.get_tightbbox(renderer)
+        if box is not None and (box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or
+                                box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1):
+            return True
     return False
