@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     root_dir = Path(tempfile.mkdtemp(prefix="actmem-latency-"))
     copy_notebooks(root_dir)
     floor_name = write_floor_notebook(root_dir)
-    names = args.notebooks or [p.name for p in notebook_paths()]
+    names = args.notebooks or [p.name for p in notebook_paths() if p.parent.name == "notebooks"]
     floor_cells = {name: append_floor_cell(root_dir / name) for name in names}
     report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "python": platform.python_version()},

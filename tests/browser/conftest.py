@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jlab import (ARTIFACTS, CHROMIUM, NOTEBOOKS, Browser, LabServer, NotebookPage,
+from jlab import (ARTIFACTS, CHROMIUM, NOTEBOOKS, Browser, LabServer, NotebookPage, file_stem,
                   copy_notebooks, error_outputs, missing_requirements,
                   probe_explorers, widget_model_ids)
 
@@ -123,12 +123,12 @@ class Runs:
             record["model_ids"] = widget_model_ids(record["saved"])
             record["explorers"] = probe_explorers(self.server, name)
             record["screenshot"] = nb.screenshot(
-                self.shots / f"{Path(name).stem}__run-all.png")
+                self.shots / f"{file_stem(name)}__run-all.png")
         except Exception as e:  # reported by the test that asked
             record["error"] = e
             record["traceback"] = traceback.format_exc()
             try:
-                nb.screenshot(self.shots / f"{Path(name).stem}__FAILED-run-all.png")
+                nb.screenshot(self.shots / f"{file_stem(name)}__FAILED-run-all.png")
             except Exception:
                 pass
         self.current = (name, nb, record)

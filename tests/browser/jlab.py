@@ -72,8 +72,24 @@ def missing_requirements(path: Path) -> list[str]:
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:
-    """Every notebook in ``folder``, in name order (checkpoints excluded)."""
-    return sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+    """Every notebook in ``folder``, in name order, then those of its
+    language folders (``zh/``); checkpoints excluded."""
+    return [*sorted(p for p in folder.glob("*.ipynb") if p.is_file()),
+            *sorted(p for p in folder.glob("*/*.ipynb")
+                    if p.is_file() and ".ipynb_checkpoints" not in p.parts)]
+
+
+def notebook_names(folder: Path = NOTEBOOKS) -> list[str]:
+    """:func:`notebook_paths` as paths relative to ``folder``
+    (``01_variables.ipynb``, ``zh/01_variables.ipynb``): what the server
+    and the tests call them."""
+    return [p.relative_to(folder).as_posix() for p in notebook_paths(folder)]
+
+
+def file_stem(name: str) -> str:
+    """A notebook name as a file-name stem: ``zh/01_variables.ipynb`` ->
+    ``zh-01_variables``."""
+    return name.removesuffix(".ipynb").replace("/", "-")
 
 
 def free_port() -> int:
@@ -620,6 +636,7 @@ def __actmem_probe():
                                     if labels is not None and values is not None else None)})
         out[box.model_id] = {
             "cls": type(o).__name__,
+            "language": getattr(o, "language", "en"),
             "layer": {k: jsonable(v) for k, v in layer.items()} if isinstance(layer, dict) else None,
             "controls": ctl,
             "readouts": list(readouts),

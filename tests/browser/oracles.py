@@ -7,7 +7,9 @@ functions -- never the explorer's own ``refresh`` -- to give:
 
 * ``readouts``: readout name -> list of strings that readout's text must
   contain (formatted with :func:`actmem.format_bytes`, the widgets' unit),
-  or of callables ``text -> problem or None``;
+  or of callables ``text -> problem or None``; words are put in the
+  explorer's language (the probe reads it) with the same label templates
+  (``tr``) the page uses, numbers are computed here;
   names not listed are only required to be non-empty;
 * ``figure``: a hashable key of everything the explorer's figure is drawn
   from, or None when it has no figure. When the key changes, the PNG bytes
@@ -21,8 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
 import actmem
 from actmem import activation_memory, format_bytes
+from actmem.language import translator
 
 
 @dataclass(frozen=True)
@@ -43,14 +48,14 @@ def parse(text):
     return text
 
 
-def _layer_explorer(layer, v, image):
+def _layer_explorer(layer, v, image, tr):
     r = activation_memory(s=v["s"], b=v["b"], h=v["h"], a=v["a"], t=v["t"])
     groups = ("fixed", "intermediate", "attention_map", "total")
     return Expected({g: [format_bytes(getattr(r, g))] for g in groups},
                     (v["s"], v["b"], v["h"], v["a"], v["t"]) if image else None)
 
 
-def _ledger_explorer(layer, v, image):
+def _ledger_explorer(layer, v, image, tr):
     """Coefficients by hand: each group's bytes per GPU over its unit."""
     from fractions import Fraction
     r = activation_memory(**layer, t=v["t"], activation=v["activation"],
@@ -59,23 +64,24 @@ def _ledger_explorer(layer, v, image):
     fixed = Fraction(r.fixed, s * b * h)  # replicated: a multiple of sbh
     split = Fraction(r.intermediate * t, s * b * h)
     if v["flash_attention"]:  # fp32 statistics of shape (b, a, s), split by heads
-        attention = f"attention-map statistics {Fraction(r.attention_map * t, b * a * s)} bas/t"
+        attention = tr("attention-map statistics {k} bas/t (no s x s map)").format(
+            k=Fraction(r.attention_map * t, b * a * s))
     else:
-        attention = f"attention map {Fraction(r.attention_map * t, b * a * s * s)} bas^2/t"
-    return Expected({"total": [format_bytes(r.total)],
-                     "coefficients": [f"fixed {fixed} sbh, intermediate {split} sbh/t, "
-                                      f"{attention}"]},
-                    None)
+        attention = tr("attention map {term}").format(
+            term=f"{Fraction(r.attention_map * t, b * a * s * s)} bas^2/t")
+    coefficients = tr("fixed {fixed}, intermediate {intermediate}, {attention}").format(
+        fixed=f"{fixed} sbh", intermediate=f"{split} sbh/t", attention=attention)
+    return Expected({"total": [format_bytes(r.total)], "coefficients": [coefficients]}, None)
 
 
-def _sharding_explorer(layer, v, image):
+def _sharding_explorer(layer, v, image, tr):
     r = activation_memory(**layer, t=v["t"])
     return Expected({g: [format_bytes(r.group_bytes(g))]
                      for g in ("fixed", "intermediate", "attention_map")},
                     v["t"] if image else None)
 
 
-def _schedule_explorer(layer, v, image):
+def _schedule_explorer(layer, v, image, tr):
     """Bytes per stage from the simulation (not from schedule_views)."""
     L = v["L"]
     per_layer = activation_memory(**layer, t=v["t"])
@@ -83,35 +89,43 @@ def _schedule_explorer(layer, v, image):
     stages = [schedule.stage_activation_memory(i, per_layer, L) for i in range(v["p"])]
     whole = actmem.model_activation_memory(per_layer, L)
     return Expected({"first_stage": [f"= {format_bytes(stages[0])}", format_bytes(whole)],
-                     "bubble": [f"bubble: {schedule.bubble_fraction()} of the ideal time"],
+                     "bubble": [tr("bubble: {fraction} of the ideal time = {percent:.1%} "
+                                   "(simulated)").format(
+                         fraction=schedule.bubble_fraction(),
+                         percent=float(schedule.bubble_fraction()))],
                      "stages": [format_bytes(n) for n in stages]},
                     (v["schedule"], v["p"], v["m"], v["v"]) if image else None)
 
 
-def _fit_planner(layer, v, image):
+def _fit_planner(layer, v, image, tr):
     """The verdict and per-stage totals from actmem.training_memory; menu
     values the probe could not map (labels made after Run All, such as
     'full, k=5') are read from their label."""
     from actmem.views.fit_views import STATES, run_arguments
     values = dict(v)
     recompute = values["recompute"]
-    if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N'
-        mode, _, k = recompute.partition(", k=")
-        recompute = (mode, int(k) if k else 1)
-    values["recompute"] = tuple(recompute)
+    if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N', translated
+        k = re.search(r"k=(\d+)", recompute)
+        recompute = ("full", int(k.group(1))) if k else \
+            {tr(mode): mode for mode in actmem.RECOMPUTE}[recompute]
+    values["recompute"] = (recompute, 1) if isinstance(recompute, str) else tuple(recompute)
     values["states"] = STATES[values["states"]]
     model = actmem.PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
     result = actmem.training_memory(model, **run_arguments(values))
     top = result.most_loaded
-    word = "fits" if result.fits else "DOES NOT FIT"
-    return Expected({"verdict": [f"stage {top.stage}, {format_bytes(top.total, 'GiB')}",
-                                 f"margin {actmem.format_change(result.margin, 'GiB').lstrip('+')} GiB, {word}"],
+    line = tr("most loaded: stage {stage}, {size}").format(
+        stage=top.stage, size=format_bytes(top.total, "GiB"))
+    verdict = tr("{line} of {gpu}: margin {margin} GiB, {verdict}").format(
+        line=line, gpu=format_bytes(result.gpu_memory, "GiB"),
+        margin=actmem.format_change(result.margin, "GiB").lstrip("+"),
+        verdict=tr("fits") if result.fits else tr("DOES NOT FIT"))
+    return Expected({"verdict": [verdict],
                      "stages": [actmem.format_value(s.total, "GiB") for s in result.stages]},
                     (tuple(tuple(s.parts.values()) for s in result.stages),
                      result.gpu_memory, values["model"], values["gpu"]) if image else None)
 
 
-def _variant_explorer(layer, v, image):
+def _variant_explorer(layer, v, image, tr):
     base = activation_memory(**layer, a=v["a"], t=v["t"])
     chosen = activation_memory(**layer, **v)
 
@@ -125,21 +139,25 @@ def _variant_explorer(layer, v, image):
                     key if image else None)
 
 
-def _measure_explorer(layer, v, image):
+def _measure_explorer(layer, v, image, tr):
     """actmem.measure's MeasureExplorer: measured results cannot be redone
     here, but every ledger prediction the summary states can: for each
-    't=T rank R: ledger N B', N must be the ledger total actmem gives for
-    the chosen variant's options at t=T on rank R."""
-    import re
-
+    't=T rank R: ledger N B' (in the explorer's language), N must be the
+    ledger total actmem gives for the chosen variant's options at t=T on
+    rank R."""
+    from actmem.measure.report import SUMMARY_PART
     from actmem.measure.variants import VARIANTS
     name = v["variant"]
     options = VARIANTS[name].options
+    part = tr(SUMMARY_PART)
+    claim = re.escape(part[:part.index("{ledger}") + len("{ledger} B")])
+    for field in ("t", "rank", "ledger"):
+        claim = claim.replace(re.escape(f"{{{field}}}"), r"(\d+)")
 
     def check(text):
         if not text.startswith(f"{name}: "):
             return f"does not start with {name + ': '!r}"
-        claims = re.findall(r"t=(\d+) rank (\d+): ledger (\d+) B", text)
+        claims = re.findall(claim, text)
         if not claims:
             return "states no ledger total"
         for t, rank, n in claims:
@@ -199,7 +217,8 @@ def expected(info: dict, dom_controls: list) -> Expected | None:
     missing = [c["name"] for c in info["controls"] if c["name"] not in values]
     if missing:
         raise LookupError(f"{info['cls']}: controls {missing} not found in the DOM")
-    return oracle(info.get("layer") or {}, values, info.get("image", False))
+    return oracle(info.get("layer") or {}, values, info.get("image", False),
+                  translator(info.get("language", "en")))
 
 
 def mismatches(info: dict, exp: Expected, named: dict) -> list[str]:

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 import oracles
-from jlab import (UNSUPPORTED, VISIBLE_NOTEBOOK, change_control, notebook_paths,
+from jlab import (UNSUPPORTED, VISIBLE_NOTEBOOK, change_control, file_stem, notebook_names,
                   wait_settled)
 
-NOTEBOOKS = [p.name for p in notebook_paths()]
+NOTEBOOKS = notebook_names()
 
 TRACEBACK = "Traceback (most recent call last)"
 WIDGET_ERROR = "Error displaying widget"
@@ -79,6 +79,53 @@ def test_answers_stay_collapsed_after_run_all(runs, notebook):
     details = cell.locator(".jp-OutputArea-output details")
     assert details.count() == 1 and details.first.is_visible(), f"{notebook}: no closed answers"
     assert not details.first.locator("pre").is_visible(), f"{notebook}: the answers are shown"
+
+
+MISSING_GLYPHS_JS = r"""
+(selector) => {
+  // Han and full-width characters on the page that the browser draws as a
+  // missing glyph: drawn in the page's font, pixel for pixel the same as a
+  // character no font has (U+E000, U+0378).
+  const root = document.querySelector(selector);
+  const chars = [...new Set(root.innerText.match(/[\u3000-\u303f\u3400-\u9fff\uff01-\uff5e]/g) || [])];
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 48;
+  const g = canvas.getContext('2d', {willReadFrequently: true});
+  const fonts = ['.jp-RenderedMarkdown p', '.actmem-readouts', '.widget-label']
+    .map(s => root.querySelector(s)).filter(Boolean)
+    .map(e => { const c = getComputedStyle(e); return `${c.fontSize} ${c.fontFamily}`; });
+  const missing = new Set();
+  for (const font of fonts) {
+    const draw = ch => {
+      g.clearRect(0, 0, 48, 48); g.font = font; g.fillText(ch, 4, 36);
+      return g.getImageData(0, 0, 48, 48).data.join(',');
+    };
+    const none = new Set([draw('\ue000'), draw('\u0378')]);
+    if (none.has(draw('A'))) return {fonts: fonts.length, broken: true, missing: []};
+    chars.filter(ch => none.has(draw(ch))).forEach(ch => missing.add(ch));
+  }
+  return {fonts: fonts.length, broken: false, missing: [...missing], chars: chars.length};
+}
+"""
+
+
+@pytest.mark.parametrize("notebook", [n for n in NOTEBOOKS if n.startswith("zh/")])
+def test_chinese_text_has_its_glyphs(runs, notebook):
+    """After Run All, every Chinese character of the prose, the readouts and
+    the controls is drawn with a real glyph, not a missing-glyph box
+    (issue 13; the CI machine gets Debian's fonts-wqy-microhei)."""
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: Run All failed ({rec['error']}); see test_run_all",
+                    pytrace=False)
+    found = nb.page.evaluate(MISSING_GLYPHS_JS, VISIBLE_NOTEBOOK)
+    assert found["fonts"] >= 1, f"{notebook}: no text element to take a font from"
+    assert not found["broken"], "a Latin letter draws like a missing glyph: detector broken"
+    assert found["chars"] > 100, f"{notebook}: only {found['chars']} Chinese characters"
+    missing = found["missing"]
+    assert not missing, (f"{notebook}: {len(missing)} characters drawn as boxes, e.g. "
+                         f"{''.join(missing[:20])}; install a Chinese font "
+                         "(apt-get install fonts-wqy-microhei)")
 
 
 def _slug(text: str) -> str:
@@ -152,7 +199,7 @@ def test_controls(runs, notebook, subtests, screenshot_dir):
     if not rec["explorers"]:
         pytest.fail(f"{notebook}: the kernel probe found no actmem explorer "
                     f"behind {len(roots)} widget outputs", pytrace=False)
-    stem = Path(notebook).stem
+    stem = file_stem(notebook)
     for root in roots:
         model_id = rec["model_ids"].get((root.cell, root.output))
         info = rec["explorers"].get(model_id)
