@@ -1,14 +1,15 @@
 """Copies of the course for a workshop: ``python -m actmem.workshop OUT_DIR``.
 
-Writes two folders under ``OUT_DIR`` (which must not exist, or be empty):
+Writes two folders under ``OUT_DIR`` (which must not exist, or be empty),
+each with the English notebooks and, in ``zh/``, the Chinese ones:
 
 * ``learner/``: every notebook with outputs cleared, the answer cells (the
   last code cell, which prints inside :func:`actmem.hidden_answers`) and
   every ``<details>`` answer removed, speaker notes removed; the exercises
   and the set-up cell stay. Attendees run it top to bottom.
 * ``instructor/``: the notebooks as they are, outputs and answers kept,
-  with the speaker notes (slideshow ``notes`` cells) shown as ordinary
-  cells that start with "Speaker notes".
+  with the speaker notes (slideshow ``notes`` cells, which start with
+  "Speaker notes" or 讲师提示) shown as ordinary cells.
 
 ``notebooks/`` itself is only read. Notebooks are read and written with
 nbformat; nothing is executed.
@@ -25,11 +26,12 @@ import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 """The course's notebooks in a checkout of the repository."""
-ANSWER = re.compile(r"\n?[ \t]*<details><summary>Answer</summary>.*?</details>[ \t]*\n?",
-                    re.DOTALL)
-"""One exercise answer in a markdown cell (with the blank lines around it)."""
-ANSWER_NOTE = re.compile(r"\n*The cell below computes the numbers used in the answers\..*\Z",
-                         re.DOTALL)
+ANSWER = re.compile(r"\n?[ \t]*<details><summary>(?:Answer|答案)</summary>.*?</details>"
+                    r"[ \t]*\n?", re.DOTALL)
+"""One exercise answer in a markdown cell (with the blank lines around it),
+in English or Chinese."""
+ANSWER_NOTE = re.compile(r"\n*(?:The cell below computes the numbers used in the answers\."
+                         r"|下面的单元格计算答案中用到的数字。).*\Z", re.DOTALL)
 """The closing note that points at the answer cell."""
 
 
@@ -62,8 +64,14 @@ def instructor_copy(nb):
     for cell in nb.cells:
         if is_notes(cell):
             cell.metadata["slideshow"]["slide_type"] = "-"
-            cell.source = f"**Speaker notes.** {cell.source}"
     return nb
+
+
+def course_notebooks(source: Path) -> list[Path]:
+    """The notebooks of ``source`` and of its language folders (``zh/``),
+    as paths relative to ``source``."""
+    found = [*sorted(source.glob("*.ipynb")), *sorted(source.glob("*/*.ipynb"))]
+    return [p.relative_to(source) for p in found if ".ipynb_checkpoints" not in p.parts]
 
 
 def write_copies(out_dir: Path, source: Path = NOTEBOOKS) -> list[Path]:
@@ -78,7 +86,7 @@ def write_copies(out_dir: Path, source: Path = NOTEBOOKS) -> list[Path]:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise FileExistsError(f"OUT_DIR={str(out_dir)!r} exists and is not an empty "
                               "folder; choose a new one")
-    paths = sorted(Path(source).glob("*.ipynb"))
+    paths = course_notebooks(Path(source))
     if not paths:
         raise FileNotFoundError(f"no notebooks in {str(source)!r}; run this from a "
                                 "checkout of the repository or pass --source")
@@ -86,8 +94,9 @@ def write_copies(out_dir: Path, source: Path = NOTEBOOKS) -> list[Path]:
     for folder, copy in (("learner", learner_copy), ("instructor", instructor_copy)):
         (out_dir / folder).mkdir(parents=True)
         for path in paths:
-            target = out_dir / folder / path.name
-            nbformat.write(copy(nbformat.read(path, as_version=4)), target)
+            target = out_dir / folder / path
+            target.parent.mkdir(exist_ok=True)
+            nbformat.write(copy(nbformat.read(Path(source) / path, as_version=4)), target)
             written.append(target)
     return written
 
