@@ -148,3 +148,13 @@ def test_links_point_to_the_chinese_track(pair):
                 continue
             assert (CHINESE / target.split("#")[0]).resolve().exists(), target
     assert "/notebooks/zh/" in first and "labpath=notebooks%2Fzh%2F" in first
+
+
+def test_readme_zh_has_the_same_two_commands_and_is_linked():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    chinese = (ROOT / "README.zh.md").read_text(encoding="utf-8")
+    commands = [line.strip() for line in readme.splitlines()
+                if line.startswith("    python3 -m venv .venv")]
+    assert len(commands) == 2 and all(c in chinese for c in commands)
+    assert "(README.zh.md)" in readme.split("\n## ", 1)[0]
+    assert mostly_chinese(chinese)
