@@ -15,6 +15,10 @@ when used.
 Constructor arguments are checked before any widget is built: an invalid
 value raises ``TypeError`` or ``ValueError`` naming the argument, its value
 and the values allowed.
+
+Labels follow :mod:`actmem.language` at construction: after
+``actmem.set_language("zh")`` an explorer shows Chinese control labels and
+readouts, while each readout's ``value`` stays English (:meth:`_Explorer.say`).
 """
 
 from __future__ import annotations
