@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         written = write_copies(args.out_dir, args.source)
     except (FileExistsError, FileNotFoundError) as error:
         parser.error(str(error))
-    print(f"wrote {len(written) // 2} notebooks to {args.out_dir / 'learner'} and "
+    print(f"wrote {len(written) // 2} notebooks to each of {args.out_dir / 'learner'} and "
           f"{args.out_dir / 'instructor'}")
     return 0
 

@@ -210,15 +210,23 @@ def test_the_answers_summary_is_chinese_and_the_answers_are_not(zh, monkeypatch)
                                      "<pre>1. 80 MiB\n</pre></details>")
 
 
+def _strings_in(folder: Path) -> set[str]:
+    """Every string constant in the modules of ``folder`` (read, not imported:
+    ``actmem.measure`` needs torch to import)."""
+    return {node.value for path in folder.glob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
 def _labels_from_data() -> set[str]:
     """Labels that reach ``tr`` from data rather than literals: ledger rows,
-    placements, groups, diff kinds, Table 2 rows, variants, model states and
-    parts, schedule titles, the figures' label tables, readout templates."""
+    placements, groups, diff kinds, Table 2 rows, measured variants and the
+    summary template, model states and parts, schedule titles, the figures'
+    label tables, readout templates."""
     from actmem.layer.ledger_diff import KINDS
-    from actmem.measure.report import SUMMARY_PART
-    from actmem.measure.variants import VARIANTS
     from actmem.views.answers import SUMMARY
-    labels = {SUMMARY, SUMMARY_PART, variant_views.BASELINE, *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
+    labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
+              *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
               *actmem.RECOMPUTE, *fit_views.STATES, *schedule_figures.TITLES.values(),
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
               *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",
@@ -233,8 +241,6 @@ def _labels_from_data() -> set[str]:
         labels |= {category, *parts}
     for group in actmem.GROUPS:
         labels |= {f"{group}: {{size}}", f"{group} per GPU: {{size}}"}
-    for variant in VARIANTS.values():
-        labels |= {variant.title, variant.expect}
     options = [{}, {"sequence_parallel": True}, {"flash_attention": True},
                {"activation": "swiglu"}, {"recompute": "full"}]
     for extra in options:
