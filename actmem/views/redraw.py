@@ -88,8 +88,9 @@ def _spills(fig: Figure) -> bool:
     """Whether anything an axes of ``fig`` shows (as last drawn: tick
     labels, axis labels, title, legend) reaches past the figure's edges."""
     renderer, frame = fig.canvas.get_renderer(), fig.bbox
-    for ax in fig.axes:
-        box = ax.get_tightbbox(renderer)
+    parts = [p for ax in fig.axes for p in (ax.xaxis, ax.yaxis, ax.title, ax.get_legend())]
+    for part in parts:
+        box = part.get_tightbbox(renderer) if part is not None and part.get_visible() else None
         if box is not None and (box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or
                                 box.y0 < frame.y0 - 1 or box.y1 > frame.y1 + 1):
             return True
