@@ -103,3 +103,14 @@ def test_a_wider_legend_is_laid_out_again():
     png(fig)
     legend = fig.axes[0].get_legend().get_window_extent()
     assert legend.x1 <= fig.bbox.x1 + 1
+
+
+def test_wider_tick_labels_are_laid_out_again():
+    """s = 8192 gives five-digit ticks: the y label must not be cut off at
+    the left edge (a learner's review of notebook 04)."""
+    fig = figures.terms_vs_t_figure(2048, 1, 4096, 32, highlight=8)
+    png(fig)
+    fig = figures.terms_vs_t_figure(8192, 1, 4096, 32, highlight=8, fig=fig)
+    png(fig)
+    label = fig.axes[0].yaxis.label.get_window_extent()
+    assert label.x0 >= fig.bbox.x0 - 1
