@@ -114,3 +114,14 @@ def test_wider_tick_labels_are_laid_out_again():
     png(fig)
     label = fig.axes[0].yaxis.label.get_window_extent()
     assert label.x0 >= fig.bbox.x0 - 1
+
+
+def test_hidden_axes_do_not_count_as_spilling():
+    """The sharding figure's axes are off: their (undrawn) ticks must not
+    make every redraw lay the figure out again."""
+    from actmem.views.redraw import _spills
+    fig = figures.sharding_figure(t=2)
+    png(fig)
+    fig = figures.sharding_figure(t=4, fig=fig)
+    fig.canvas.draw()
+    assert not _spills(fig)

@@ -86,9 +86,11 @@ def png(fig: Figure) -> bytes:
 
 def _spills(fig: Figure) -> bool:
     """Whether anything an axes of ``fig`` shows (as last drawn: tick
-    labels, axis labels, title, legend) reaches past the figure's edges."""
+    labels and axis labels unless the axis is off, title, legend) reaches
+    past the figure's edges."""
     renderer, frame = fig.canvas.get_renderer(), fig.bbox
-    parts = [p for ax in fig.axes for p in (ax.xaxis, ax.yaxis, ax.title, ax.get_legend())]
+    parts = [p for ax in fig.axes
+             for p in ((ax.xaxis, ax.yaxis) if ax.axison else ()) + (ax.title, ax.get_legend())]
     for part in parts:
         box = part.get_tightbbox(renderer) if part is not None and part.get_visible() else None
         if box is not None and (box.x0 < frame.x0 - 1 or box.x1 > frame.x1 + 1 or
