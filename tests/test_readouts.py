@@ -15,22 +15,30 @@ def sent(widget) -> list:
 
 def test_text_is_escaped_and_html_kept():
     panel = ReadoutPanel({"total": TEXT, "table": HTML})
-    panel.readouts["total"].value = "a < b"
-    panel.readouts["table"].value = "<table><tr><td>1</td></tr></table>"
+    panel.readouts["total"].write("a < b", "a < b")
+    table = "<table><tr><td>1</td></tr></table>"
+    panel.readouts["table"].write(table, table)
     assert panel.widget.value == ('<div class="actmem-readout-total">a &lt; b</div>'
                                   '<div class="actmem-readout-table">'
                                   "<table><tr><td>1</td></tr></table></div>")
+
+
+def test_the_panel_shows_the_shown_text_and_value_stays_english():
+    panel = ReadoutPanel({"total": TEXT})
+    panel.readouts["total"].write("total: 80 MiB", "总计：80 MiB")
+    assert panel.readouts["total"].value == "total: 80 MiB"
+    assert panel.widget.value == '<div class="actmem-readout-total">总计：80 MiB</div>'
 
 
 def test_a_held_panel_sends_once():
     panel = ReadoutPanel({"x": TEXT, "y": TEXT})
     values = sent(panel.widget)
     with panel.hold():
-        panel.readouts["x"].value = "1"
-        panel.readouts["y"].value = "2"
-        panel.readouts["y"].value = "3"
+        panel.readouts["x"].write("1", "1")
+        panel.readouts["y"].write("2", "2")
+        panel.readouts["y"].write("3", "3")
     assert len(values) == 1 and "3" in values[0]
-    panel.readouts["x"].value = "1"  # unchanged: nothing sent
+    panel.readouts["x"].write("1", "1")  # unchanged: nothing sent
     assert len(values) == 1
 
 

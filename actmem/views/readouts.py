@@ -38,10 +38,6 @@ class Readout:
     def value(self) -> str:
         return self._value
 
-    @value.setter
-    def value(self, value: str) -> None:
-        self.write(value, value)
-
     def write(self, value: str, shown: str) -> None:
         """Set the English ``value`` and the ``shown`` text."""
         if (value, shown) != (self._value, self.shown):
