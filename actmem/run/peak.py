@@ -28,16 +28,18 @@ whole.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 from ..layer.memory import activation_memory
+from .framework import GRADIENT_BUFFERS, loss_bytes, workspace_bytes
+from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
 from .schedules import simulate_schedule
 from .states import model_states
+from .timeline import LayerMoments, Pass, StageTimeline, stage_timeline
 from .training import chunk_layers
-from ..units import parse_size
-from ..validate import flag, positive_int
+from ..validate import choice, flag, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
          "embedding_activations", "output_activations", "recompute_working_set",
@@ -59,6 +61,20 @@ class StageMemory:
     output_activations: int
     recompute_working_set: int
     reserve: int
+    timeline: StageTimeline | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def peak(self) -> int:
+        """The largest total alive at one moment of the step (bytes): what
+        ``torch.cuda.max_memory_allocated()`` reports on this GPU
+        (:attr:`timeline`'s peak event)."""
+        return self.timeline.peak.total
+
+    @property
+    def needed(self) -> int:
+        """:attr:`peak` plus the reserve for what lives outside PyTorch's
+        allocator (CUDA context, NCCL buffers), bytes: what must fit."""
+        return self.peak + self.reserve
 
     @property
     def parts(self) -> dict[str, int]:
@@ -95,13 +111,14 @@ class TrainingMemory:
 
     @property
     def most_loaded(self) -> StageMemory:
-        """The stage with the largest total (the first one if tied)."""
-        return max(self.stages, key=lambda stage: stage.total)
+        """The stage whose GPU needs the most at its peak (the first one if
+        tied)."""
+        return max(self.stages, key=lambda stage: stage.needed)
 
     @property
     def margin(self) -> int | None:
-        """``gpu_memory - most_loaded.total`` (negative: does not fit)."""
-        return None if self.gpu_memory is None else self.gpu_memory - self.most_loaded.total
+        """``gpu_memory - most_loaded.needed`` (negative: does not fit)."""
+        return None if self.gpu_memory is None else self.gpu_memory - self.most_loaded.needed
 
     @property
     def fits(self) -> bool | None:
@@ -139,16 +156,38 @@ def output_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool =
             "cross-entropy targets": 9 * c.s * c.b}
 
 
+def _layer_bytes(model, t, sequence_parallel, mode):
+    return activation_memory(**asdict(model.layer(t, sequence_parallel, mode)))
+
+
 def _layer_parts(model, t, sequence_parallel, recompute, k, layers) -> tuple[int, int]:
-    """(bytes one pass keeps for ``layers`` layers, recomputation working set)."""
-    def bytes_(mode):
-        return activation_memory(**asdict(model.layer(t, sequence_parallel, mode))).total
+    """(bytes one pass keeps for ``layers`` layers, recomputation working set).
+
+    Full recomputation rebuilds a group's ``k`` layers from its checkpoint,
+    which is the first layer's input: the checkpoint is not counted twice."""
+    kept = _layer_bytes(model, t, sequence_parallel, recompute).total
+    full = _layer_bytes(model, t, sequence_parallel, "none").total
     if recompute == "none":
-        return layers * bytes_("none"), 0
+        return layers * kept, 0
     if recompute == "selective":
-        return layers * bytes_("selective"), bytes_("none") - bytes_("selective")
-    groups = -(-layers // k)
-    return groups * bytes_("full"), min(k, layers) * bytes_("none")
+        return layers * kept, full - kept
+    return -(-layers // k) * kept, min(k, layers) * full - kept
+
+
+def layer_moments(model: ModelConfig, t: int = 1, sequence_parallel: bool = False,
+                  recompute: str = "none", recompute_num_layers: int = 1) -> LayerMoments:
+    """One layer's bytes at the moments :mod:`actmem.timeline` looks at,
+    from the ledger: what it keeps, its rows without recomputation up to the
+    softmax output, and the size of one pre-softmax score tensor."""
+    none = _layer_bytes(model, t, sequence_parallel, "none")
+    keys = [row.key for row in none.rows]
+    upto = keys.index("softmax_output") + 1 if "softmax_output" in keys else 0
+    kept = _layer_bytes(model, t, sequence_parallel, recompute).total
+    return LayerMoments(kept=kept, full=none.total,
+                        to_softmax=sum(row.bytes for row in none.rows[:upto]),
+                        scores=none.rows[upto - 1].bytes if upto else 0,
+                        checkpoint=kept if recompute == "full" else 0,
+                        recompute=recompute, group=recompute_num_layers)
 
 
 def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
@@ -157,9 +196,18 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     recompute: str = "none", recompute_num_layers: int = 1,
                     accounting: str = "megatron", zero_stage: int = 0,
                     distributed_optimizer: bool = False, logits_bytes: int = 4,
-                    reserve: int | float = 0, gpu_memory: int | str | None = None
-                    ) -> TrainingMemory:
-    """Peak memory of every pipeline stage's GPU, part by part.
+                    reserve: int | float = 0, gpu_memory: int | str | None = None,
+                    loss: str = "vocab_parallel", gradient_buffer: str = "persistent",
+                    create_attention_mask_in_dataloader: bool = True,
+                    transformer_engine: bool = True,
+                    cublas_workspace_config: str | None = None) -> TrainingMemory:
+    """Every pipeline stage's GPU: its parts and its peak over one step.
+
+    The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
+    the largest total alive at one moment, from the step's timeline
+    (:mod:`actmem.timeline`), and decides the verdict. The framework's
+    choices are named options (:mod:`actmem.framework`); the defaults are
+    Megatron-LM's.
 
     Args:
         model: a :class:`ModelConfig` (e.g. ``actmem.PRESETS["llama2-7b"]``).
@@ -170,28 +218,53 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             recompute_num_layers: k, layers per checkpointed group (full).
         accounting, zero_stage, distributed_optimizer: model states
             (:func:`actmem.model_states`).
-        logits_bytes: 4 (fp32 logits, Megatron-LM) or 2.
+        logits_bytes: bytes per element of the logits the loss keeps: 4
+            (fp32, Megatron-LM) or 2.
         reserve: bytes, or a fraction in [0, 1) of ``gpu_memory``, set
-            aside on every GPU for what no formula knows.
-        gpu_memory: the GPU's capacity: bytes, or ``"80GB"`` (10^9 bytes)
-            or ``"80GiB"`` (2^30 bytes).
+            aside on every GPU for what lives outside PyTorch's allocator
+            (CUDA context, NCCL buffers) and allocator fragmentation.
+        gpu_memory: the GPU: a preset name (``"H100 80GB SXM"``,
+            :data:`actmem.GPUS`), bytes, or a size (``"80GiB"``; ``"80GB"``
+            is 80 x 10^9 bytes, less than an "80GB" GPU has).
+        loss: ``"vocab_parallel"`` (Megatron-LM), ``"torch"``
+            (``F.cross_entropy``) or ``"fused"`` (keeps no logits).
+        gradient_buffer: ``"persistent"`` (Megatron-LM) or ``"backward"``
+            (plain PyTorch, ``set_to_none=True``).
+        create_attention_mask_in_dataloader: the data loader's ``b*s*s``
+            boolean mask is on the GPU during each forward step.
+        transformer_engine: Transformer Engine's workspace is allocated.
+        cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
+            (default: PyTorch's for the GPU; Hopper's without a GPU preset).
 
     Returns:
-        :class:`TrainingMemory`: ``.stages``, ``.most_loaded``, ``.margin``
-        and ``.fits`` (None without ``gpu_memory``).
+        :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
+        ``.peak``), ``.most_loaded``, ``.margin`` and ``.fits`` (None
+        without ``gpu_memory``).
 
     Raises:
         TypeError, ValueError: any invalid value; the message names it.
     """
     flag("sequence_parallel", sequence_parallel)
+    flag("create_attention_mask_in_dataloader", create_attention_mask_in_dataloader)
+    flag("transformer_engine", transformer_engine)
+    choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
     k = positive_int("recompute_num_layers", recompute_num_layers)
+    capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
+    gpu = find_gpu(gpu_memory)
+    workspace = sum(workspace_bytes((gpu and gpu.compute_capability) or (9, 0),
+                                    cublas_workspace_config, transformer_engine).values())
     plan = simulate_schedule(schedule, p, m, v, order)
     layers = chunk_layers(model.L, p, v)
     held, working = _layer_parts(model, t, sequence_parallel, recompute, k, layers)
-    capacity = None if gpu_memory is None else parse_size("gpu_memory", gpu_memory)
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
     last = output_activations(model, t, sequence_parallel, logits_bytes)
+    shape = model.layer(t)
+    losses = loss_bytes(loss, last["logits"] // logits_bytes, shape.s * shape.b,
+                        loss_dtype=logits_bytes)
+    last["logits"] = losses["saved"]
+    moments = layer_moments(model, t, sequence_parallel, recompute, k)
+    mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
         chunks = [{"layer_activations": held,
@@ -201,10 +274,24 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         states = model_states(model, t=t, p=p, d=d, accounting=accounting,
                               zero_stage=zero_stage,
                               distributed_optimizer=distributed_optimizer, stage=i)
+        timeline = stage_timeline(
+            plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
+            workspace=workspace, passes=[_pass(i, c, p, v, first, last) for c in range(v)],
+            layers=layers, layer=moments, loss=losses, mask=mask)
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks),
-                                  recompute_working_set=working, reserve=spare))
+                                  recompute_working_set=working, reserve=spare,
+                                  timeline=timeline))
     return TrainingMemory(tuple(stages), capacity)
+
+
+def _pass(i: int, c: int, p: int, v: int, first: dict, last: dict) -> Pass:
+    """What a pass through chunk ``c`` of stage ``i`` keeps besides its layers."""
+    is_first, is_last = (i, c) == (0, 0), (i, c) == (p - 1, v - 1)
+    return Pass(embedding=sum(first.values()) if is_first else 0,
+                output=sum(last.values()) - last["logits"] if is_last else 0,
+                logits_loss=last["logits"] if is_last else 0,
+                loads_data=is_first or is_last, last=is_last)
 
 
 def _reserve(reserve: int | float, capacity: int | None) -> int:

@@ -1,0 +1,250 @@
+"""What is alive when: one training step of one GPU as a sequence of events.
+
+A GPU's peak is not the sum of everything it ever holds: it is the largest
+total alive at one moment. For one GPU of pipeline stage ``i`` this module
+walks the stage's operations (:func:`actmem.simulate_schedule`) and, at each
+moment that can set the peak, adds the bytes alive by category
+(:data:`CATEGORIES`):
+
+* before the step: weights, optimizer states, the gradient buffer if it is
+  persistent, and the workspaces (:mod:`actmem.framework`);
+* inside a forward pass through a chunk: the passes already held, the
+  chunk's layers so far and, where the attention map is stored, the last
+  layer's pre-softmax scores beside its softmax output (the rows of the
+  ledger up to ``softmax_output`` are alive at that moment, the later ones not
+  yet); the data loader's mask on the stages that load data;
+* the loss, on the last virtual stage: every layer's activations of the pass,
+  the output layer's inputs and what the loss implementation holds in its
+  forward (the logits and their copies);
+* inside a backward pass: first, on the last stage, the loss's backward;
+  then the chunk's last layer being differentiated: with a stored map its
+  softmax gradient (``dP`` and ``dS``, each the map's size, beside the saved
+  ``P`` and the rows before it), and what recomputation rebuilds (selective:
+  the layer's attention core; full: the group's layers from its checkpoint,
+  whose input *is* the checkpoint);
+* after every operation: what stays (the ledger's rows of the passes in
+  flight, Korthikanti et al. 2022 sec. 4.2.3), and gradients once the first
+  backward pass has created them when they are not persistent;
+* the optimizer step: model states and gradients (Megatron-LM's fused Adam
+  updates in place).
+
+The peak is the largest event, and the event that sets it is named.
+Activation gradients smaller than a layer's ``sbh`` tensors are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .schedules import FORWARD, PipelineSchedule
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits_loss",
+              "transient", "workspace")
+"""What bytes are for, in the order figures stack them."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One moment of a stage's training step and the bytes alive then.
+
+    Attributes:
+        label: what happens, e.g. ``"loss of micro-batch 3"``.
+        op: the schedule's operation as printed (``"F3"``, ``"B0/1"``), or
+            ``""`` before the step and for the optimizer.
+        moment: ``"during"`` (inside an operation) or ``"after"``.
+        bytes: bytes alive by category, in :data:`CATEGORIES` order.
+    """
+
+    label: str
+    op: str
+    moment: str
+    bytes: tuple[int, ...]
+
+    @property
+    def by_category(self) -> dict[str, int]:
+        """Category -> bytes."""
+        return dict(zip(CATEGORIES, self.bytes))
+
+    @property
+    def total(self) -> int:
+        """All bytes alive at this moment (what the allocator holds)."""
+        return sum(self.bytes)
+
+
+@dataclass(frozen=True)
+class LayerMoments:
+    """One layer's bytes at the moments the timeline looks at (one GPU, one
+    micro-batch).
+
+    Attributes:
+        kept: the layer's saved bytes under the run's recomputation.
+        full: the layer's saved bytes without recomputation.
+        to_softmax: the rows without recomputation up to and including the
+            softmax output (0 without a stored map).
+        scores: one pre-softmax score tensor, the map's size (0 with
+            FlashAttention).
+        checkpoint: bytes of a full-recomputation checkpoint (the layer input).
+        recompute: ``"none"``, ``"selective"`` or ``"full"``; group: layers per
+            checkpointed group (full).
+    """
+
+    kept: int
+    full: int
+    to_softmax: int
+    scores: int
+    checkpoint: int
+    recompute: str
+    group: int
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one forward pass through a model chunk keeps until its backward,
+    besides its layers: ``embedding`` (first chunk of the first stage),
+    ``output`` (the output layer's inputs and the loss's targets) and
+    ``logits_loss`` (what the loss saved), both on the last chunk of the last
+    stage; ``loads_data``: the stage loads the micro-batch for this chunk (its
+    attention mask is alive during the forward); ``last``: the loss runs here."""
+
+    embedding: int = 0
+    output: int = 0
+    logits_loss: int = 0
+    loads_data: bool = False
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class StageTimeline:
+    """The events of one stage's training step, in order.
+
+    Attributes:
+        stage: the pipeline stage (0 = first). events: the :class:`Event` s.
+    """
+
+    stage: int
+    events: tuple[Event, ...]
+
+    @property
+    def peak(self) -> Event:
+        """The first event with the largest total."""
+        return max(self.events, key=lambda e: e.total)
+
+
+def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
+                   persistent_gradients: bool, workspace: int, passes: list[Pass],
+                   layers: int, layer: LayerMoments, loss: dict[str, int],
+                   mask: int) -> StageTimeline:
+    """Stage ``i``'s events for one optimizer step.
+
+    Args:
+        plan: the schedule. states: ``weights``, ``gradients`` and
+            ``optimizer`` bytes on this GPU. persistent_gradients: the
+            gradient buffer exists before the step. workspace: persistent
+            workspace bytes. passes: one :class:`Pass` per model chunk.
+        layers: layers per chunk. layer: :class:`LayerMoments`.
+        loss: :func:`actmem.framework.loss_bytes` of this run.
+        mask: bytes of one micro-batch's attention mask (0 if none).
+    """
+    step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask)
+    events = [Event("before the step", "", "after", step.alive())]
+    for op in plan.ops[i]:
+        name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
+        forward = op.kind == FORWARD
+        moments = step.forward if forward else step.backward
+        events += [Event(label, str(op), "during", alive)
+                   for label, alive in moments(op.chunk, name)]
+        step.held[op.chunk] += 1 if forward else -1
+        step.gradients_exist |= not forward
+        verb = "forward" if forward else "backward"
+        events.append(Event(f"after the {verb} of {name}", str(op), "after", step.alive()))
+    events.append(Event("optimizer step", "", "during", step.alive()))
+    return StageTimeline(i, tuple(events))
+
+
+def _vec(**parts: int) -> tuple[int, ...]:
+    return tuple(parts.get(name, 0) for name in CATEGORIES)
+
+
+class _Step:
+    """The running state of one stage's step: passes held, gradients made."""
+
+    def __init__(self, states, persistent_gradients, workspace, passes, layers, layer,
+                 loss, mask):
+        self.states, self.passes, self.layers, self.layer = states, passes, layers, layer
+        self.loss, self.mask = loss, mask
+        self.workspace = workspace
+        self.gradients_exist = persistent_gradients
+        self.held = [0] * len(passes)
+
+    def _layer_bytes(self) -> int:
+        """What one pass keeps for the chunk's layers."""
+        layer = self.layer
+        if layer.recompute == "full":
+            return -(-self.layers // layer.group) * layer.checkpoint
+        return self.layers * layer.kept
+
+    def kept(self, chunk: int) -> tuple[int, int]:
+        """(activations, logits_loss) one pass through ``chunk`` keeps."""
+        p = self.passes[chunk]
+        return p.embedding + self._layer_bytes() + p.output, p.logits_loss
+
+    def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0):
+        """Bytes alive now by category, plus the given extra bytes."""
+        kept = [self.kept(c) for c in range(len(self.passes))]
+        return _vec(weights=self.states["weights"], optimizer=self.states["optimizer"],
+                    gradients=self.states["gradients"] if self.gradients_exist else 0,
+                    workspace=self.workspace, transient=transient,
+                    activations=activations + sum(n * k[0] for n, k in zip(self.held, kept)),
+                    logits_loss=logits_loss + sum(n * k[1] for n, k in zip(self.held, kept)))
+
+    def forward(self, chunk: int, name: str):
+        """(label, bytes) of the moments inside a forward pass through ``chunk``."""
+        p, layer = self.passes[chunk], self.layer
+        mask = self.mask if p.loads_data else 0
+        if layer.scores:
+            earlier = self._forward_layers_before_last()
+            yield (f"forward of {name}: attention scores beside the softmax",
+                   self.alive(p.embedding + earlier + layer.to_softmax,
+                              transient=mask + layer.scores))
+        if p.last:
+            yield (f"loss of {name}",
+                   self.alive(self.kept(chunk)[0], self.loss["forward"], transient=mask))
+
+    def _forward_layers_before_last(self) -> int:
+        """Bytes the chunk's earlier layers hold when its last layer computes
+        its scores (full recomputation: one checkpoint per group, the current
+        group's included, less the last layer's input if it starts a group:
+        that input is counted with the layer)."""
+        layer, layers = self.layer, self.layers
+        if layer.recompute != "full":
+            return (layers - 1) * layer.kept
+        starts_group = (layers - 1) % layer.group == 0
+        return self._layer_bytes() - (layer.checkpoint if starts_group else 0)
+
+    def backward(self, chunk: int, name: str):
+        """(label, bytes) of the moments inside a backward pass through ``chunk``."""
+        p, layer = self.passes[chunk], self.layer
+        if p.last:
+            yield (f"loss backward of {name}",
+                   self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
+        extra = self._backward_layers() - self._layer_bytes()
+        if extra or layer.scores:
+            label = "softmax gradient" if layer.scores else "last layer"
+            label += ", recomputing" if layer.recompute != "none" else ""
+            yield (f"backward of {name}: {label}",
+                   self.alive(extra, transient=2 * layer.scores))
+
+    def _backward_layers(self) -> int:
+        """Bytes the pass's layers hold while the chunk's last layer is
+        differentiated: the other layers' kept bytes (full recomputation: the
+        other groups' checkpoints and the last group's recomputed layers), and
+        the last layer's rows up to the softmax (all its rows without a stored
+        map), recomputed where needed. The last group's checkpoint is the
+        input of its first recomputed layer, so it is counted once."""
+        layer, layers = self.layer, self.layers
+        this = layer.to_softmax if layer.scores else layer.full
+        if layer.recompute != "full":
+            return (layers - 1) * layer.kept + this
+        groups = -(-layers // layer.group)
+        last_group = layers - (groups - 1) * layer.group
+        return (groups - 1) * layer.checkpoint + (last_group - 1) * layer.full + this
