@@ -2,9 +2,14 @@
 
 Shapes only: the storage options of a run (t, sequence parallelism,
 recomputation) are arguments of :func:`actmem.training_memory`, and
-``flash_attention`` is off in every preset (the paper's layer); turn it on
-with ``PRESETS[name].with_(flash_attention=True)``. LLaMA models train
-without dropout; GPT models with it.
+GPT and the paper's models keep the attention map (``flash_attention`` off:
+the paper's layer); LLaMA models do not: LLaMA's training used a causal
+attention kernel that neither stores the attention weights nor computes the
+masked scores (Touvron et al. 2023, "LLaMA", sec. 2.4, the xformers
+memory-efficient attention), and Llama 2 and 3 keep that setup, so their
+presets set ``flash_attention=True``. Change either with
+``PRESETS[name].with_(flash_attention=...)``. LLaMA models train without
+dropout; GPT models with it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from .model import ModelConfig
 
 _GPT = dict(norm="layernorm", bias=True, tied_embeddings=True, positions="learned")
 _LLAMA = dict(norm="rmsnorm", bias=False, tied_embeddings=False, positions="rotary",
-              activation="swiglu", dropout=False)
+              activation="swiglu", dropout=False, flash_attention=True)
 _MEGATRON = "Korthikanti et al. 2022, Table 3 (heads, hidden size, layers); s=2048 and a " \
             "vocabulary of 51200 as in Narayanan et al. 2021, sec. 5.1"
 

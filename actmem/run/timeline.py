@@ -175,6 +175,7 @@ class _Step:
         self.workspace = workspace
         self.gradients_exist = persistent_gradients
         self.held = [0] * len(passes)
+        self._kept = [self.kept(c) for c in range(len(passes))]
 
     def _layer_bytes(self) -> int:
         """What one pass keeps for the chunk's layers."""
@@ -190,7 +191,7 @@ class _Step:
 
     def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0):
         """Bytes alive now by category, plus the given extra bytes."""
-        kept = [self.kept(c) for c in range(len(self.passes))]
+        kept = self._kept
         return _vec(weights=self.states["weights"], optimizer=self.states["optimizer"],
                     gradients=self.states["gradients"] if self.gradients_exist else 0,
                     workspace=self.workspace, transient=transient,
