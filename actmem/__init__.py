@@ -23,6 +23,8 @@ from .layer.coefficients import coefficient_units, coefficients, row_coefficient
 from .layer.formula import TABLE2_FORMULAS, paper_formula
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
+from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
+from .run.gpus import GPU, GPUS, gpu_capacity
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from .run.presets import PRESETS, preset
@@ -31,6 +33,7 @@ from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_
                                 gpipe_in_flight, interleaved_factor,
                                 interleaved_factor_holds, interleaved_first_stage_memory,
                                 interleaved_in_flight, one_f_one_b_in_flight)
+from .run.timeline import CATEGORIES, Event, StageTimeline
 from .run.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
 from .run.training import model_activation_memory, pipeline_stage_memory
 from .units import (UNITS, convert, format_bytes, format_change, format_value, parse_size,
@@ -39,6 +42,8 @@ from .validate import common_divisors
 from .views.answers import hidden_answers
 
 __all__ = [
+    "CATEGORIES", "Event", "GPU", "GPUS", "GRADIENT_BUFFERS", "LOSSES", "StageTimeline",
+    "gpu_capacity", "loss_bytes", "workspace_bytes",
     "ACCOUNTINGS", "NORMS", "PARTS", "POSITIONS", "PRESETS", "ModelConfig", "ModelStates",
     "ParameterCount", "StageMemory", "TrainingMemory", "model_states", "parameter_count",
     "parse_size", "preset", "training_memory",
@@ -60,7 +65,7 @@ __all__ = [
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
-                     "states", "peak", "megatron_estimate"), "run"),
+                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus"), "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),
