@@ -71,17 +71,26 @@ def test_tied_embeddings_keep_a_copy_on_the_last_stage():
 
 
 def test_llama2_7b_on_8_gpus_by_hand():
-    # t=2, p=2, d=2, m=8, 1F1B. One layer (SwiGLU f=11008, no dropout, t=2):
-    # sbh(8 + 8/t) + 6sbf/t + 2as^2b/t = 873,463,808 B; stage 0 holds 2 passes of 16 layers.
-    r = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="80GB")
+    # t=2, p=2, d=2, m=8, 1F1B. One layer (SwiGLU f=11008, no dropout, no map
+    # kept, t=2): sbh(8 + 8/t) + 6sbf/t + 4bas/t = 336,855,040 B; stage 0
+    # holds 2 passes of 16 layers.
+    r = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="A100 80GB")
     first, last = r.stages
-    assert first.layer_activations == 2 * 16 * 873_463_808 == 26656 * MIB
-    assert last.layer_activations == 13328 * MIB
+    sbh = 4096 * 4096
+    layer = 12 * sbh + 6 * 4096 * 11008 // 2 + 4 * 32 * 4096 // 2
+    assert layer == 336_855_040
+    assert first.layer_activations == 2 * 16 * layer
+    assert last.layer_activations == 16 * layer
     # last stage, one pass: 2sbh + 2sbh + fp32 logits 4*s*b*V/t + 9sb
     assert last.output_activations == 2 * 33_554_432 + 262_144_000 + 9 * 4096
     assert first.embedding_activations == 2 * 8 * 4096  # token ids of the 2 passes held
+    # stage 0's peak: the end of its second forward, with that micro-batch's
+    # b*s*s mask still loaded, beside model states and 96 MiB of workspaces
+    states = first.weights + first.gradients + first.optimizer
+    assert first.peak == states + 2 * (16 * layer + 8 * 4096) + 4096**2 + 96 * MIB
+    assert first.timeline.peak.label.startswith("end of the forward of micro-batch 1")
     assert r.most_loaded.stage == 0 and r.fits
-    assert r.margin == 80 * 10**9 - first.total
+    assert r.margin == 81920 * MIB - first.peak
 
 
 def test_the_786_mib_allocation_is_the_fp32_logits():
@@ -109,7 +118,8 @@ def test_full_recomputation_peak_is_u_shaped_in_k():
                             recompute_num_layers=k).stages[0]
         layer = actmem.activation_memory(2048, 1, 12288, 96, 8, sequence_parallel=True,
                                          flash_attention=True)
-        assert s.recompute_working_set == k * layer.total
+        checkpoint = 2 * 2048 * 12288 // 8  # the group's input, already kept
+        assert s.recompute_working_set == k * layer.total - checkpoint
         assert s.layer_activations == math.ceil(96 / k) * 2 * 2048 * 12288 // 8
         peaks.append(s.layer_activations + s.recompute_working_set)
     best = peaks.index(min(peaks))

@@ -209,7 +209,10 @@ class _Step:
                               transient=mask + layer.scores))
         if p.last:
             yield (f"loss of {name}",
-                   self.alive(self.kept(chunk)[0], self.loss["forward"], transient=mask))
+                   self.alive(self._kept[chunk][0], self.loss["forward"], transient=mask))
+        elif mask:
+            yield (f"end of the forward of {name}, its batch still loaded",
+                   self.alive(*self._kept[chunk], transient=mask))
 
     def _forward_layers_before_last(self) -> int:
         """Bytes the chunk's earlier layers hold when its last layer computes

@@ -1,0 +1,139 @@
+"""The timeline: one exact test per mechanism, and a measured Megatron-LM run."""
+
+import json
+from importlib import resources
+
+import pytest
+
+import actmem
+from actmem import PRESETS, ModelConfig, training_memory
+from actmem.run.framework import te_cublas_workspace, torch_cublas_workspace, workspace_bytes
+
+MIB = 2**20
+GPT = ModelConfig(s=512, b=2, h=256, a=4, L=4, vocab_size=1000)  # stored map, dropout
+V = GPT.padded_vocab(1)  # 1024
+SBV = 512 * 2 * V
+
+
+def events(result, stage=0):
+    return {e.label: e for e in result.stages[stage].timeline.events}
+
+
+def test_the_loss_holds_the_logits_and_their_fp32_copy():
+    r = training_memory(GPT, create_attention_mask_in_dataloader=False)
+    e = events(r)
+    # Megatron's .float() copy (4 bytes) beside the bf16 logits (2), then the
+    # fp32 softmax (4) stays: the loss moment is 2*s*b*V above what stays.
+    gap = e["loss of micro-batch 0"].total - e["after the forward of micro-batch 0"].total
+    assert gap == 2 * SBV
+    assert e["loss of micro-batch 0"].by_category["logits_loss"] == 6 * SBV
+    assert r.stages[0].timeline.peak.label == "loss of micro-batch 0"
+
+
+def test_the_loss_gradient_by_implementation():
+    after = "after the forward of micro-batch 0"
+    for loss, logits_bytes, extra in (("vocab_parallel", 4, 2 * SBV),   # cast back to bf16
+                                      ("torch", 4, 8 * SBV),            # two fp32 gradients
+                                      ("torch", 2, 4 * SBV),
+                                      ("fused", 4, 0)):
+        e = events(training_memory(GPT, loss=loss, logits_bytes=logits_bytes))
+        gap = e["loss backward of micro-batch 0"].total - e[after].total
+        assert gap == extra, loss
+    with pytest.raises(ValueError, match="vocab_parallel.*logits_bytes=4"):
+        training_memory(GPT, logits_bytes=2)
+
+
+def test_gradients_persistent_or_created_in_backward():
+    states = actmem.model_states(GPT, accounting="megatron")
+    persistent = events(training_memory(GPT, m=2))
+    made = events(training_memory(GPT, m=2, gradient_buffer="backward"))
+    first = "before the step"
+    assert persistent[first].by_category["gradients"] == states.gradients
+    assert made[first].by_category["gradients"] == 0
+    assert made["after the forward of micro-batch 0"].by_category["gradients"] == 0
+    assert made["after the backward of micro-batch 0"].by_category["gradients"] == states.gradients
+    with pytest.raises(ValueError, match="gradient_buffer"):
+        training_memory(GPT, gradient_buffer="lazy")
+
+
+def test_workspaces_follow_pytorch_and_transformer_engine():
+    assert torch_cublas_workspace((9, 0)) == 32 * MIB
+    assert torch_cublas_workspace((8, 0)) == 8 * MIB + 128 * 1024
+    assert torch_cublas_workspace((8, 0), ":4096:8") == 32 * MIB
+    assert te_cublas_workspace((9, 0)) == 32 * MIB and te_cublas_workspace((8, 0)) == 4 * MIB
+    a100 = training_memory(GPT, gpu_memory="A100 80GB")
+    start = events(a100)["before the step"].by_category["workspace"]
+    assert start == sum(workspace_bytes((8, 0)).values()) == 2 * (8 * MIB + 128 * 1024) + 4 * MIB
+    bare = training_memory(GPT, transformer_engine=False)
+    assert events(bare)["before the step"].by_category["workspace"] == 64 * MIB
+    with pytest.raises(ValueError, match="cublas_workspace_config"):
+        torch_cublas_workspace((9, 0), "4096")
+
+
+def test_the_data_loaders_mask_lives_through_each_forward_on_data_stages():
+    on = training_memory(GPT, p=2, m=2)
+    off = training_memory(GPT, p=2, m=2, create_attention_mask_in_dataloader=False)
+    mask = 2 * 512 * 512
+    for stage in (0, 1):
+        gap = on.stages[stage].peak - off.stages[stage].peak
+        assert gap == mask
+    label = "end of the forward of micro-batch 1, its batch still loaded"
+    assert events(on)[label].by_category["transient"] == mask
+
+
+def test_scores_beside_the_softmax_and_the_softmax_gradient():
+    r = training_memory(GPT, create_attention_mask_in_dataloader=False)
+    e = events(r)
+    layer = actmem.activation_memory(512, 2, 256, 4)
+    rows = {row.key: row.bytes for row in layer.rows}
+    upto = list(rows)[:list(rows).index("softmax_output") + 1]
+    scores = rows["softmax_output"]  # the map, 2 bytes per element: 2*a*s*s*b
+    assert scores == 2 * 4 * 512 * 512 * 2
+    start = e["before the step"].total
+    forward = e["forward of micro-batch 0: attention scores beside the softmax"].total
+    embedding = 8 * 512 * 2 + 512 * 2 * 256  # token ids, dropout mask
+    assert forward - start == embedding + 3 * layer.total + sum(rows[k] for k in upto) + scores
+    backward = e["backward of micro-batch 0: softmax gradient"]
+    held = e["after the forward of micro-batch 0"].total
+    assert backward.total - held == 2 * scores - (layer.total - sum(rows[k] for k in upto))
+
+
+def test_full_recomputation_rebuilds_a_layer_from_its_checkpoint():
+    flash = GPT.with_(flash_attention=True)
+    r = training_memory(flash, recompute="full", create_attention_mask_in_dataloader=False)
+    e = events(r)
+    full = actmem.activation_memory(512, 2, 256, 4, flash_attention=True).total
+    checkpoint = 2 * 512 * 2 * 256
+    gap = (e["backward of micro-batch 0: last layer, recomputing"].total
+           - e["after the forward of micro-batch 0"].total)
+    assert gap == full - checkpoint  # the checkpoint is the layer's input: counted once
+    assert r.stages[0].recompute_working_set == full - checkpoint
+    # the loss and the recomputed layer never coexist: the peak is one of them
+    loss = e["loss of micro-batch 0"].total
+    assert r.stages[0].peak == max(loss, e["after the forward of micro-batch 0"].total + gap)
+    assert r.stages[0].peak < loss + gap
+
+
+def test_peak_is_an_event_and_at_most_the_sum_of_parts_plus_transients():
+    r = training_memory(PRESETS["llama2-7b"], t=2, p=2, d=2, m=8, gpu_memory="A100 80GB")
+    for stage in r.stages:
+        assert stage.peak == max(e.total for e in stage.timeline.events)
+        assert stage.needed == stage.peak + stage.reserve
+    assert r.margin == 81920 * MIB - r.most_loaded.needed
+
+
+def test_megatron_lm_gpt3_7b_tp4_measured_on_h100():
+    data = json.loads(resources.files("actmem").joinpath("data/megatron_runs.json").read_text())
+    run = data["runs"]["gpt3_7b_tp4_pp1_memory_speed"]
+    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"])
+    stage = r.stages[0]
+    measured = run["mem_max_allocated_bytes"]
+    # parts: states exact, activations within 0.1 %; the sum is 2.3 % low
+    assert stage.total == 55_817_191_424
+    # the peak: + bf16 logits beside their fp32 copy (2sbV/t), the 128 MiB mask,
+    # 96 MiB of workspaces
+    assert stage.peak == 55_817_191_424 + 1_077_936_128 + 128 * MIB + 96 * MIB
+    assert abs(stage.peak - measured) / measured < 0.001
+    assert stage.timeline.peak.label == "loss of micro-batch 0"
+    after = stage.timeline.events[0].total   # before the step: states and workspaces
+    assert abs(after - run["mem_allocated_bytes"]) / run["mem_allocated_bytes"] < 0.001
