@@ -137,3 +137,15 @@ def test_megatron_lm_gpt3_7b_tp4_measured_on_h100():
     assert stage.timeline.peak.label == "loss of micro-batch 0"
     after = stage.timeline.events[0].total   # before the step: states and workspaces
     assert abs(after - run["mem_allocated_bytes"]) / run["mem_allocated_bytes"] < 0.001
+
+
+def test_megatron_lm_gpt3_7b_pp4_interleaved_last_stage_within_2_percent():
+    data = json.loads(resources.files("actmem").joinpath("data/megatron_runs.json").read_text())
+    run = data["runs"]["gpt3_7b_tp1_pp4_memory_speed"]
+    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"])
+    stage = r.stages[run["stage"]]
+    measured = run["mem_max_allocated_bytes"]
+    assert abs(stage.peak - measured) / measured < 0.02
+    assert stage.timeline.peak.label == "loss of micro-batch 0, chunk 7"
+    # the sum of parts misses the loss's copies and buffers: 4.5 % low
+    assert (measured - stage.total) / measured > 0.04
