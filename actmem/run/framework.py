@@ -114,6 +114,9 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] = (9, 0),
         ValueError: a config with no ``:SIZE:COUNT`` pair.
     """
     if cublas_workspace_config is not None:
+        if not isinstance(cublas_workspace_config, str):
+            raise TypeError(f"cublas_workspace_config must be a string such as ':4096:8' "
+                            f"or None, got {cublas_workspace_config!r}")
         pairs = re.findall(r":([0-9]+):([0-9]+)", cublas_workspace_config)
         if not pairs:
             raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "

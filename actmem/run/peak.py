@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
 from ..layer.memory import activation_memory
-from .framework import GRADIENT_BUFFERS, loss_bytes, workspace_bytes
+from .framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
 from .schedules import simulate_schedule
@@ -248,6 +248,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     flag("create_attention_mask_in_dataloader", create_attention_mask_in_dataloader)
     flag("transformer_engine", transformer_engine)
     choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
+    choice("loss", loss, LOSSES)
     k = positive_int("recompute_num_layers", recompute_num_layers)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
