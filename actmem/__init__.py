@@ -33,6 +33,7 @@ from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_
                                 gpipe_in_flight, interleaved_factor,
                                 interleaved_factor_holds, interleaved_first_stage_memory,
                                 interleaved_in_flight, one_f_one_b_in_flight)
+from .run.stage_split import split_layers
 from .run.timeline import CATEGORIES, Event, StageTimeline
 from .run.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
 from .run.training import model_activation_memory, pipeline_stage_memory
@@ -43,7 +44,7 @@ from .views.answers import hidden_answers
 
 __all__ = [
     "CATEGORIES", "Event", "GPU", "GPUS", "GRADIENT_BUFFERS", "LOSSES", "StageTimeline",
-    "gpu_capacity", "loss_bytes", "workspace_bytes",
+    "gpu_capacity", "loss_bytes", "split_layers", "workspace_bytes",
     "ACCOUNTINGS", "NORMS", "PARTS", "POSITIONS", "PRESETS", "ModelConfig", "ModelStates",
     "ParameterCount", "StageMemory", "TrainingMemory", "model_states", "parameter_count",
     "parse_size", "preset", "training_memory",
@@ -65,7 +66,8 @@ __all__ = [
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
-                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus"), "run"),
+                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus", "stage_split"),
+                   "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),

@@ -4,11 +4,12 @@ import doctest
 
 import pytest
 
-from actmem import (config, gpus, memory, model, pipeline_formulas, pipeline_measured, schedules,
-                    states, training, units, validate)
+from actmem import (config, gpus, memory, model, pipeline_formulas, pipeline_measured,
+                    schedules, stage_split, states, training, units, validate)
 
 
-@pytest.mark.parametrize("module", [config, gpus, memory, model, pipeline_formulas, pipeline_measured, schedules, states,
+@pytest.mark.parametrize("module", [config, gpus, memory, model, pipeline_formulas,
+                                    pipeline_measured, schedules, stage_split, states,
                                     training, units, validate])
 def test_docstring_examples(module):
     result = doctest.testmod(module)

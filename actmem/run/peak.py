@@ -37,6 +37,7 @@ from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
 from .schedules import simulate_schedule
 from .states import model_states
+from .stage_split import split_layers
 from .timeline import LayerMoments, Pass, StageTimeline, stage_timeline
 from .training import chunk_layers
 from ..validate import choice, flag, positive_int
@@ -200,7 +201,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     loss: str = "vocab_parallel", gradient_buffer: str = "persistent",
                     create_attention_mask_in_dataloader: bool = True,
                     transformer_engine: bool = True,
-                    cublas_workspace_config: str | None = None) -> TrainingMemory:
+                    cublas_workspace_config: str | None = None, stage_layers=None,
+                    decoder_first_pipeline_num_layers: int | None = None,
+                    decoder_last_pipeline_num_layers: int | None = None,
+                    account_for_embedding_in_pipeline_split: bool = False,
+                    account_for_loss_in_pipeline_split: bool = False) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
     The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
@@ -235,6 +240,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         transformer_engine: Transformer Engine's workspace is allocated.
         cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
             (default: PyTorch's for the GPU; Hopper's without a GPU preset).
+        stage_layers, decoder_first_pipeline_num_layers,
+        decoder_last_pipeline_num_layers,
+        account_for_embedding_in_pipeline_split,
+        account_for_loss_in_pipeline_split: uneven pipeline stages, as
+            :func:`actmem.split_layers` (default: ``L/(p*v)`` per chunk).
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -255,8 +265,14 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     workspace = sum(workspace_bytes((gpu and gpu.compute_capability) or (9, 0),
                                     cublas_workspace_config, transformer_engine).values())
     plan = simulate_schedule(schedule, p, m, v, order)
-    layers = chunk_layers(model.L, p, v)
-    held, working = _layer_parts(model, t, sequence_parallel, recompute, k, layers)
+    uneven = dict(stage_layers=stage_layers,
+                  decoder_first_pipeline_num_layers=decoder_first_pipeline_num_layers,
+                  decoder_last_pipeline_num_layers=decoder_last_pipeline_num_layers,
+                  account_for_embedding_in_pipeline_split=account_for_embedding_in_pipeline_split,
+                  account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
+    if all(value is None or value is False for value in uneven.values()):
+        chunk_layers(model.L, p, v)  # the even split's rule and message
+    split = split_layers(model.L, p, v, **uneven)
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
     last = output_activations(model, t, sequence_parallel, logits_bytes)
@@ -268,21 +284,22 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
+        parts = [_layer_parts(model, t, sequence_parallel, recompute, k, n) for n in split[i]]
         chunks = [{"layer_activations": held,
                    "embedding_activations": sum(first.values()) if (i, c) == (0, 0) else 0,
                    "output_activations": sum(last.values()) if (i, c) == (p - 1, v - 1) else 0}
-                  for c in range(v)]
+                  for c, (held, _) in enumerate(parts)]
         states = model_states(model, t=t, p=p, d=d, accounting=accounting,
-                              zero_stage=zero_stage,
+                              zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=[_pass(i, c, p, v, first, last) for c in range(v)],
-            layers=layers, layer=moments, loss=losses, mask=mask)
+            layers=list(split[i]), layer=moments, loss=losses, mask=mask)
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks),
-                                  recompute_working_set=working, reserve=spare,
-                                  timeline=timeline))
+                                  recompute_working_set=max(w for _, w in parts),
+                                  reserve=spare, timeline=timeline))
     return TrainingMemory(tuple(stages), capacity)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import ModelConfig, ParameterCount, parameter_count
+from .stage_split import split_layers
 from .training import chunk_layers
 from ..validate import choice, flag, positive_int
 
@@ -60,19 +61,28 @@ class ModelStates:
         return self.weights + self.gradients + self.optimizer
 
 
-def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1) -> list[int]:
+def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1,
+                     stage_layers=None) -> list[int]:
     """Parameters on one GPU of each pipeline stage (stage 0 first), with
     the vocabulary padded for t as Megatron-LM pads it.
 
+    Args:
+        stage_layers: layers per stage (:func:`actmem.split_layers`);
+            default ``L/p`` each.
+
     Raises:
         TypeError, ValueError: t or p invalid for the model (t must divide
-            the split dimensions, p must divide L).
+            the split dimensions; without ``stage_layers``, p must divide L).
     """
     t = model.layer(t).t  # a plain int that divides a, h, kv_heads, f
     count = parameter_count(model, vocab=model.padded_vocab(t))
-    layers = chunk_layers(model.L, p)
+    if stage_layers is None:
+        stage_layers = [chunk_layers(model.L, p)] * p
+    else:
+        stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
+                                                               stage_layers=stage_layers)]
     per_layer = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
-    stages = [layers * per_layer] * p
+    stages = [layers * per_layer for layers in stage_layers]
     stages[0] += count.embedding // t + count.positions
     stages[-1] += count.final_norm + _output_weights(count, p) // t
     return stages
@@ -89,7 +99,7 @@ def _output_weights(count: ParameterCount, p: int) -> int:
 def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
-                 stage: int | None = None) -> ModelStates:
+                 stage: int | None = None, stage_layers=None) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -101,7 +111,9 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
         distributed_optimizer: Megatron-LM's (``"megatron"`` only).
         stage: the pipeline stage; default the most loaded one (the stage
             with the most parameters: the first or the last, which hold the
-            embedding and the output layer).
+            embedding and the output layer, unless stages are uneven).
+        stage_layers: layers per stage, ``p`` ints summing to L
+            (:func:`actmem.split_layers`); default ``L/p`` each.
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
@@ -122,7 +134,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     if accounting == "zero" and distributed_optimizer:
         raise ValueError("distributed_optimizer=True belongs to accounting='megatron'; "
                          "with accounting='zero' use zero_stage=1")
-    per_stage = _per_stage(model_or_params, t, p)
+    per_stage = _per_stage(model_or_params, t, p, stage_layers)
     if stage is None:
         stage = max(range(len(per_stage)), key=per_stage.__getitem__)
     elif isinstance(stage, bool) or stage not in range(len(per_stage)):
@@ -135,9 +147,9 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     return ModelStates(n, w, g, o, stage)
 
 
-def _per_stage(model_or_params, t: int, p: int) -> list[int]:
+def _per_stage(model_or_params, t: int, p: int, stage_layers) -> list[int]:
     if isinstance(model_or_params, ModelConfig):
-        return stage_parameters(model_or_params, t, p)
+        return stage_parameters(model_or_params, t, p, stage_layers)
     params = positive_int("model_or_params", model_or_params)
     if (positive_int("t", t), positive_int("p", p)) != (1, 1):
         raise ValueError(f"t={t}, p={p}: a bare parameter count cannot be split over "

@@ -132,7 +132,7 @@ class StageTimeline:
 
 def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                    persistent_gradients: bool, workspace: int, passes: list[Pass],
-                   layers: int, layer: LayerMoments, loss: dict[str, int],
+                   layers: list[int], layer: LayerMoments, loss: dict[str, int],
                    mask: int) -> StageTimeline:
     """Stage ``i``'s events for one optimizer step.
 
@@ -141,7 +141,7 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
             ``optimizer`` bytes on this GPU. persistent_gradients: the
             gradient buffer exists before the step. workspace: persistent
             workspace bytes. passes: one :class:`Pass` per model chunk.
-        layers: layers per chunk. layer: :class:`LayerMoments`.
+        layers: layers of each model chunk. layer: :class:`LayerMoments`.
         loss: :func:`actmem.framework.loss_bytes` of this run.
         mask: bytes of one micro-batch's attention mask (0 if none).
     """
@@ -177,17 +177,17 @@ class _Step:
         self.held = [0] * len(passes)
         self._kept = [self.kept(c) for c in range(len(passes))]
 
-    def _layer_bytes(self) -> int:
+    def _layer_bytes(self, chunk: int) -> int:
         """What one pass keeps for the chunk's layers."""
         layer = self.layer
         if layer.recompute == "full":
-            return -(-self.layers // layer.group) * layer.checkpoint
-        return self.layers * layer.kept
+            return -(-self.layers[chunk] // layer.group) * layer.checkpoint
+        return self.layers[chunk] * layer.kept
 
     def kept(self, chunk: int) -> tuple[int, int]:
         """(activations, logits_loss) one pass through ``chunk`` keeps."""
         p = self.passes[chunk]
-        return p.embedding + self._layer_bytes() + p.output, p.logits_loss
+        return p.embedding + self._layer_bytes(chunk) + p.output, p.logits_loss
 
     def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0):
         """Bytes alive now by category, plus the given extra bytes."""
@@ -202,8 +202,8 @@ class _Step:
         """(label, bytes) of the moments inside a forward pass through ``chunk``."""
         p, layer = self.passes[chunk], self.layer
         mask = self.mask if p.loads_data else 0
-        if layer.scores:
-            earlier = self._forward_layers_before_last()
+        if layer.scores and self.layers[chunk]:
+            earlier = self._forward_layers_before_last(chunk)
             yield (f"forward of {name}: attention scores beside the softmax",
                    self.alive(p.embedding + earlier + layer.to_softmax,
                               transient=mask + layer.scores))
@@ -214,16 +214,16 @@ class _Step:
             yield (f"end of the forward of {name}, its batch still loaded",
                    self.alive(*self._kept[chunk], transient=mask))
 
-    def _forward_layers_before_last(self) -> int:
+    def _forward_layers_before_last(self, chunk: int) -> int:
         """Bytes the chunk's earlier layers hold when its last layer computes
         its scores (full recomputation: one checkpoint per group, the current
         group's included, less the last layer's input if it starts a group:
         that input is counted with the layer)."""
-        layer, layers = self.layer, self.layers
+        layer, layers = self.layer, self.layers[chunk]
         if layer.recompute != "full":
             return (layers - 1) * layer.kept
         starts_group = (layers - 1) % layer.group == 0
-        return self._layer_bytes() - (layer.checkpoint if starts_group else 0)
+        return self._layer_bytes(chunk) - (layer.checkpoint if starts_group else 0)
 
     def backward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a backward pass through ``chunk``."""
@@ -231,21 +231,23 @@ class _Step:
         if p.last:
             yield (f"loss backward of {name}",
                    self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
-        extra = self._backward_layers() - self._layer_bytes()
+        if not self.layers[chunk]:
+            return
+        extra = self._backward_layers(chunk) - self._layer_bytes(chunk)
         if extra or layer.scores:
             label = "softmax gradient" if layer.scores else "last layer"
             label += ", recomputing" if layer.recompute != "none" else ""
             yield (f"backward of {name}: {label}",
                    self.alive(extra, transient=2 * layer.scores))
 
-    def _backward_layers(self) -> int:
+    def _backward_layers(self, chunk: int) -> int:
         """Bytes the pass's layers hold while the chunk's last layer is
         differentiated: the other layers' kept bytes (full recomputation: the
         other groups' checkpoints and the last group's recomputed layers), and
         the last layer's rows up to the softmax (all its rows without a stored
         map), recomputed where needed. The last group's checkpoint is the
         input of its first recomputed layer, so it is counted once."""
-        layer, layers = self.layer, self.layers
+        layer, layers = self.layer, self.layers[chunk]
         this = layer.to_softmax if layer.scores else layer.full
         if layer.recompute != "full":
             return (layers - 1) * layer.kept + this
