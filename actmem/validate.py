@@ -8,6 +8,8 @@ deep inside a library or a silently wrong number.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 
@@ -27,6 +29,33 @@ def integer(name: str, value: object, kind: str = "an integer") -> int:
     except TypeError:
         raise TypeError(f"{name} must be {kind}, got {value!r} "
                         f"({type(value).__name__})") from None
+
+
+def lists_keywords(function):
+    """Decorate ``function`` so that an unknown keyword argument raises a
+    ``TypeError`` that lists the keywords it takes (Python's own message
+    names only the unknown one)."""
+    known = tuple(inspect.signature(function).parameters)
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        unknown = [name for name in kwargs if name not in known]
+        if unknown:
+            raise TypeError(f"{function.__name__}() got unknown keyword argument"
+                            f"{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
+                            f"it takes {', '.join(known)}")
+        return function(*args, **kwargs)
+    return checked
+
+
+def instance(name: str, value: object, kind: type, example: str):
+    """Return ``value`` if it is a ``kind``; otherwise a ``TypeError`` that
+    names the argument, what was given and an ``example`` of what fits."""
+    if not isinstance(value, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"{name} must be {article} {kind.__name__} (e.g. {example}), "
+                        f"got {value!r} ({type(value).__name__})")
+    return value
 
 
 def positive_int(name: str, value: object) -> int:

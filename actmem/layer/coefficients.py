@@ -13,6 +13,7 @@ from fractions import Fraction
 from .config import LayerConfig
 from .ledger import LedgerRow
 from .memory import ActivationMemory
+from ..validate import instance
 
 
 def coefficient_units(config: LayerConfig) -> dict[str, str]:
@@ -23,7 +24,11 @@ def coefficient_units(config: LayerConfig) -> dict[str, str]:
     ``attention_map``: ``"bas^2/t"`` (the stored s x s maps), or
     ``"bas/t"`` with FlashAttention, which keeps only fp32 log-sum-exp
     statistics, one per query position and head.
+
+    Raises:
+        TypeError: ``config`` is not a :class:`LayerConfig`.
     """
+    instance("config", config, LayerConfig, "actmem.LayerConfig(2048, 1, 4096, 32)")
     return {"fixed": "sbh/t" if config.sequence_parallel else "sbh",
             "intermediate": "sbh/t",
             "attention_map": "bas/t" if config.flash_attention else "bas^2/t"}
@@ -51,7 +56,8 @@ def coefficients(result: ActivationMemory) -> dict[str, Fraction]:
     >>> coefficients(activation_memory(2048, 1, 4096, 32, t=8, flash_attention=True))
     {'fixed': Fraction(10, 1), 'intermediate': Fraction(24, 1), 'attention_map': Fraction(4, 1)}
     """
-    c = result.config
+    c = instance("result", result, ActivationMemory,
+                 "actmem.activation_memory(2048, 1, 4096, 32)").config
     return {group: result.group_bytes(group) / _unit_elements(c, unit)
             for group, unit in coefficient_units(c).items()}
 

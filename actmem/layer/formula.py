@@ -12,6 +12,13 @@ from __future__ import annotations
 from .config import LayerConfig
 
 
+def _checked(s, b, h, a, t, **options) -> tuple[int, int, int, int, int]:
+    """The inputs validated by :class:`LayerConfig`, as plain ints (a NumPy
+    integer would overflow silently in the products below)."""
+    c = LayerConfig(s, b, h, a, t, **options)
+    return c.s, c.b, c.h, c.a, c.t
+
+
 def _exact(numerator: int, t: int) -> int:
     """``numerator / t``, which validation guarantees to be whole."""
     quotient, remainder = divmod(numerator, t)
@@ -30,33 +37,33 @@ def paper_formula(s: int, b: int, h: int, a: int, t: int = 1) -> int:
     Raises:
         TypeError, ValueError: invalid input, as :class:`LayerConfig`.
     """
-    LayerConfig(s, b, h, a, t)
+    s, b, h, a, t = _checked(s, b, h, a, t)
     sbh = s * b * h
     return 10 * sbh + _exact(24 * sbh + 5 * a * s * s * b, t)
 
 
 def _no_parallelism(s, b, h, a, t):
-    LayerConfig(s, b, h, a, t)
+    s, b, h, a, t = _checked(s, b, h, a, t)
     return 34 * s * b * h + 5 * a * s * s * b
 
 
 def _sequence_parallel(s, b, h, a, t):
-    LayerConfig(s, b, h, a, t, sequence_parallel=True)
+    s, b, h, a, t = _checked(s, b, h, a, t, sequence_parallel=True)
     return _exact(34 * s * b * h + 5 * a * s * s * b, t)
 
 
 def _selective(s, b, h, a, t):
-    LayerConfig(s, b, h, a, t)
+    s, b, h, a, t = _checked(s, b, h, a, t)
     return 10 * s * b * h + _exact(24 * s * b * h, t)
 
 
 def _sequence_parallel_selective(s, b, h, a, t):
-    LayerConfig(s, b, h, a, t, sequence_parallel=True)
+    s, b, h, a, t = _checked(s, b, h, a, t, sequence_parallel=True)
     return _exact(34 * s * b * h, t)
 
 
 def _full(s, b, h, a, t):
-    LayerConfig(s, b, h, a, t)
+    s, b, h, a, t = _checked(s, b, h, a, t)
     return 2 * s * b * h
 
 

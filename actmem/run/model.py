@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..layer.config import LayerConfig
-from ..validate import choice, flag, positive_int
+from ..validate import choice, flag, instance, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
@@ -77,6 +77,10 @@ class ModelConfig:
         choice("positions", self.positions, POSITIONS)
         flag("bias", self.bias)
         flag("tied_embeddings", self.tied_embeddings)
+        instance("source", self.source, str, "'Touvron et al. 2023'")
+        if self.positions == "learned" and (self.max_positions or self.s) < self.s:
+            raise ValueError(f"max_positions={self.max_positions} must be at least s={self.s}: "
+                             "a learned position table has one row per position")
         self.layer()
 
     def layer(self, t: int = 1, sequence_parallel: bool = False,
@@ -163,6 +167,7 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     >>> parameter_count(PRESETS["llama2-7b"]) == 6_738_415_616
     True
     """
+    instance("model", model, ModelConfig, "actmem.PRESETS['llama2-7b']")
     c, h = model.layer(), model.h
     kv = c.g * h // c.a
     f_in = 2 * c.f if c.activation == "swiglu" else c.f

@@ -28,6 +28,7 @@ whole.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
@@ -40,7 +41,7 @@ from .states import model_states
 from .stage_split import split_layers
 from .timeline import LayerMoments, Pass, StageTimeline, stage_timeline
 from .training import chunk_layers
-from ..validate import choice, flag, positive_int
+from ..validate import choice, flag, instance, integer, lists_keywords, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
          "embedding_activations", "output_activations", "recompute_working_set",
@@ -148,7 +149,7 @@ def output_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool =
     (``logits_bytes * s*b*V/t``, V padded) and its targets and mask
     (``9sb``: int64 and 1 byte per token)."""
     c = model.layer(t, sequence_parallel)
-    if logits_bytes not in (2, 4) or isinstance(logits_bytes, bool):
+    if integer("logits_bytes", logits_bytes, "4 or 2") not in (2, 4):
         raise ValueError(f"logits_bytes must be 4 (fp32, Megatron-LM) or 2 (16-bit), "
                          f"got {logits_bytes!r}")
     sbh = c.s * c.b * c.h // (c.t if sequence_parallel else 1)
@@ -191,6 +192,7 @@ def layer_moments(model: ModelConfig, t: int = 1, sequence_parallel: bool = Fals
                         recompute=recompute, group=recompute_num_layers)
 
 
+@lists_keywords
 def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     m: int = 1, schedule: str = "1f1b", v: int = 1,
                     order: str = "megatron", sequence_parallel: bool = False,
@@ -254,6 +256,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     Raises:
         TypeError, ValueError: any invalid value; the message names it.
     """
+    instance("model", model, ModelConfig, "actmem.PRESETS['llama2-7b']")
     flag("sequence_parallel", sequence_parallel)
     flag("create_attention_mask_in_dataloader", create_attention_mask_in_dataloader)
     flag("transformer_engine", transformer_engine)
@@ -313,10 +316,9 @@ def _pass(i: int, c: int, p: int, v: int, first: dict, last: dict) -> Pass:
 
 
 def _reserve(reserve: int | float, capacity: int | None) -> int:
-    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)):
-        raise TypeError(f"reserve must be bytes (int) or a fraction of gpu_memory "
-                        f"(float), got {reserve!r}")
-    if isinstance(reserve, int):
+    if not isinstance(reserve, numbers.Real) or isinstance(reserve, numbers.Integral):
+        reserve = integer("reserve", reserve, "bytes (an int) or a fraction of "
+                                              "gpu_memory (a float)")
         if reserve < 0:
             raise ValueError(f"reserve must be >= 0 bytes, got {reserve}")
         return reserve
@@ -325,4 +327,4 @@ def _reserve(reserve: int | float, capacity: int | None) -> int:
     if capacity is None:
         raise ValueError(f"reserve={reserve} is a fraction of gpu_memory; give gpu_memory "
                          "or a reserve in bytes")
-    return math.ceil(Fraction(repr(reserve)) * capacity)  # 0.05 means 5/100 exactly
+    return math.ceil(Fraction(repr(float(reserve))) * capacity)  # 0.05 means 5/100 exactly

@@ -67,6 +67,6 @@ def preset(name: str) -> ModelConfig:
     Raises:
         ValueError: ``name`` is not a preset; the message lists them.
     """
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {name!r}")
     return PRESETS[name]

@@ -23,9 +23,10 @@ and the checks of ``transformer_config.py``), with its flags in snake_case:
 
 from __future__ import annotations
 
-from ..validate import flag, integer, positive_int
+from ..validate import flag, integer, lists_keywords, positive_int
 
 
+@lists_keywords
 def split_layers(L: int, p: int, v: int = 1, *, stage_layers=None,
                  decoder_first_pipeline_num_layers: int | None = None,
                  decoder_last_pipeline_num_layers: int | None = None,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from .model import ModelConfig, ParameterCount, parameter_count
 from .stage_split import split_layers
 from .training import chunk_layers
-from ..validate import choice, flag, positive_int
+from ..validate import choice, flag, integer, lists_keywords, positive_int
 
 ACCOUNTINGS = ("zero", "megatron")
 OPTIMIZERS = ("adam",)
@@ -96,6 +96,7 @@ def _output_weights(count: ParameterCount, p: int) -> int:
     return count.embedding if p > 1 else 0
 
 
+@lists_keywords
 def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
@@ -126,7 +127,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     choice("accounting", accounting, ACCOUNTINGS)
     d = positive_int("d", d)
     flag("distributed_optimizer", distributed_optimizer)
-    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
+    if integer("zero_stage", zero_stage, "0, 1, 2 or 3") not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     if accounting == "megatron" and zero_stage:
         raise ValueError(f"zero_stage={zero_stage} belongs to accounting='zero'; "
@@ -137,14 +138,14 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     per_stage = _per_stage(model_or_params, t, p, stage_layers)
     if stage is None:
         stage = max(range(len(per_stage)), key=per_stage.__getitem__)
-    elif isinstance(stage, bool) or stage not in range(len(per_stage)):
+    elif integer("stage", stage, "a stage index") not in range(len(per_stage)):
         raise ValueError(f"stage must be an int in 0..{len(per_stage) - 1}, got {stage!r}")
-    n = per_stage[stage]
+    n = per_stage[int(stage)]
     w, g, o = (n * k for k in BYTES_PER_PARAMETER[accounting])
     sharded = {"zero": (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1),
                "megatron": (False, False, distributed_optimizer)}[accounting]
     w, g, o = (-(-x // d) if cut else x for x, cut in zip((w, g, o), sharded))
-    return ModelStates(n, w, g, o, stage)
+    return ModelStates(n, w, g, o, int(stage))
 
 
 def _per_stage(model_or_params, t: int, p: int, stage_layers) -> list[int]:
