@@ -105,26 +105,78 @@ def common_divisors(*numbers: int) -> list[int]:
 
 
 def divisors(n: int) -> list[int]:
-    """The divisors of ``n``, ascending, from its prime factors (trial
-    division that divides each factor out: about square-root time in the
-    largest prime factor, instant for sizes such as 2^40).
+    """The divisors of ``n``, ascending, from its prime factors
+    (:func:`prime_factors`: fast even for a 61-bit prime).
 
     >>> divisors(6656)[:8]
     [1, 2, 4, 8, 13, 16, 26, 32]
     """
-    factors: dict[int, int] = {}
-    rest, p = positive_int("n", n), 2
-    while p * p <= rest:
-        while rest % p == 0:
-            factors[p] = factors.get(p, 0) + 1
-            rest //= p
-        p += 1 if p == 2 else 2
-    if rest > 1:
-        factors[rest] = factors.get(rest, 0) + 1
     found = [1]
-    for prime, power in factors.items():
+    for prime, power in prime_factors(positive_int("n", n)).items():
         found = [d * prime**e for d in found for e in range(power + 1)]
     return sorted(found)
+
+
+_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+
+
+def _is_prime(n: int) -> bool:
+    """Miller-Rabin with the first 13 primes as bases: exact below 3.3 x 10^24
+    (Sorenson and Webster 2015), a strong test above."""
+    if n < 2:
+        return False
+    for p in _BASES:
+        if n % p == 0:
+            return n == p
+    d, r = n - 1, 0
+    while d % 2 == 0:
+        d, r = d // 2, r + 1
+    for base in _BASES:
+        x = pow(base, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(r - 1):
+            x = pow(x, 2, n)
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _factor(n: int) -> int:
+    """A non-trivial factor of the odd composite ``n`` (Pollard's rho, with
+    Floyd's cycle detection)."""
+    for c in range(1, n):
+        x = y = 2
+        d = 1
+        while d == 1:
+            x = (x * x + c) % n
+            y = (y * y + c) % n
+            y = (y * y + c) % n
+            d = math.gcd(abs(x - y), n)
+        if d != n:
+            return d
+    raise ArithmeticError(f"no factor found for {n}")  # unreachable for composites
+
+
+def prime_factors(n: int) -> dict[int, int]:
+    """``{prime: power}`` for the integer ``n >= 1``: trial division by the
+    primes below 1000, then Miller-Rabin and Pollard's rho for what remains."""
+    factors: dict[int, int] = {}
+    for p in range(2, 1000):
+        while n % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            n //= p
+    stack = [n] if n > 1 else []
+    while stack:
+        m = stack.pop()
+        if _is_prime(m):
+            factors[m] = factors.get(m, 0) + 1
+        else:
+            d = _factor(m)
+            stack += [d, m // d]
+    return dict(sorted(factors.items()))
 
 
 def divides(name: str, value: int, **targets: int) -> int:

@@ -80,3 +80,22 @@ def test_model_config_refuses_a_short_position_table_and_a_non_text_source():
     for source in (5, None, ["paper"]):
         with pytest.raises(TypeError, match="source must be a str"):
             P.with_(source=source)
+
+
+@pytest.mark.parametrize("n, factors", [
+    (2**61 - 1, {2**61 - 1: 1}),                       # a Mersenne prime
+    ((2**31 - 1) * (2**61 - 1), {2**31 - 1: 1, 2**61 - 1: 1}),
+    (2**64 - 1, {3: 1, 5: 1, 17: 1, 257: 1, 641: 1, 65537: 1, 6700417: 1}),
+    (2**40 * 3**5, {2: 40, 3: 5}),
+    (1, {}),
+])
+def test_divisors_of_huge_numbers_come_from_their_factors(n, factors):
+    from actmem.validate import divisors, prime_factors
+    assert prime_factors(n) == factors
+    found = divisors(n)
+    assert found[0] == 1 and found[-1] == n and all(n % d == 0 for d in found)
+    expected_count = 1
+    for power in factors.values():
+        expected_count *= power + 1
+    assert len(found) == expected_count == len(set(found))
+    assert actmem.common_divisors(n, n) == found
