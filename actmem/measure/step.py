@@ -1,0 +1,289 @@
+"""One whole training step measured two ways, against ``training_memory``'s timeline.
+
+The model of :mod:`.step_model` (embedding, reference layers, final norm,
+tied output layer, Megatron-LM's cross-entropy, gradient buffer, fp32 main
+parameters and fused Adam) trains one step of ``m`` micro-batches (gradient
+accumulation, p = 1) on CPU. The bytes alive are tracked by
+
+1. PyTorch's own ``torch.distributed._tools.mem_tracker.MemTracker`` (a
+   ``TorchDispatchMode``: every storage an operation returns is added, and
+   subtracted by a weak-reference callback when it is freed; its peak is
+   taken after each operation), and
+2. :class:`LiveBytes`, written here: the same principle, keyed by the C++
+   storage, with the step's moments labelled (:func:`train_step`), so the
+   peak of each moment can be set beside the timeline's event of the same
+   name (:mod:`actmem.run.timeline`).
+
+What neither sees: memory an operator allocates and frees inside itself
+(below the dispatcher), e.g. CPU TensorIterator's casts of a mixed-dtype
+input. Device workspaces do not exist on CPU: the timeline is asked for
+none (``transformer_engine=False``, ``cublas_workspace_config=":0:0"``).
+The configurations are :data:`CONFIGS` (:mod:`.step_configs`).
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from contextlib import nullcontext
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map_only
+
+from ..run.peak import training_memory
+from .stored_step import CONFIGS, StepConfig
+from .step_model import (GPT, LOSS_FUNCTIONS, GradientBuffer, MixedPrecisionAdam,
+                         get_batch, reduce_loss)
+
+__all__ = ["CONFIGS", "LiveBytes", "measure", "measurement", "train_step"]
+
+
+class LiveBytes(TorchDispatchMode):
+    """Bytes of tensor storage alive now: every storage an operation
+    returns (and every tensor given to :meth:`track`) is added once, and
+    subtracted when PyTorch frees it.
+
+    Attributes:
+        bytes: alive now. peak: the most alive after any operation.
+        phase: the moment now (set with :meth:`enter`); peaks: phase ->
+            the most alive during it; marks: (label, bytes) in order;
+        after_op: (phase, operator name) -> bytes alive after its first
+            and after its last call in that phase (e.g. ``"_softmax"``).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = self.peak = 0
+        self.phase, self.peak_phase = "before the step", "before the step"
+        self.peaks: dict[str, int] = {}
+        self.marks: list[tuple[str, int]] = []
+        self.after_op: dict[tuple[str, str], list[int]] = {}
+        self._live: dict[int, int] = {}
+
+    def track(self, *tensors: torch.Tensor) -> None:
+        """Count the storages of ``tensors`` (made before the step)."""
+        for t in tensors:
+            self._add(t)
+        self._update()
+
+    def _add(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in self._live or not storage.nbytes():
+            return
+        self._live[key] = storage.nbytes()
+        self.bytes += storage.nbytes()
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.bytes -= self._live.pop(key)
+
+    def _update(self) -> None:
+        if self.bytes > self.peak:
+            self.peak, self.peak_phase = self.bytes, self.phase
+        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), self.bytes)
+
+    def enter(self, phase: str) -> None:
+        """From now on the step is at moment ``phase``."""
+        self.phase = phase
+        self._update()
+
+    def mark(self, label: str) -> None:
+        """Record the bytes alive now as moment ``label``."""
+        self.marks.append((label, self.bytes))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        tree_map_only(torch.Tensor, self._add, out)
+        self._update()
+        seen = self.after_op.setdefault((self.phase, func.overloadpacket.__name__),
+                                        [self.bytes, self.bytes])
+        seen[1] = self.bytes
+        return out
+
+
+def build(config: StepConfig, gpt: GPT | None = None):
+    """``(gpt, optimizer, tensors alive before the step)``, Adam's states
+    made (:meth:`MixedPrecisionAdam.init_states`)."""
+    gpt = gpt or GPT(config.model, config.recompute)
+    params = list(gpt.parameters())
+    buffer = GradientBuffer(params) if config.gradient_buffer == "persistent" else None
+    optimizer = MixedPrecisionAdam(params, buffer)
+    optimizer.init_states()
+    kept = params + optimizer.tensors() + ([buffer.data] if buffer else [])
+    return gpt, optimizer, kept
+
+
+def fake_gpt(config: StepConfig, mode) -> GPT:
+    """The model with FakeTensor parameters of ``mode`` (no memory).
+
+    Built on the meta device, then each parameter becomes a fake CPU
+    tensor: ``Module.to(bfloat16)`` cannot run under ``FakeTensorMode`` in
+    torch 2.13 (it swaps the parameters, and a fake ``nn.Parameter`` has a
+    weak reference, so ``torch.utils.swap_tensors`` refuses)."""
+    with torch.device("meta"):
+        gpt = GPT(config.model, config.recompute)
+    convert = mode.fake_tensor_converter.from_meta_and_device
+    with mode:
+        for module in gpt.modules():
+            for name, p in list(module._parameters.items()):
+                module._parameters[name] = nn.Parameter(
+                    convert(mode, p, torch.device("cpu")))
+    return gpt
+
+
+def train_step(gpt: GPT, optimizer: MixedPrecisionAdam, config: StepConfig,
+               live: LiveBytes) -> None:
+    """One optimizer step of ``config.m`` micro-batches, forward then
+    backward each (1F1B at p = 1), the moments labelled on ``live`` with
+    the timeline's event labels."""
+    m = config.m
+    live.mark("before the step")
+    for i in range(m):
+        name = f"micro-batch {i}"
+        live.enter(f"forward of {name}")
+        loss = _forward(gpt, config, i, live)
+        live.mark(f"after the forward of {name}")
+        live.enter(f"loss backward of {name}")
+        loss.backward()
+        del loss
+        live.mark(f"after the backward of {name}")
+    live.enter("optimizer step")
+    optimizer.step()
+    live.mark("after the step")
+    live.enter("after the step")
+
+
+def _forward(gpt, config, i, live):
+    """Micro-batch ``i``'s forward step: batch, model, loss (Megatron-LM's
+    ``forward_step``; the batch dies with it). The final norm starts the
+    loss's moment (its input is the timeline's output activation); the
+    backward moments are entered by gradient hooks."""
+    name = f"micro-batch {i}"
+
+    def at_norm(module, args):
+        live.enter(f"loss of {name}")
+
+    def after_norm(module, args, out):
+        out.register_hook(lambda grad: live.enter(f"backward of {name}"))
+
+    hooks = (gpt.norm.register_forward_pre_hook(at_norm),
+             gpt.norm.register_forward_hook(after_norm))
+    batch = get_batch(config.model, i)
+    logits = gpt(batch["tokens"], batch["position_ids"])
+    for hook in hooks:
+        hook.remove()
+    logits.register_hook(lambda grad: live.enter(f"output layer backward of {name}"))
+    losses = LOSS_FUNCTIONS[config.loss](logits, batch["labels"])
+    tokens = config.model.s * config.model.b
+    return reduce_loss(losses, batch["loss_mask"], tokens * config.m)
+
+
+def run(config: StepConfig, fake: bool = False) -> dict:
+    """Measure one step of ``config``: MemTracker's peak, :class:`LiveBytes`'
+    peak and its moments (bytes). ``fake``: under ``FakeTensorMode``
+    (nothing is allocated; the configuration must have no dropout)."""
+    mode = FakeTensorMode() if fake else nullcontext()
+    gpt = fake_gpt(config, mode) if fake else None
+    with mode, warnings.catch_warnings():
+        # MemTracker's post-accumulate hook runs after the gradient buffer's
+        # hook has set .grad to None (it only relabels; bytes are unchanged)
+        warnings.filterwarnings("ignore", "Expected a tensor", UserWarning)
+        gpt, optimizer, kept = build(config, gpt)
+        live, tracker = LiveBytes(), MemTracker()
+        live.track(*kept)
+        tracker.track_external(gpt, optimizer.adam, *kept)
+        with tracker, live:
+            train_step(gpt, optimizer, config, _Resetting(live, tracker))
+    return {"memtracker_peak": max(tracker._peak_mem.values()),
+            "counter_peak": live.peak, "counter_peak_moment": live.peak_phase,
+            "moments": _moments(live)}
+
+
+class _Resetting:
+    """:class:`LiveBytes`' labels, and MemTracker's module statistics reset
+    before each forward (MemTracker refuses a second call of the root
+    module otherwise; its byte counts are kept)."""
+
+    def __init__(self, live: LiveBytes, tracker: MemTracker):
+        self.live, self.tracker = live, tracker
+        self.mark = live.mark
+
+    def enter(self, phase: str) -> None:
+        if phase.startswith("forward of"):
+            self.tracker.reset_mod_stats()
+        self.live.enter(phase)
+
+
+SCORES, SOFTMAX_GRADIENT = "after the last _softmax", "after the first _softmax_backward_data"
+"""Measured moments inside a phase: the last layer's attention softmax in
+its forward, and its softmax gradient in backward (the first one
+differentiated)."""
+
+
+def _moments(live: LiveBytes) -> dict[str, int]:
+    """Label -> bytes, in order: the marks, each phase's most alive
+    (``"<phase>: most alive"``), and the moments :data:`SCORES` and
+    :data:`SOFTMAX_GRADIENT` where the phase has them."""
+    moments = dict(live.marks)
+    for phase, most in live.peaks.items():
+        moments[f"{phase}: most alive"] = most
+        if (phase, "_softmax") in live.after_op and phase.startswith("forward of"):
+            moments[f"{phase}: {SCORES}"] = live.after_op[phase, "_softmax"][1]
+        if (phase, "_softmax_backward_data") in live.after_op:
+            moments[f"{phase}: {SOFTMAX_GRADIENT}"] = live.after_op[
+                phase, "_softmax_backward_data"][0]
+    return moments
+
+
+def timeline(config: StepConfig):
+    """``training_memory``'s stage-0 timeline for ``config`` (no workspace)."""
+    return training_memory(config.model, **config.timeline_args()).stages[0].timeline
+
+
+def measure(name: str) -> dict:
+    """Configuration ``name`` measured and set beside its timeline: bytes,
+    the relative difference at the peak, and per timeline event the
+    measured bytes of the moment with the same label.
+
+    Raises:
+        KeyError: an unknown name (:data:`CONFIGS`).
+    """
+    config = CONFIGS[name]
+    measured = run(config, fake=config.fake)
+    line = timeline(config)
+    peak = line.peak
+    events = [{"label": e.label, "timeline": e.total,
+               "measured": _measured_at(measured["moments"], e.label)}
+              for e in line.events]
+    return {"name": name, "title": config.title, "fake": config.fake,
+            "model": config.model_args(), "training_memory": config.timeline_args(),
+            **{k: v for k, v in measured.items() if k != "moments"},
+            "timeline_peak": peak.total, "timeline_peak_event": peak.label,
+            "relative_difference": (measured["memtracker_peak"] - peak.total) / peak.total,
+            "events": events, "moments": measured["moments"]}
+
+
+def _measured_at(moments: dict[str, int], label: str) -> int | None:
+    """The measured bytes at the timeline event ``label``: a mark of the
+    same label; inside a forward, the last layer's softmax (attention
+    scores beside it); inside a backward, its softmax gradient; else the
+    most alive in the phase of that name (None if there is none)."""
+    if label in moments:
+        return moments[label]
+    phase, _, inside = label.partition(": ")
+    key = {"attention scores": SCORES, "softmax gradient": SOFTMAX_GRADIENT}.get(
+        " ".join(inside.split(" ")[:2]).rstrip(","), "most alive")
+    return moments.get(f"{phase}: {key}")
+
+
+def measurement(names=None) -> dict:
+    """Every configuration (or ``names``) measured: ``{"torch": version,
+    "configs": {name: measure(name)}}``."""
+    names = list(CONFIGS) if names is None else list(names)
+    return {"torch": torch.__version__.split("+")[0],
+            "configs": {n: measure(n) for n in names}}
