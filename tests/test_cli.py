@@ -85,41 +85,154 @@ def test_large_values_print_in_fixed_point(capsys):
 
 
 # ------------------------------------------------------------------ train
+#
+# LLaMA-2-7B (FlashAttention, as the preset), t=2, p=2, d=2, m=8, 1F1B, on an
+# A100 80GB (81920 MiB = 80 GiB, compute capability 8.0), checked by hand:
+# s=4096, b=1, h=4096, f=11008, V=32000 (a multiple of 128*t already).
+S, H, F, V, T = 4096, 4096, 11008, 32000, 2
+LAYER = 8*S*H + 8*S*H // T + 6*S*F // T + 4*32*S // T  # ledger of one layer, bytes
+assert LAYER == 336_855_040  # 321.25 MiB
+# parameters per GPU: 16 layers of (4h^2 + 3hf)/t + 2h norms, plus V*h/t
+# (embedding on stage 0; output layer and the final norm h on stage 1)
+LAYERS_PARAMS = 16 * ((4*H*H + 3*H*F) // T + 2*H)
+STATES = [18 * (LAYERS_PARAMS + V*H // T), 18 * (LAYERS_PARAMS + V*H // T + H)]
+MASK = S * S  # the data loader's boolean b*s*s mask, alive in each forward
+WORKSPACE = 2 * (4096*1024*2 + 16*1024*8) + 4 * 2**20  # cuBLAS x2 (cc 8.0) + TE
+HOPPER = 2 * 4096*1024*8 + 32 * 2**20  # the same on cc 9.0, assumed without a GPU name
+# stage 0 peaks at the end of its 2nd forward: 2 micro-batches held (+ token ids)
+PEAK0 = STATES[0] + 2 * (16*LAYER + 8*S) + MASK + WORKSPACE
+# stage 1 peaks at the loss: 1 micro-batch held, the output layer's inputs and
+# targets (2sbh + 2sbh + 9sb), bf16 logits with their fp32 copy: 6*s*b*V/t
+PEAK1 = STATES[1] + 16*LAYER + 4*S*H + 9*S + 6*S*V // T + MASK + WORKSPACE
+CASE = ["train", "--preset", "llama2-7b", "-t", "2", "-p", "2", "-d", "2", "-m", "8"]
+VERDICT = ("most loaded: stage 0, peak 38.32 GiB at 'end of the forward of micro-batch 1, "
+           "its batch still loaded', of 80 GiB (A100 80GB): margin 41.68 GiB, fits")
 
-def test_train_prints_every_stage_and_the_verdict(capsys):
-    assert main(["train", "--preset", "llama2-7b", "--t", "2", "--p", "2", "--d", "2",
-                 "--m", "8", "--schedule", "1f1b", "--gpu-memory", "80GB"]) == 0
+
+def test_hand_computed_peaks_are_the_timelines():
+    r = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=2, p=2, d=2, m=8,
+                               gpu_memory="A100 80GB")
+    assert [s.peak for s in r.stages] == [PEAK0, PEAK1] == [41_141_469_184, 36_212_158_464]
+    assert r.stages[1].timeline.peak.label == "loss of micro-batch 0"
+    assert r.stages[1].timeline.peak.by_category["logits_loss"] == 6 * S * V // T  # 375 MiB
+    assert r.margin == 81920 * 2**20 - PEAK0
+
+
+def test_train_prints_every_stage_its_peak_and_the_verdict(capsys):
+    assert main([*CASE, "--gpu-memory", "A100 80GB"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].split() == ["part", "(MiB", "per", "GPU)", "stage", "0", "stage", "1"]
-    assert out[5].split() == ["layer", "activations", "26656", "13328"]
-    assert out[-1] == ("most loaded: stage 0, 54.27 GiB of 74.51 GiB: "
-                       "margin 20.23 GiB, fits")
+    assert out[5].split() == ["layer", "activations", "10280", "5140"]  # 16 x 321.25 x 2, x 1
+    assert out[-3].split()[-2:] == [f"{(STATES[0] + 2*(16*LAYER + 8*S)) / 2**20:.2f}",
+                                    "34373.36"]  # the sum of the parts
+    assert out[-2].split() == ["peak", "(one", "moment)", "39235.56", "34534.61"]
+    assert PEAK0 / 2**20 == 39235.5625 and PEAK1 / 2**20 == 34534.60546875
+    assert out[-1] == VERDICT
 
 
-def test_train_json_is_training_memory_in_bytes(capsys):
+def test_gpu_memory_takes_a_gpu_name_or_a_size(capsys):
+    assert main([*CASE, "--gpu-memory", "a100-80gb"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == VERDICT
+    assert main([*CASE, "--gpu-memory", "80GB"]) == 0  # 80 x 10^9 bytes: a size, no name
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        "peak 38.39 GiB at 'end of the forward of micro-batch 1, its batch still loaded', "
+        "of 74.51 GiB: margin 36.12 GiB, fits")  # no GPU name: Hopper's workspaces
+    assert round((80 * 10**9 - (PEAK0 - WORKSPACE + HOPPER)) / 2**30, 2) == 36.12
+    assert main([*CASE, "--gpu-memory", "L4"]) == 0  # 23034 MiB
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        "of 22.49 GiB (L4): margin -15.82 GiB, DOES NOT FIT")
+    assert round((23034 * 2**20 - PEAK0) / 2**30, 2) == -15.82
+
+
+def test_timeline_prints_every_event_and_marks_the_peak(capsys):
+    assert main([*CASE, "--gpu-memory", "A100 80GB", "--timeline"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    r = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=2, p=2, d=2, m=8)
+    starts = [i for i, line in enumerate(out) if line.startswith("stage ")]
+    assert len(starts) == 2
+    assert out[starts[1]] == f"stage 1: {len(r.stages[1].timeline.events)} events, MiB per " \
+        "GPU (* peak: 33.73 GiB)"
+    assert out[starts[1] + 1].split() == ["op", "total", *actmem.CATEGORIES, "event"]
+    body = out[starts[1] + 2: starts[1] + 2 + len(r.stages[1].timeline.events)]
+    peaks = [line for line in body if line.startswith("*")]
+    # F0 on stage 1: the loss; states, one pass (16 layers + output inputs), the
+    # logits' 375 MiB, the 16 MiB mask, the 20.25 MiB of workspaces
+    assert peaks == [line for line in body if "loss of micro-batch 0" in line
+                     and "backward" not in line]
+    assert peaks[0].split() == ["*", "F0", "34534.61", "3213.26", "6426.52", "19279.55",
+                                "5204.04", "375", "16", "20.25", "loss", "of", "micro-batch",
+                                "0"]
+    assert body[0].split()[0] == "28939.57" and body[1].split()[:2] == ["*", "F0"]
+    assert body[-1].split() == ["28939.57", "3213.26", "6426.52", "19279.55", "0", "0",
+                                    "0", "20.25", "optimizer", "step"]
+    assert out[-1] == VERDICT
+
+
+def test_train_json_has_peaks_and_events_in_bytes(capsys):
     assert main(["train", "--preset", "llama3-8b", "--t", "4", "--p", "2", "--m", "4",
                  "--sequence-parallel", "--recompute", "selective", "--json",
-                 "--gpu-memory", "40GiB", "--reserve", "0.05"]) == 0
+                 "--gpu-memory", "H100 80GB SXM", "--reserve", "0.05"]) == 0
     data = json.loads(capsys.readouterr().out)
     r = actmem.training_memory(actmem.PRESETS["llama3-8b"], t=4, p=2, m=4,
                                sequence_parallel=True, recompute="selective",
-                               gpu_memory="40GiB", reserve=0.05)
-    assert data["stages"] == [{**s.parts, "total": s.total} for s in r.stages]
-    assert (data["most_loaded"], data["margin"], data["fits"]) == (
-        r.most_loaded.stage, r.margin, r.fits)
+                               gpu_memory="H100 80GB SXM", reserve=0.05)
+    for got, stage in zip(data["stages"], r.stages):
+        assert {k: got[k] for k in (*actmem.PARTS, "total", "peak", "needed")} == {
+            **stage.parts, "total": stage.total, "peak": stage.peak, "needed": stage.needed}
+        assert got["peak_event"] == stage.timeline.peak.label
+        assert got["events"] == [{"label": e.label, "op": e.op, "moment": e.moment,
+                                  "total": e.total, "bytes": e.by_category}
+                                 for e in stage.timeline.events]
+        assert max(e["total"] for e in got["events"]) == got["peak"]
+    assert (data["most_loaded"], data["margin"], data["fits"], data["gpu"]) == (
+        r.most_loaded.stage, r.margin, r.fits, "H100 80GB SXM")
+    assert data["gpu_memory"] == 81559 * 2**20
+
+
+def test_framework_options_reach_the_timeline(capsys):
+    def peak_event(*argv):
+        assert main([*CASE, "--json", *argv]) == 0
+        return json.loads(capsys.readouterr().out)["stages"][1]["events"][1]
+    vocab = peak_event()
+    assert vocab["label"] == "loss of micro-batch 0"
+    assert vocab["bytes"]["logits_loss"] == 6 * S * V // T   # bf16 logits + fp32 copy
+    torch16 = peak_event("--loss", "torch", "--logits-bytes", "2")
+    assert torch16["bytes"]["logits_loss"] == 4 * S * V // T  # bf16 logits + bf16 log-probs
+    fused = peak_event("--loss", "fused")
+    assert fused["bytes"]["logits_loss"] == 4 * S  # only the log-sum-exp per token
+    late = peak_event("--gradient-buffer", "backward")
+    assert vocab["bytes"]["gradients"] - late["bytes"]["gradients"] == 4 * (STATES[1] // 18)
+    assert late["bytes"]["gradients"] == 0  # no gradient before the first backward
+    unmasked = peak_event("--no-attention-mask")
+    assert vocab["total"] - unmasked["total"] == MASK
+
+
+def test_flash_attention_defaults_to_the_presets(capsys):
+    assert main([*CASE, "--json"]) == 0
+    flash = json.loads(capsys.readouterr().out)["stages"][0]["peak"]
+    assert main([*CASE, "--json", "--flash-attention"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"][0]["peak"] == flash == \
+        PEAK0 - WORKSPACE + HOPPER
+    assert main([*CASE, "--json", "--no-flash-attention"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"][0]["peak"] > PEAK0 + 2**30
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--gpu-memory", "80 gigs"], "gpu_memory='80 gigs' is not a size"),
+    (["--gpu-memory", "A100 90GB"], "gpu_memory must be one of 'A100 40GB', 'A100 80GB'"),
     (["--p", "3"], "p=3 must divide L=32"),
     (["--zero-stage", "4", "--accounting", "zero"], "zero_stage must be 0, 1, 2 or 3"),
+    (["--logits-bytes", "2"], "for 16-bit logits use loss='torch'"),
+    (["--loss", "softmax"], "argument --loss: invalid choice: 'softmax' (choose from "
+                            "'vocab_parallel', 'torch', 'fused')"),
+    (["--gradient-buffer", "never"], "argument --gradient-buffer: invalid choice"),
 ])
 def test_train_errors_are_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["train", "--preset", "llama2-7b", *argv])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1
+    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_table_command_unchanged_with_train_registered(capsys):
@@ -131,8 +244,8 @@ def test_short_flags_are_the_paper_symbols(capsys):
     assert main(["-s", "2048", "-b", "1", "--h", "4096", "-a", "32", "-t", "8", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["total"] == 184 * 2**20
     assert main(["train", "--preset", "llama2-7b", "-t", "2", "-p", "2", "-d", "2",
-                 "-m", "8", "--gpu-memory", "80GB"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].endswith("margin 20.23 GiB, fits")
+                 "-m", "8", "--gpu-memory", "A100 80GB"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == VERDICT
 
 
 def test_h_with_a_number_points_to_the_hidden_size(capsys):

@@ -7,19 +7,52 @@ import pytest
 
 import actmem
 from actmem import PRESETS, fit_figures, megatron_estimate, training_memory
-from actmem.views.fit_views import STATES, FitPlanner, recompute_options, run_arguments, \
-    tensor_choices
+from actmem.views.fit_views import GPUS, STATES, FitPlanner, recompute_options, \
+    run_arguments, tensor_choices
 
 GIB = 2**30
+L7 = PRESETS["llama2-7b"]
+# LLaMA-2-7B, t=2, p=2, d=2, m=8 on an A100 80GB: stage 0's peak, by hand in
+# tests/test_cli.py (PEAK0): 28919.25 MiB of model states, 2 micro-batches of
+# 16 x 321.25 MiB (+ 32 KiB of token ids), the 16 MiB mask, 20.25 MiB of workspaces
+PEAK0 = 41_141_469_184
 
 
 def test_default_plan_is_llama2_7b_on_8_gpus():
     x = FitPlanner()
     assert x.readouts["verdict"].value == (
-        "most loaded: stage 0, 54.27 GiB of 74.51 GiB: margin 20.23 GiB, fits")
-    x.controls["gpu"].value = "40GB"
-    assert x.readouts["verdict"].value.endswith("margin -17.02 GiB, DOES NOT FIT")
-    assert "<td><b>54.27</b></td>" in x.readouts["stages"].value
+        "most loaded: stage 0, peak 38.32 GiB at 'end of the forward of micro-batch 1, its "
+        "batch still loaded', of 80 GiB (A100 80GB): margin 41.68 GiB, fits")
+    assert round(PEAK0 / GIB, 2) == 38.32 and round((80 * GIB - PEAK0) / GIB, 2) == 41.68
+    x.controls["gpu"].value = "L4"  # 23034 MiB
+    assert x.readouts["verdict"].value.endswith(
+        "of 22.49 GiB (L4): margin -15.82 GiB, DOES NOT FIT")
+    stages = x.readouts["stages"].value
+    assert "<tr><td>sum of the parts</td><td>38.28</td><td>33.57</td></tr>" in stages
+    assert "<td><b>38.32</b></td><td><b>33.73</b></td>" in stages  # the peaks
+    assert "<td>loss of micro-batch 0</td>" in stages
+
+
+def test_gpu_menu_is_the_presets():
+    x = FitPlanner()
+    assert list(x.controls["gpu"].options) == list(actmem.GPUS) == list(GPUS)
+    x.controls["gpu"].value = "H100 80GB SXM"
+    assert "of 79.65 GiB (H100 80GB SXM)" in x.readouts["verdict"].value
+    assert x.result().gpu_memory == 81559 * 2**20
+
+
+def test_framework_controls_change_the_peak():
+    x = FitPlanner(model="gpt2-large", t=1, p=1, d=1, m=1)
+    assert x.controls["flash_attention"].value is False  # the preset's
+    before = x.result().stages[0]
+    x.controls["loss"].value = "fused"
+    fused = x.result().stages[0]
+    assert fused.peak < before.peak
+    x.controls["gradient_buffer"].value = "backward"
+    assert x.result().stages[0].timeline.events[0].by_category["gradients"] == 0
+    x.controls["model"].value = "llama2-7b"  # trained with FlashAttention
+    assert x.controls["flash_attention"].value is True
+    assert x.readouts["verdict"].value == actmem.train_cli.verdict(x.result(), gpu="A100 80GB")
 
 
 def test_menus_follow_the_model():
@@ -38,14 +71,16 @@ def test_menus_follow_the_model():
 def test_readouts_follow_every_control():
     x = FitPlanner()
     for name, value in [("model", "llama3-8b"), ("t", 4), ("p", 4), ("d", 8), ("m", 16),
-                        ("recompute", ("full", 2)), ("flash_attention", True),
+                        ("recompute", ("full", 2)), ("flash_attention", False),
                         ("sequence_parallel", True), ("states", "ZeRO stage 3"),
-                        ("gpu", "24GB"), ("schedule", "gpipe")]:
+                        ("gpu", "RTX 4090"), ("schedule", "gpipe"), ("loss", "torch"),
+                        ("gradient_buffer", "backward")]:
         x.controls[name].value = value
         values = {**x.values(), "states": STATES[x.values()["states"]]}
         model = PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
         result = training_memory(model, **run_arguments(values))
-        assert x.readouts["verdict"].value == actmem.train_cli.verdict(result), name
+        assert x.readouts["verdict"].value == actmem.train_cli.verdict(
+            result, gpu=values["gpu"]), name
 
 
 def test_every_offered_menu_entry_is_a_valid_run():
@@ -62,12 +97,16 @@ def test_invalid_planner_arguments():
         FitPlanner(model="gpt5")
     with pytest.raises(ValueError, match=r"^t=3 is not offered"):
         FitPlanner(t=3)
-    with pytest.raises(ValueError, match=r"^gpu='80 gigs' is not offered"):
-        FitPlanner(gpu="80 gigs")
+    with pytest.raises(ValueError, match=r"^gpu='80GB' is not offered; choose one of A100 "):
+        FitPlanner(gpu="80GB")
+    with pytest.raises(ValueError, match=r"^loss='cce' is not offered"):
+        FitPlanner(loss="cce")
+    with pytest.raises(ValueError, match=r"^gradient_buffer='lazy' is not offered"):
+        FitPlanner(gradient_buffer="lazy")
 
 
 def test_stage_figure_is_to_scale():
-    r = training_memory(PRESETS["llama2-7b"], t=2, p=2, d=2, m=8, gpu_memory="80GB")
+    r = training_memory(PRESETS["llama2-7b"], t=2, p=2, d=2, m=8, gpu_memory="A100 80GB")
     ax = fit_figures.stage_memory_figure(r).axes[0]
     tops = {}
     for bar in ax.patches:
@@ -76,6 +115,72 @@ def test_stage_figure_is_to_scale():
     assert [round(tops[i] * GIB) for i in (0, 1)] == [s.total for s in r.stages]
     with pytest.raises(TypeError, match="TrainingMemory"):
         fit_figures.stage_memory_figure({})
+
+
+def _timeline(**run):
+    return training_memory(L7, **{"t": 2, "p": 2, "d": 2, "m": 8, **run})
+
+
+def test_timeline_figure_has_a_panel_per_stage_the_capacity_and_the_peak():
+    r = _timeline(p=4, gpu_memory="A100 80GB", reserve=2 * GIB)
+    fig = fit_figures.timeline_figure(r)
+    assert len(fig.axes) == 4
+    assert all(ax.get_shared_y_axes().joined(fig.axes[0], ax) for ax in fig.axes)
+    for ax, stage in zip(fig.axes, r.stages):
+        lines = {line.get_label(): line for line in ax.lines}
+        assert list(lines["GPU: 80 GiB (fits)"].get_ydata()) == [80, 80]
+        assert list(lines["capacity less the reserve"].get_ydata()) == [78, 78]
+        peak = stage.timeline.peak
+        assert [t.get_text().replace("\n", " ") for t in ax.texts] == [peak.label]
+        marker = next(line for line in ax.lines if line.get_marker() == "v")
+        assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (
+            stage.timeline.events.index(peak), peak.total / GIB)
+        assert ax.get_title() == f"stage {stage.stage}: peak " + \
+            actmem.format_bytes(stage.peak, "GiB")
+    # the stacked categories reach each event's total
+    top = max(max(p.vertices[:, 1]) for p in fig.axes[1].collections[-1].get_paths())
+    assert top == pytest.approx(r.stages[1].peak / GIB)
+
+
+def test_timeline_figure_without_a_gpu_and_a_subset_of_stages():
+    r = _timeline(p=4)
+    fig = fit_figures.timeline_figure(r, stages="ends")
+    assert len(fig.axes) == 2  # the first, the last and the most loaded (stage 0)
+    assert not [line for ax in fig.axes for line in ax.lines if "GPU" in line.get_label()]
+    assert fit_figures.timeline_stages(r, [3, 1]) == [1, 3]
+    with pytest.raises(ValueError, match=r"stages must be stage numbers from 0 to 3"):
+        fit_figures.timeline_figure(r, stages=[4])
+    with pytest.raises(TypeError, match="TrainingMemory"):
+        fit_figures.timeline_figure(r.stages[0])
+
+
+def test_timeline_figure_overlays_measured_curves():
+    r = _timeline(p=1, d=1, t=1, m=1, gpu_memory="H100 80GB SXM")
+    events = r.stages[0].timeline.events
+    measured = [e.total + 2**20 for e in events]
+    ax = fit_figures.timeline_figure(r, measured=measured).axes[0]
+    line = next(line for line in ax.lines if line.get_label() == "measured (stored)")
+    assert list(line.get_ydata()) == [m / GIB for m in measured]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "measured (stored)" in labels
+    ax = fit_figures.timeline_figure(r, measured={"MemTracker": measured, "live": measured},
+                                     stored=False).axes[0]
+    assert {"measured: MemTracker", "measured: live"} <= {l.get_label() for l in ax.lines}
+    with pytest.raises(ValueError, match=rf"has 2 values; the stage's timeline has "
+                                         rf"{len(events)} events"):
+        fit_figures.timeline_figure(r, measured=[1, 2])
+    with pytest.raises(TypeError, match="measured must be a sequence of bytes"):
+        fit_figures.timeline_figure(r, measured=[0.5] * len(events))
+    with pytest.raises(ValueError, match="measured_stage=1 is not a drawn stage"):
+        fit_figures.timeline_figure(r, measured=measured, measured_stage=1)
+
+
+def test_timeline_figure_redraws_in_place():
+    first = fit_figures.timeline_figure(_timeline(gpu_memory="A100 80GB"))
+    again = fit_figures.timeline_figure(_timeline(m=4, gpu_memory="L4"), fig=first)
+    assert again is first
+    assert [len(ax.texts) for ax in again.axes] == [1, 1]
+    assert any("does not fit" in line.get_label() for line in again.axes[0].lines)
 
 
 def test_recompute_figure_marks_the_lowest_peak():

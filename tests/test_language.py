@@ -29,7 +29,8 @@ KEPT_IN_CHINESE = {
     "GPU", "GPUs", "MiB", "GiB", "KiB", "GPipe", "FlashAttention", "SwiGLU", "GeLU", "MLP",
     "LayerNorm", "Megatron", "LLaMA", "GPT", "GQA", "ZeRO", "QKV", "softmax", "dropout",
     "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
-    "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel",
+    "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel", "PyTorch", "cross_entropy",
+    "logits", "SXM", "PCIe", "RTX",
     # names inside the ledger's backward formulas
     "rowsum", "P_dropped", "silu", "gate",
 }
@@ -142,6 +143,12 @@ FIGURES = {
     "does not fit": lambda: fit_figures.stage_memory_figure(
         actmem.training_memory(MODEL, t=1, p=1, m=8, gpu_memory=24 * 10 ** 9)),
     "recompute": lambda: fit_figures.recompute_figure(MODEL, t=2, p=2, m=8),
+    "timeline": lambda: fit_figures.timeline_figure(
+        actmem.training_memory(MODEL, t=2, p=2, m=8, gpu_memory="A100 80GB", reserve=2**30),
+        measured=[10**9] * 26),
+    "timeline, map stored": lambda: fit_figures.timeline_figure(
+        actmem.training_memory(MODEL.with_(flash_attention=False), p=4, v=2, m=8,
+                               schedule="interleaved", recompute="selective")),
     "Table 2": lambda: variant_views.stacked_figure(
         actmem.table2(2048, 1, 12288, 96, 8), "LLaMA-style layer: GQA, SwiGLU, no dropout, "
         "FlashAttention"),
@@ -178,6 +185,9 @@ EXPLORERS = {
     "VariantExplorer": lambda: variant_views.VariantExplorer(recompute="full"),
     "ScheduleExplorer": lambda: schedule_views.ScheduleExplorer(schedule="interleaved", v=2),
     "FitPlanner": lambda: fit_views.FitPlanner(),
+    "FitPlanner, PyTorch-style": lambda: fit_views.FitPlanner(
+        model="gpt2-large", t=1, p=1, d=1, m=1, gpu="H100 80GB SXM", loss="torch",
+        gradient_buffer="backward"),
 }
 
 
@@ -218,6 +228,34 @@ def _strings_in(folder: Path) -> set[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
+def event_templates() -> set[str]:
+    """The labels of the timeline's events (actmem.run.timeline) with the
+    micro-batch replaced by ``{name}``, over runs that reach every kind of
+    event: attention map stored or not, each recomputation, one and two
+    chunks, with and without the data loader's mask."""
+    import itertools
+    templates = set()
+    for flash, recompute, (p, v), mask in itertools.product(
+            (False, True), actmem.RECOMPUTE, ((1, 1), (2, 1), (2, 2)), (True, False)):
+        result = actmem.training_memory(
+            MODEL.with_(flash_attention=flash), p=p, v=v, m=4, recompute=recompute,
+            schedule="interleaved" if v > 1 else "1f1b",
+            create_attention_mask_in_dataloader=mask)
+        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
+                      for s in result.stages for e in s.timeline.events}
+    return templates
+
+
+def test_every_event_of_the_timeline_has_a_translation():
+    missing = sorted(t for t in event_templates() if t not in ZH)
+    assert not missing, missing
+    assert fit_figures.event_label("loss of micro-batch 3, chunk 1", actmem.language.chinese) \
+        == "模型块 1 上的微批次 3 的损失"
+    assert fit_figures.event_label("loss of micro-batch 3") == "loss of micro-batch 3"
+    assert fit_figures.event_label("something new of micro-batch 3",
+                                   actmem.language.chinese) == "something new of micro-batch 3"
+
+
 def _labels_from_data() -> set[str]:
     """Labels that reach ``tr`` from data rather than literals: ledger rows,
     placements, groups, diff kinds, Table 2 rows, measured variants and the
@@ -228,12 +266,14 @@ def _labels_from_data() -> set[str]:
     labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
               *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
               *actmem.RECOMPUTE, *fit_views.STATES, *schedule_figures.TITLES.values(),
+              *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
+              *fit_views.GRADIENT_LABELS.values(), *event_templates(),
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
               *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",
               *widgets.LEDGER_COLUMNS, *schedule_views.STAGE_COLUMNS,
               *variant_views.DIFF_COLUMNS,
               *("s", "b", "h", "a", "t", "MLP", "schedule", "model", "states", "gpu",
-                "kv_heads")}
+                "kv_heads", "loss", "gradient_buffer")}
     for table in (figures.TERM_LABELS, figures.GROUP_LABELS, figures.PLACEMENT_LABELS,
                   fit_figures.PART_LABELS, variant_views.GROUP_NAMES):
         labels |= set(table.values())

@@ -1,5 +1,6 @@
-"""Figures for notebook 08, "Will it fit?": stages against the GPU, and
-full recomputation's peak against the group size k.
+"""Figures for notebook 08, "Will it fit?": stages against the GPU, what
+is alive when during one training step (the timeline), and full
+recomputation's peak against the group size k.
 
 Bars are to scale, in GiB (2^30 bytes); colours are Okabe-Ito, one per part
 of :data:`actmem.peak.PARTS`. Every number comes from
@@ -8,13 +9,18 @@ of :data:`actmem.peak.PARTS`. Every number comes from
 
 from __future__ import annotations
 
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+
 from matplotlib.figure import Figure
 
-from ..language import tr
+from ..language import english, tr, translator
 from .figures import OKABE_ITO
 from .redraw import figure_axes
 from ..run.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
+from ..run.timeline import CATEGORIES
 from ..run.training import chunk_layers
 from ..units import format_bytes, format_value, to_gib
 
@@ -97,3 +103,181 @@ def recompute_figure(model: ModelConfig, **run) -> Figure:
                  .format(layers=layers))
     ax.legend(fontsize=8)
     return fig
+
+
+# ------------------------------------------------------------------ timeline
+
+CATEGORY_COLOURS = {
+    "weights": OKABE_ITO["blue"], "gradients": OKABE_ITO["sky"],
+    "optimizer": OKABE_ITO["purple"], "activations": OKABE_ITO["orange"],
+    "logits_loss": OKABE_ITO["vermillion"], "transient": OKABE_ITO["green"],
+    "workspace": OKABE_ITO["grey"],
+}
+"""One colour per :data:`actmem.CATEGORIES`, the same as the parts they
+come from in :func:`stage_memory_figure`."""
+CATEGORY_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer",
+                   "activations": "activations", "logits_loss": "logits and loss",
+                   "transient": "transient (inside an operation)",
+                   "workspace": "workspaces and buffers"}
+"""Legend labels of the categories (English keys of the catalog)."""
+_NAME = re.compile(r"micro-batch (\d+)(?:, chunk (\d+))?")
+
+
+def event_label(label: str, tr=english) -> str:
+    """An :class:`actmem.Event`'s label in the language of ``tr``: the
+    micro-batch (and chunk) it names is put into the translated template,
+    e.g. ``'loss of micro-batch 3'`` -> ``'微批次 3 的损失'``. A label the
+    catalog lacks comes back as it is."""
+    found = _NAME.search(label)
+    if found is None:
+        return tr(label)
+    i, chunk = found.groups()
+    name = (tr("micro-batch {i}, chunk {c}").format(i=i, c=chunk) if chunk is not None
+            else tr("micro-batch {i}").format(i=i))
+    template = _NAME.sub("{name}", label)
+    translated = tr(template)
+    return label if translated == template else translated.format(name=name)
+
+
+def timeline_stages(result: TrainingMemory, stages=None) -> list[int]:
+    """The stages to draw: ``stages`` (an iterable of stage indices), or
+    every stage; ``"ends"`` for the first, the last and the most loaded.
+
+    Raises:
+        ValueError: a stage that is not in ``result``, or none at all.
+    """
+    p = len(result.stages)
+    if stages is None:
+        return list(range(p))
+    if isinstance(stages, str) and stages == "ends":
+        return sorted({0, result.most_loaded.stage, p - 1})
+    chosen = sorted(set(stages))
+    if not chosen or any(isinstance(i, bool) or i not in range(p) for i in chosen):
+        raise ValueError(f"stages must be stage numbers from 0 to {p - 1}, or 'ends', "
+                         f"got {stages!r}")
+    return chosen
+
+
+def _measured_curves(measured, events: int, stored: bool) -> list[tuple[str, list]]:
+    """(legend label, bytes per event) for each measured curve.
+
+    Raises:
+        TypeError: ``measured`` is not a sequence of ints or a dict of them.
+        ValueError: a curve whose length is not the number of events.
+    """
+    if measured is None:
+        return []
+    base = tr("measured (stored)") if stored else tr("measured")
+    curves = ([(f"{base}: {name}", values) for name, values in measured.items()]
+              if isinstance(measured, Mapping) else [(base, measured)])
+    for label, values in curves:
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or \
+                not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise TypeError("measured must be a sequence of bytes (ints) per event, or a "
+                            f"dict name -> such a sequence; got {values!r:.80}")
+        if len(values) != events:
+            raise ValueError(f"measured curve {label!r} has {len(values)} values; the "
+                             f"stage's timeline has {events} events")
+    return curves
+
+
+def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
+                    measured_stage: int = 0, stored: bool = True, stages=None,
+                    fig: Figure | None = None) -> Figure:
+    """What is alive when: each stage's bytes at every event of one step.
+
+    One panel per pipeline stage (shared y axis, GiB = 2^30 bytes), events
+    in order along x (:attr:`actmem.StageMemory.timeline`), bytes stacked by
+    category (:data:`actmem.CATEGORIES`); the GPU's capacity as a dashed
+    line when ``result.gpu_memory`` is set (and, with a reserve, a dotted
+    line at capacity less the reserve: the peak must stay under it); each
+    panel's peak event marked and labelled.
+
+    Args:
+        result: from :func:`actmem.training_memory`.
+        title: drawn above the panels (translated when the catalog has it).
+        measured: bytes per event measured on stage ``measured_stage``: a
+            sequence of ints, or a dict name -> sequence (one line each),
+            drawn as a line labelled "measured (stored)" (``stored=False``:
+            "measured", for a measurement made now).
+        stages: which stages to draw (:func:`timeline_stages`).
+        fig: a Figure this function returned, to redraw in place.
+
+    Raises:
+        TypeError: ``result`` is not a TrainingMemory, or ``measured`` is
+            not bytes. ValueError: a bad ``stages`` or ``measured_stage``,
+            or a measured curve of the wrong length.
+    """
+    if not isinstance(result, TrainingMemory):
+        raise TypeError("result must be a TrainingMemory from actmem.training_memory, "
+                        f"got {type(result).__name__}")
+    drawn = timeline_stages(result, stages)
+    if measured is not None and measured_stage not in drawn:
+        raise ValueError(f"measured_stage={measured_stage!r} is not a drawn stage; "
+                         f"drawn: {drawn}")
+    events = {i: result.stages[i].timeline.events for i in drawn}
+    curves = _measured_curves(measured, len(events.get(measured_stage, ())), stored)
+    shown = [c for c in CATEGORIES if any(e.by_category[c] for i in drawn for e in events[i])]
+    fig, axes = figure_axes(fig, (max(8, 2.2 + 3.4 * len(drawn)), 4.8), 1, len(drawn),
+                            sharey=True, squeeze=False)
+    for ax, i in zip(axes[0], drawn):
+        _timeline_panel(ax, result, result.stages[i], shown)
+        if i == measured_stage:
+            for n, (label, values) in enumerate(curves):
+                ax.plot(range(len(values)), [to_gib(v) for v in values], color="black",
+                        drawstyle="steps-mid", linewidth=1.2, linestyle=("-", ":", "-.")[n % 3],
+                        label=label)
+    axes[0][0].set_ylabel(tr("memory per GPU (GiB)"))
+    axes[0][0].set_ylim(0, None)
+    axes[0][-1].legend(*_legend_entries(axes[0]), fontsize=7, loc="upper left",
+                       bbox_to_anchor=(1.01, 1))
+    fig.suptitle(tr(title) if title else tr("What is alive when: one training step"),
+                 fontsize=10)
+    return fig
+
+
+def _timeline_panel(ax, result: TrainingMemory, stage, shown: list[str]) -> None:
+    """One stage: the stacked categories, the capacity, the peak."""
+    events = stage.timeline.events
+    x = list(range(len(events)))
+    bottom = [0.0] * len(events)
+    for category in shown:
+        top = [b + to_gib(e.by_category[category]) for b, e in zip(bottom, events)]
+        ax.fill_between(x, bottom, top, step="mid", color=CATEGORY_COLOURS[category],
+                        linewidth=0, label=tr(CATEGORY_LABELS[category]))
+        bottom = top
+    if result.gpu_memory is not None:
+        label = tr("GPU: {size} (fits)") if result.fits else tr("GPU: {size} (does not fit)")
+        ax.axhline(to_gib(result.gpu_memory), color="black", linestyle="--",
+                   label=label.format(size=format_bytes(result.gpu_memory, "GiB")))
+        if stage.reserve:
+            ax.axhline(to_gib(result.gpu_memory - stage.reserve), color="black",
+                       linestyle=":", label=tr("capacity less the reserve"))
+    _mark_peak(ax, stage, len(events))
+    ax.set_title(tr("stage {i}: peak {peak}").format(
+        i=stage.stage, peak=format_bytes(stage.peak, "GiB")), fontsize=9)
+    ax.set_xlabel(tr("events of one step, in order"))
+    ax.set_xlim(-0.5, len(events) - 0.5)
+
+
+def _mark_peak(ax, stage, count: int) -> None:
+    """A marker on the peak event and its label beside it."""
+    peak = stage.timeline.peak
+    index = stage.timeline.events.index(peak)
+    y = to_gib(peak.total)
+    ax.plot([index], [y], marker="v", color="black", linestyle="none")
+    text = "\n".join(textwrap.wrap(event_label(peak.label, translator()), 26))
+    left = index < count / 2
+    ax.annotate(text, (index, y), xytext=(6 if left else -6, 6), textcoords="offset points",
+                ha="left" if left else "right", va="bottom", fontsize=7,
+                bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.85,
+                          linewidth=0))
+
+
+def _legend_entries(axes) -> tuple[list, list]:
+    """Handles and labels of all panels, each label once, in drawing order."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return list(entries.values()), list(entries.keys())

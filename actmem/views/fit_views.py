@@ -1,21 +1,28 @@
-"""Notebook 08's planner: pick a model and a parallel layout, see every
-stage's memory against the GPU and a fits / does-not-fit verdict.
+"""Notebook 08's planner: pick a model, a parallel layout, the framework's
+choices and a GPU; see every stage's parts, its peak (the most alive at one
+moment of the step, and the event that sets it), the timeline of the first,
+the last and the most loaded stage, and a fits / does-not-fit verdict.
 
 The menus offer only what :func:`actmem.training_memory` accepts: t divides
 the heads, hidden size, key/value heads and MLP width (and s under sequence
 parallelism); p divides L; schedule, v and m as in notebook 05
 (:func:`actmem.schedule_views.couple`); full recomputation's group size k
-divides the layers of a model chunk. Like the other view modules it imports
+divides the layers of a model chunk; the GPUs are :data:`actmem.GPUS`, with
+the capacity their driver reports. Like the other view modules it imports
 ipywidgets and matplotlib; ``import actmem`` does not import it.
 """
 
 from __future__ import annotations
 
+import html
+
 import ipywidgets as widgets
 
 from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
-from .fit_figures import stage_memory_figure
+from .fit_figures import event_label, timeline_figure
+from ..run.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import PRESETS, preset
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
@@ -30,8 +37,16 @@ from .widgets import _dropdown, _Explorer
 D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Data-parallel sizes offered."""
 P_MAX = 64
-GPUS = ("24GB", "32GB", "40GB", "48GB", "80GB", "80GiB", "141GB")
-"""GPU capacities offered: GB = 10^9 bytes, GiB = 2^30 bytes."""
+GPUS = tuple(GPU_PRESETS)
+"""GPUs offered: the names of :data:`actmem.GPUS` (capacity as the driver
+reports it: an "A100 80GB" has 81920 MiB = 80 GiB)."""
+LOSS_LABELS = {"vocab_parallel": "Megatron-LM cross-entropy (fp32 copy)",
+               "torch": "PyTorch F.cross_entropy",
+               "fused": "fused loss (no logits kept)"}
+"""Menu labels of :data:`actmem.LOSSES`."""
+GRADIENT_LABELS = {"persistent": "gradient buffer from the start",
+                   "backward": "gradients made in backward"}
+"""Menu labels of :data:`actmem.GRADIENT_BUFFERS`."""
 STATES = {
     "Megatron-LM (18 B/param)": ("megatron", 0, False),
     "Megatron-LM distributed optimizer": ("megatron", 0, True),
@@ -69,34 +84,51 @@ def run_arguments(values: dict) -> dict:
                 schedule=values["schedule"], v=values["v"],
                 sequence_parallel=values["sequence_parallel"], recompute=recompute,
                 recompute_num_layers=k, accounting=accounting, zero_stage=zero_stage,
-                distributed_optimizer=distributed, gpu_memory=values["gpu"])
+                distributed_optimizer=distributed, gpu_memory=values["gpu"],
+                loss=values["loss"], gradient_buffer=values["gradient_buffer"])
 
 
 def stages_html(result: TrainingMemory, tr=english) -> str:
-    """Parts (rows) by stage (columns), GiB; words translated by ``tr``
+    """Parts (rows) by stage (columns), GiB, their sum, each stage's peak
+    and the event that sets it; words translated by ``tr``
     (:mod:`actmem.language`)."""
+    def row(name, cells, bold=False):
+        cells = "".join(f"<td><b>{c}</b></td>" if bold else f"<td>{c}</td>" for c in cells)
+        return f"<tr><td>{'<b>' + name + '</b>' if bold else name}</td>{cells}</tr>"
     head = "".join(f"<th>{tr('stage {i}').format(i=s.stage)}</th>" for s in result.stages)
-    rows = "".join(f"<tr><td>{tr(part.replace('_', ' '))}</td>" + "".join(
-        f"<td>{format_value(s.parts[part], 'GiB')}</td>" for s in result.stages) + "</tr>"
-        for part in PARTS)
-    total = "".join(f"<td><b>{format_value(s.total, 'GiB')}</b></td>" for s in result.stages)
-    return (f"<table><tr><th>{tr('GiB per GPU')}</th>{head}</tr>{rows}"
-            f"<tr><td><b>{tr('total')}</b></td>{total}</tr></table>")
+    rows = "".join(row(tr(part.replace("_", " ")),
+                       [format_value(s.parts[part], "GiB") for s in result.stages])
+                   for part in PARTS)
+    rows += row(tr("sum of the parts"), [format_value(s.total, "GiB") for s in result.stages])
+    rows += row(tr("peak (one moment)"), [format_value(s.peak, "GiB") for s in result.stages],
+                bold=True)
+    rows += row(tr("peak event"), [html.escape(event_label(s.timeline.peak.label, tr))
+                                   for s in result.stages])
+    return f"<table><tr><th>{tr('GiB per GPU')}</th>{head}</tr>{rows}</table>"
 
 
 class FitPlanner(_Explorer):
     """Preset, t, p, d, m, schedule, v, recomputation (and k), FlashAttention,
-    sequence parallelism, model-state sharding and GPU -> every stage's
-    memory, the verdict, and the stacked-bar figure.
+    sequence parallelism, model-state sharding, the loss, the gradients'
+    lifetime and the GPU -> every stage's memory, the verdict, and the
+    timeline figure of the first, last and most loaded stages
+    (:func:`actmem.fit_figures.timeline_figure`).
 
-    Readouts: ``verdict`` (Label: the most loaded stage, its margin, fits or
-    not), ``stages`` (HTML, :func:`stages_html`).
+    ``flash_attention=None`` (the default) takes the preset's choice, and
+    choosing another model takes that model's (the LLaMA presets use it).
+
+    Readouts: ``verdict`` (Label: the most loaded stage's peak and its
+    event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
+    ``stages`` (HTML, :func:`stages_html`).
     """
 
     def __init__(self, model="llama2-7b", t=2, p=2, d=2, m=8, schedule="1f1b", v=1,
-                 recompute=("none", 1), flash_attention=False, sequence_parallel=False,
-                 states="Megatron-LM (18 B/param)", gpu="80GB"):
+                 recompute=("none", 1), flash_attention=None, sequence_parallel=False,
+                 states="Megatron-LM (18 B/param)", loss="vocab_parallel",
+                 gradient_buffer="persistent", gpu="A100 80GB"):
         shape = preset(model)
+        if flash_attention is None:
+            flash_attention = shape.flash_attention
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
         c = {"model": _dropdown("model", list(PRESETS), model),
@@ -115,11 +147,16 @@ class FitPlanner(_Explorer):
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
                                                   description=tr("sequence parallel"))
         c["states"] = _dropdown("states", [(tr(k), k) for k in STATES], states)
-        c["gpu"] = _dropdown("gpu", GPUS, gpu)
+        c["loss"] = _dropdown("loss", [(tr(LOSS_LABELS[k]), k) for k in LOSSES], loss)
+        c["gradient_buffer"] = _dropdown(
+            "gradient_buffer", [(tr(GRADIENT_LABELS[k]), k) for k in GRADIENT_BUFFERS],
+            gradient_buffer)
+        c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
             ("model", "t", "p", "d"), ("schedule", "v", "m", "recompute"),
-            ("flash_attention", "sequence_parallel", "states", "gpu"))]
+            ("flash_attention", "sequence_parallel", "states"),
+            ("loss", "gradient_buffer", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
 
     def model(self):
@@ -128,6 +165,9 @@ class FitPlanner(_Explorer):
             flash_attention=self.controls["flash_attention"].value)
 
     def restrict(self) -> None:
+        if self.cause == "model":  # the model as it is trained
+            chosen = PRESETS[self.controls["model"].value]
+            self.controls["flash_attention"].value = chosen.flash_attention
         shape = self.model()
         self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
         p = self._set_options("p", stage_choices(shape.L, P_MAX))
@@ -142,7 +182,8 @@ class FitPlanner(_Explorer):
 
     def refresh(self) -> None:
         result = self.result()
-        self.say("verdict", lambda tr: verdict(result, tr))
+        gpu = self.controls["gpu"].value
+        self.say("verdict", lambda tr: verdict(result, tr, gpu))
         self.say("stages", lambda tr: stages_html(result, tr))
-        self.show_figure(stage_memory_figure, result, tr("{model} on {gpu} GPUs").format(
-            model=self.controls["model"].value, gpu=self.controls["gpu"].value))
+        self.show_figure(timeline_figure, result, tr("{model} on {gpu} GPUs").format(
+            model=self.controls["model"].value, gpu=gpu), stages="ends")

@@ -54,9 +54,11 @@ def stage_choices(L: int, largest: int = P_MAX) -> list[int]:
 
 def schedule_options(chunks: list[int]) -> list[tuple[str, str]]:
     """The schedule menu, ``(label, value)`` pairs labelled in the current
-    language: interleaving only when some v is valid."""
+    language: the schedules the figures have a title for
+    (:data:`actmem.schedule_figures.TITLES`), interleaving only when some v
+    is valid."""
     return [(tr(TITLES[name]), name) for name in SCHEDULES
-            if name != "interleaved" or chunks]
+            if name in TITLES and (name != "interleaved" or chunks)]
 
 
 def microbatch_choices(schedule: str, p: int, v: int) -> list[int]:

@@ -1,8 +1,12 @@
 """``python -m actmem train``: a GPU's peak training memory, stage by stage.
 
 Prints, for every pipeline stage, each part of :func:`actmem.training_memory`
-in MiB and the total; with ``--gpu-memory`` the margin of the most loaded
-stage and a fits / does-not-fit verdict. ``--json`` prints bytes.
+in MiB, their sum, and the peak: the most bytes alive at one moment of the
+step (the timeline, :mod:`actmem.timeline`). The verdict line names the most
+loaded stage's peak event; with ``--gpu-memory`` (a GPU name such as
+``"A100 80GB"``, or a size) it gives the margin and fits / does not fit.
+``--timeline`` prints every stage's events, one line each, in MiB
+(2^20 bytes). ``--json`` prints bytes, the events included.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ import json
 
 from ..language import english
 from ..layer.config import RECOMPUTE
-from ..run.peak import PARTS, TrainingMemory, training_memory
+from ..run.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.gpus import GPUS, find_gpu
+from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
+from ..run.timeline import CATEGORIES
 from ..run.presets import PRESETS, preset
 from ..run.schedules import ORDERS, SCHEDULES
 from ..run.states import ACCOUNTINGS
@@ -22,7 +29,7 @@ from ..units import format_bytes, format_change, format_value, parse_size
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``train`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("train", help="peak training memory per GPU, per stage",
-                              description=__doc__.splitlines()[0])
+                              prog="actmem train", description=__doc__.splitlines()[0])
     p.add_argument("--preset", required=True, choices=list(PRESETS),
                    help="published model shape (actmem.PRESETS)")
     p.add_argument("-s", "--s", type=int, help="sequence length (the preset's)")
@@ -34,7 +41,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--v", type=int, default=1, help="model chunks per GPU, interleaved (1)")
     p.add_argument("--order", choices=ORDERS, default="megatron", help="(megatron)")
     p.add_argument("--sequence-parallel", action="store_true")
-    p.add_argument("--flash-attention", action="store_true")
+    p.add_argument("--flash-attention", action=argparse.BooleanOptionalAction,
+                   help="fused attention, no s x s map kept (default: the preset's; "
+                        "the LLaMA presets use it)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="(none)")
     p.add_argument("--recompute-num-layers", type=int, default=1,
                    help="layers per checkpointed group, full recomputation (1)")
@@ -43,10 +52,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--zero-stage", type=int, default=0, help="ZeRO stage, accounting zero (0)")
     p.add_argument("--distributed-optimizer", action="store_true",
                    help="Megatron-LM's distributed optimizer (6 + 12/d bytes)")
-    p.add_argument("--logits-bytes", type=int, default=4, help="4 (fp32, default) or 2")
+    p.add_argument("--logits-bytes", type=int, default=4,
+                   help="4 (fp32, default) or 2 (16-bit, with --loss torch)")
+    p.add_argument("--loss", choices=LOSSES, default="vocab_parallel",
+                   help="cross-entropy: Megatron-LM's vocab-parallel (default), PyTorch's "
+                        "F.cross_entropy, or a fused loss that keeps no logits")
+    p.add_argument("--gradient-buffer", choices=GRADIENT_BUFFERS, default="persistent",
+                   help="gradients exist from the start (Megatron-LM, default) or from the "
+                        "first backward pass (PyTorch, zero_grad(set_to_none=True))")
+    p.add_argument("--no-attention-mask", dest="attention_mask", action="store_false",
+                   help="the data loader sends no b*s*s attention mask (Megatron-LM's "
+                        "--no-create-attention-mask-in-dataloader)")
     p.add_argument("--reserve", default="0",
                    help="bytes or a size ('4GiB') or a fraction of --gpu-memory ('0.05')")
-    p.add_argument("--gpu-memory", help="capacity: '80GB' (10^9 B) or '80GiB' (2^30 B)")
+    p.add_argument("--gpu-memory", help="a GPU (" + ", ".join(repr(g) for g in GPUS) +
+                   "; as its driver reports it), or a size: '80GiB' (2^30 B), '80GB' "
+                   "(10^9 B, less than an 80GB GPU has)")
+    p.add_argument("--timeline", action="store_true",
+                   help="print every stage's events: what is alive when, in MiB")
     p.add_argument("--json", action="store_true", help="print bytes as JSON")
     return p
 
@@ -60,54 +83,107 @@ def _reserve(text: str) -> int | float:
 def compute(args) -> TrainingMemory:
     """:func:`training_memory` for the parsed ``args``."""
     model = preset(args.preset).with_(
-        **{k: getattr(args, k) for k in ("s", "b") if getattr(args, k) is not None},
-        flash_attention=args.flash_attention)
+        **{k: getattr(args, k) for k in ("s", "b", "flash_attention")
+           if getattr(args, k) is not None})
     return training_memory(
         model, t=args.t, p=args.p, d=args.d, m=args.m, schedule=args.schedule, v=args.v,
         order=args.order, sequence_parallel=args.sequence_parallel,
         recompute=args.recompute, recompute_num_layers=args.recompute_num_layers,
         accounting=args.accounting, zero_stage=args.zero_stage,
         distributed_optimizer=args.distributed_optimizer, logits_bytes=args.logits_bytes,
-        reserve=_reserve(args.reserve), gpu_memory=args.gpu_memory)
+        reserve=_reserve(args.reserve), gpu_memory=args.gpu_memory, loss=args.loss,
+        gradient_buffer=args.gradient_buffer,
+        create_attention_mask_in_dataloader=args.attention_mask)
 
 
-def verdict(result: TrainingMemory, tr=english) -> str:
-    """One line: the most loaded stage against the GPU's capacity; words
-    translated by ``tr`` (:mod:`actmem.language`; default English)."""
+def gpu_text(result: TrainingMemory, gpu=None, tr=english) -> str:
+    """The GPU's capacity in GiB, with its name when ``gpu`` (the
+    ``gpu_memory`` given to :func:`actmem.training_memory`) names a preset:
+    ``'80 GiB (A100 80GB)'``."""
+    size = format_bytes(result.gpu_memory, "GiB")
+    preset = find_gpu(gpu) if isinstance(gpu, str) else None
+    return size if preset is None else tr("{size} ({gpu})").format(size=size, gpu=preset.name)
+
+
+def verdict(result: TrainingMemory, tr=english, gpu=None) -> str:
+    """One line: the most loaded stage's peak, the event that sets it, and
+    (with a GPU) the margin and whether it fits; words translated by ``tr``
+    (:mod:`actmem.language`; default English). ``gpu``: the ``gpu_memory``
+    argument, to name the GPU when it is a preset.
+
+    The margin is the capacity less the peak and the reserve
+    (:attr:`actmem.StageMemory.needed`)."""
+    from .fit_figures import event_label
+
     top = result.most_loaded
-    line = tr("most loaded: stage {stage}, {size}").format(
-        stage=top.stage, size=format_bytes(top.total, "GiB"))
+    line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
+        stage=top.stage, size=format_bytes(top.peak, "GiB"),
+        event=event_label(top.timeline.peak.label, tr))
+    if top.reserve:
+        line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
     if result.gpu_memory is None:
         return line + tr(" (give --gpu-memory for a verdict)")
     word = tr("fits") if result.fits else tr("DOES NOT FIT")
-    return tr("{line} of {gpu}: margin {margin} GiB, {verdict}").format(
-        line=line, gpu=format_bytes(result.gpu_memory, "GiB"),
+    return tr("{line}, of {gpu}: margin {margin} GiB, {verdict}").format(
+        line=line, gpu=gpu_text(result, gpu, tr),
         margin=format_change(result.margin, "GiB").lstrip("+"), verdict=word)
 
 
-def table(result: TrainingMemory) -> str:
-    """Parts (rows) by stage (columns) in MiB, the totals, then the verdict."""
+def table(result: TrainingMemory, gpu=None) -> str:
+    """Parts (rows) by stage (columns) in MiB, their sum, the peak, then the
+    verdict (``gpu``: as in :func:`verdict`)."""
     lines = [f"{'part (MiB per GPU)':<24}" + "".join(
         f"{'stage ' + str(s.stage):>12}" for s in result.stages)]
     for part in PARTS:
         lines.append(f"{part.replace('_', ' '):<24}" + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
-    lines.append(f"{'total':<24}" + "".join(
-        f"{format_value(s.total):>12}" for s in result.stages))
-    return "\n".join(lines + [verdict(result)])
+    for name, key in (("sum of the parts", "total"), ("peak (one moment)", "peak")):
+        lines.append(f"{name:<24}" + "".join(
+            f"{format_value(getattr(s, key)):>12}" for s in result.stages))
+    return "\n".join(lines + [verdict(result, gpu=gpu)])
+
+
+def timeline_text(stage: StageMemory) -> str:
+    """One stage's events, one line each: the operation (``F3``, ``B0``;
+    blank before the step and for the optimizer), the total and each
+    category (:data:`actmem.CATEGORIES`) in MiB, and the event's label;
+    ``*`` marks the peak event."""
+    peak = stage.timeline.peak
+    head = f"  {'op':<6}{'total':>11}" + "".join(f"{c:>13}" for c in CATEGORIES) + "  event"
+    lines = [f"stage {stage.stage}: {len(stage.timeline.events)} events, MiB per GPU "
+             f"(* peak: {format_bytes(stage.peak, 'GiB')})", head]
+    for event in stage.timeline.events:
+        mark = "*" if event is peak else " "
+        lines.append(f"{mark} {event.op:<6}{format_value(event.total):>11}" + "".join(
+            f"{format_value(b):>13}" for b in event.bytes) + f"  {event.label}")
+    return "\n".join(lines)
 
 
 def render(args, result: TrainingMemory) -> str:
-    """The run in one line, then :func:`table`."""
-    return (f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
-            f"{args.schedule} v={args.v}\n{table(result)}")
+    """The run in one line, then :func:`table`; with ``--timeline`` every
+    stage's :func:`timeline_text` before the verdict's table."""
+    timelines = ([timeline_text(s) for s in result.stages]
+                 if getattr(args, "timeline", False) else [])
+    return "\n".join([f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
+                      f"{args.schedule} v={args.v}", *timelines,
+                      table(result, args.gpu_memory)])
+
+
+def _events(stage: StageMemory) -> list[dict]:
+    return [{"label": e.label, "op": e.op, "moment": e.moment, "total": e.total,
+             "bytes": e.by_category} for e in stage.timeline.events]
 
 
 def as_json(args, result: TrainingMemory) -> str:
-    """Bytes per part and stage, the most loaded stage and the verdict."""
+    """Bytes per part and stage with each stage's peak, its event and every
+    event (label, op, moment, total and bytes by category), the most loaded
+    stage and the verdict."""
+    gpu = find_gpu(args.gpu_memory) if args.gpu_memory else None
     return json.dumps({
         "unit": "bytes", "config": {k: v for k, v in vars(args).items()
                                     if k not in ("json", "command")},
-        "stages": [{**s.parts, "total": s.total} for s in result.stages],
+        "stages": [{**s.parts, "total": s.total, "peak": s.peak, "needed": s.needed,
+                    "peak_event": s.timeline.peak.label, "events": _events(s)}
+                   for s in result.stages],
         "most_loaded": result.most_loaded.stage, "gpu_memory": result.gpu_memory,
-        "margin": result.margin, "fits": result.fits}, indent=2)
+        "gpu": gpu and gpu.name, "margin": result.margin, "fits": result.fits}, indent=2)
