@@ -9,6 +9,13 @@ every rank, then the extras. ``--json`` prints the same as JSON.
 on PyTorch's pipeline engine (p = 2 and 4 gloo processes) and prints, per
 stage, the peak saved bytes, one micro-batch's bytes, their ratio and the
 simulated peak in flight (:mod:`.pipeline`); ``--json`` as JSON.
+
+``python -m actmem.measure step [--config NAME ...]`` trains one step of a
+small GPT per configuration (:mod:`.step`) and prints the peak measured by
+PyTorch's MemTracker and by actmem's live-storage counter beside
+``training_memory``'s timeline peak, the event that sets each, and their
+relative difference; ``--json`` prints the bytes (the stored copy is
+``actmem/data/step_measured.json``).
 """
 
 from __future__ import annotations
@@ -32,12 +39,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", nargs="+", default=["paper"],
                    choices=list(VARIANTS), help="layers to measure (paper)")
     p.add_argument("--json", action="store_true", help="print bytes as JSON")
-    sub = p.add_subparsers(dest="command", metavar="pipeline")
+    sub = p.add_subparsers(dest="command", metavar="{pipeline,step}")
     pipe = sub.add_parser("pipeline", help="pipeline schedules on PyTorch's engine",
                           description="Per pipeline stage: peak saved bytes over one "
                           "micro-batch's bytes, against actmem.simulate_schedule.")
     pipe.add_argument("--json", action="store_true", help="print bytes as JSON")
+    step = sub.add_parser("step", help="one training step against the timeline",
+                          description="One training step (forward, backward, Adam) "
+                          "per configuration: measured peaks against "
+                          "training_memory's stage-0 timeline.")
+    step.add_argument("--json", action="store_true", help="print bytes as JSON")
+    step.add_argument("--config", nargs="+", default=None, metavar="NAME",
+                      help="configurations to measure (default: all)")
     return p
+
+
+def step_main(args) -> int:
+    """``python -m actmem.measure step [--json] [--config NAME ...]``."""
+    from .step import CONFIGS, measurement, step_table
+
+    unknown = [n for n in args.config or () if n not in CONFIGS]
+    if unknown:
+        raise SystemExit(f"python -m actmem.measure step: error: unknown configuration "
+                         f"{unknown[0]!r}; choose from {', '.join(CONFIGS)}")
+    data = measurement(args.config)
+    print(json.dumps(data, indent=1) if args.json else step_table(data))
+    return 0
 
 
 def pipeline_main(args) -> int:
@@ -61,6 +88,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "pipeline":
         return pipeline_main(args)
+    if args.command == "step":
+        return step_main(args)
     try:
         results = collect(args)
     except (TypeError, ValueError) as err:

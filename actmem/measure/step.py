@@ -35,11 +35,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
 from ..run.peak import training_memory
-from .stored_step import CONFIGS, StepConfig
+from .stored_step import CONFIGS, StepConfig, step_table
 from .step_model import (GPT, LOSS_FUNCTIONS, GradientBuffer, MixedPrecisionAdam,
                          get_batch, reduce_loss)
 
-__all__ = ["CONFIGS", "LiveBytes", "measure", "measurement", "train_step"]
+__all__ = ["CONFIGS", "LiveBytes", "measure", "measurement", "step_table", "train_step"]
 
 
 class LiveBytes(TorchDispatchMode):

@@ -1,6 +1,15 @@
-"""The configurations :mod:`.step` measures, each with its ``training_memory`` arguments.
+"""The configurations :mod:`.step` measures, and its stored result, without torch.
 
-Torch-free: the stored measurement (:mod:`.stored_step`) names them. Sizes
+This module imports no torch: it names the configurations (each with its
+``training_memory`` arguments), reads the measurement stored in
+``actmem/data/step_measured.json`` (written by ``python -m actmem.measure
+step --json``; a test checks it against a fresh run) and prints it as a
+table, following :mod:`actmem.views.pipeline_measured`. Note that
+``actmem/measure/__init__.py`` imports torch, so without torch a caller
+must read the file as :func:`stored_measurement` does rather than import
+this module.
+
+Sizes
 are small (s=32, b=2, h=64, a=4, L=2, a vocabulary of 1000 padded to 1024,
 m=2 micro-batches) so all run in seconds on two CPU cores; one
 configuration runs under ``FakeTensorMode`` at LLaMA-2-7B's width and
@@ -12,9 +21,14 @@ positions.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from importlib.resources import files
 
 from ..run.model import ModelConfig
+
+STORED = "data/step_measured.json"
+"""Where the stored measurement lives inside the package."""
 
 SMALL_MODEL = dict(s=32, b=2, h=64, a=4, L=2, vocab_size=1000)
 """The small GPT's shape (ModelConfig arguments)."""
@@ -86,3 +100,35 @@ CONFIGS: dict[str, StepConfig] = {
 }
 """Configuration name -> :class:`StepConfig`."""
 
+
+
+def stored_measurement() -> dict:
+    """The stored measurement: ``{"torch": version, "configs": {name: {...}}}``,
+    each configuration with its ``model`` and ``training_memory`` arguments,
+    ``memtracker_peak``, ``counter_peak``, ``timeline_peak`` (bytes), the
+    peak's moment and event, ``relative_difference``, the timeline's
+    ``events`` with the measured bytes at each, and the measured
+    ``moments`` (label -> bytes, in order).
+
+    Raises:
+        FileNotFoundError: the package was installed without its data.
+    """
+    return json.loads(files("actmem").joinpath(STORED).read_text(encoding="utf-8"))
+
+
+def step_table(data: dict) -> str:
+    """One line per configuration: MemTracker's and the counter's peak, the
+    timeline's peak (bytes), where each is reached, and (measured -
+    timeline) / timeline.
+
+    >>> print(step_table(stored_measurement()).splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
+    configuration  MemTracker peak  counter peak  timeline peak  difference  measured peak at  timeline peak at
+    """
+    head = (f"{'configuration':<20} {'MemTracker peak':>15}  {'counter peak':>12}  "
+            f"{'timeline peak':>13}  {'difference':>10}  measured peak at  timeline peak at")
+    lines = [head]
+    for name, c in data["configs"].items():
+        lines.append(f"{name:<20} {c['memtracker_peak']:>15}  {c['counter_peak']:>12}  "
+                     f"{c['timeline_peak']:>13}  {c['relative_difference']:>+10.4%}  "
+                     f"{c['counter_peak_moment']}  {c['timeline_peak_event']}")
+    return "\n".join(lines)
