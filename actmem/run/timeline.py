@@ -17,7 +17,8 @@ moment that can set the peak, adds the bytes alive by category
   the output layer's inputs and what the loss implementation holds in its
   forward (the logits and their copies);
 * inside a backward pass: first, on the last stage, the loss's backward;
-  then the chunk's last layer being differentiated: with a stored map its
+  then the chunk's last layer being differentiated (the loss's and the output
+  layer's saved tensors are freed by then): with a stored map its
   softmax gradient (``dP`` and ``dS``, each the map's size, beside the saved
   ``P`` and the rows before it), and what recomputation rebuilds (selective:
   the layer's attention core; full: the group's layers from its checkpoint,
@@ -233,12 +234,14 @@ class _Step:
                    self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
         if not self.layers[chunk]:
             return
-        extra = self._backward_layers(chunk) - self._layer_bytes(chunk)
+        # by now the loss and the output layer are differentiated: their
+        # saved tensors (the softmax, the output layer's inputs) are freed
+        extra = self._backward_layers(chunk) - self._layer_bytes(chunk) - p.output
         if extra or layer.scores:
             label = "softmax gradient" if layer.scores else "last layer"
             label += ", recomputing" if layer.recompute != "none" else ""
             yield (f"backward of {name}: {label}",
-                   self.alive(extra, transient=2 * layer.scores))
+                   self.alive(extra, -p.logits_loss, transient=2 * layer.scores))
 
     def _backward_layers(self, chunk: int) -> int:
         """Bytes the pass's layers hold while the chunk's last layer is
