@@ -114,7 +114,28 @@ TERMS = (
     Term("model states", "weights, gradients and optimizer states", "模型状态"),
     Term("ZeRO", "model states split over the data-parallel GPUs", "ZeRO 零冗余优化器",
          ("zero",)),
-    Term("MiB / GiB", "2^20 / 2^30 bytes (GB is 10^9 bytes)", "MiB / GiB（二进制单位）"),
+    Term("MiB / GiB", "2^20 / 2^30 bytes (GB is 10^9 bytes, but a GPU's \"80GB\" label "
+         "means about 80 GiB: 81920 MiB on an A100 80GB)", "MiB / GiB（二进制单位）"),
+    Term("timeline", "the moments of one training step and the bytes alive at each",
+         "显存时间线"),
+    Term("peak", "the most bytes alive at one moment of a step: what "
+         "torch.cuda.max_memory_allocated() reports; not the sum of the parts", "峰值显存"),
+    Term("workspace", "scratch memory cuBLAS and Transformer Engine keep for matrix "
+         "multiplications", "工作区（workspace）"),
+    Term("vocab-parallel cross-entropy", "Megatron-LM's loss: an fp32 copy of the logits "
+         "beside them, the fp32 softmax kept for backward", "词表并行交叉熵",
+         ("vocab_parallel",)),
+    Term("gradient buffer", "persistent fp32 gradients (Megatron-LM), or gradients "
+         "created in backward (plain PyTorch)", "梯度缓冲区", ("persistent", "backward")),
+    Term("zero-bubble schedule", "the backward split into an input-gradient step (I) and a "
+         "weight-gradient step (W) that fills the bubbles", "零气泡调度",
+         ("interleaved-zb", "zbv")),
+    Term("DualPipeV", "DeepSeek's DualPipe cut in half: a V-shaped zero-bubble schedule, "
+         "rank r holds stages r and 2p-1-r", "DualPipeV 调度", ("dualpipev",)),
+    Term("looped BFS", "interleaved chunks run breadth-first: all micro-batches through "
+         "one chunk before the next", "循环广度优先调度", ("looped-bfs",)),
+    Term("uneven pipeline split", "stages with different numbers of layers, to relieve the "
+         "first or last stage", "非均匀流水线切分"),
 )
 """The field's terms as the notebooks use them."""
 
