@@ -267,7 +267,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes((gpu and gpu.compute_capability) or (9, 0),
                                     cublas_workspace_config, transformer_engine).values())
-    plan = simulate_schedule(schedule, p, m, v, order)
     uneven = dict(stage_layers=stage_layers,
                   decoder_first_pipeline_num_layers=decoder_first_pipeline_num_layers,
                   decoder_last_pipeline_num_layers=decoder_last_pipeline_num_layers,
@@ -275,7 +274,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
     if all(value is None or value is False for value in uneven.values()):
         chunk_layers(model.L, p, v)  # the even split's rule and message
-    split = split_layers(model.L, p, v, **uneven)
+    split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
+    plan = simulate_schedule(schedule, p, m, v, order)
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
     last = output_activations(model, t, sequence_parallel, logits_bytes)
