@@ -66,8 +66,8 @@ __all__ = [
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
-                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus", "stage_split"),
-                   "run"),
+                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
+                     "stage_split", "pass_parts"), "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),
