@@ -136,37 +136,45 @@ class PipelineSchedule:
         return self.peak_in_flight(i) * layers * layer_bytes(per_layer)
 
     def held_parts(self, i: int, parts: list[dict[str, int]],
-                   pending: list[dict[str, int]] | None = None) -> list[dict[str, int]]:
+                   pending: list[dict[str, int]] | None = None,
+                   after_weight: list[dict[str, int]] | None = None) -> list[dict[str, int]]:
         """Bytes by part stage ``i`` holds after each operation, when one
         pass through chunk ``c`` keeps ``parts[c]`` (name -> bytes) until its
-        ``B``, or until its ``I`` and then ``pending[c]`` until its ``W``.
+        ``B``; or until its ``I``, then ``pending[c]`` until its ``W``, then
+        ``after_weight[c]`` until the end of the step.
 
         Args:
             pending: per chunk, what the weight-gradient step still reads
-                (:func:`actmem.run.split_backward.weight_gradient_bytes`);
-                None keeps all of ``parts[c]`` until ``W``.
+                (:func:`actmem.run.split_backward.weight_gradient_parts`:
+                the linear layers' inputs); None keeps all of ``parts[c]``.
+            after_weight: per chunk, what a pass keeps after its ``W`` (None:
+                nothing; PyTorch 2.13 keeps some bytes to the end of the
+                step, measured by :mod:`actmem.measure.pipeline`).
 
         Raises:
             ValueError: a bad ``i``, or not one dict per chunk.
         """
         pending = parts if pending is None else pending
-        for name, given in (("parts", parts), ("pending", pending)):
+        after_weight = [{}] * self.v if after_weight is None else after_weight
+        states = (parts, pending, after_weight)
+        for name, given in zip(("parts", "pending", "after_weight"), states):
             if len(given) != self.v:
                 raise ValueError(f"{name} needs one dict per model chunk (v={self.v}), "
                                  f"got {len(given)}")
-        full, waiting, out = [0] * self.v, [0] * self.v, []
-        names = list(dict.fromkeys(n for chunk in (*parts, *pending) for n in chunk))
+        names = list(dict.fromkeys(n for per_chunk in states for d in per_chunk for n in d))
+        counts = [[0, 0, 0] for _ in range(self.v)]   # per chunk: before I/B, I..W, after W
+        moves = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
+                 WEIGHT_GRAD: (0, -1, 1)}
+        out = []
         for op in self.ops[self._stage(i)]:
-            c = op.chunk
-            full[c] += {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)
-            waiting[c] += {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)
-            out.append({n: sum(f * parts[k].get(n, 0) + w * pending[k].get(n, 0)
-                               for k, (f, w) in enumerate(zip(full, waiting)))
-                        for n in names})
+            counts[op.chunk] = [n + d for n, d in zip(counts[op.chunk], moves[op.kind])]
+            out.append({n: sum(k * state[c].get(n, 0) for c, held in enumerate(counts)
+                               for k, state in zip(held, states)) for n in names})
         return out
 
     def peak_parts(self, i: int, parts: list[dict[str, int]],
-                   pending: list[dict[str, int]] | None = None) -> dict[str, int]:
+                   pending: list[dict[str, int]] | None = None,
+                   after_weight: list[dict[str, int]] | None = None) -> dict[str, int]:
         """Bytes by part that stage ``i`` holds at its peak: the first
         moment, after an operation, of the largest total of
         :meth:`held_parts` (chunks may keep different bytes: the first
@@ -175,7 +183,8 @@ class PipelineSchedule:
         Raises:
             ValueError: as :meth:`held_parts`.
         """
-        return max(self.held_parts(i, parts, pending), key=lambda d: sum(d.values()))
+        return max(self.held_parts(i, parts, pending, after_weight),
+                   key=lambda d: sum(d.values()))
 
     @cached_property
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:

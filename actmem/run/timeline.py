@@ -26,6 +26,9 @@ moment that can set the peak, adds the bytes alive by category
 * after every operation: what stays (the ledger's rows of the passes in
   flight, Korthikanti et al. 2022 sec. 4.2.3), and gradients once the first
   backward pass has created them when they are not persistent;
+* a split backward (zero-bubble schedules): the input-gradient step (``I``)
+  is a backward that leaves held what its weight-gradient step (``W``) reads
+  (``LayerMoments.weight_rows``), and ``W`` frees it;
 * the optimizer step: model states and gradients (Megatron-LM's fused Adam
   updates in place).
 
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .schedules import FORWARD, PipelineSchedule
+from .schedules import FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits_loss",
               "transient", "workspace")
@@ -87,6 +90,11 @@ class LayerMoments:
         checkpoint: bytes of a full-recomputation checkpoint (the layer input).
         recompute: ``"none"``, ``"selective"`` or ``"full"``; group: layers per
             checkpointed group (full).
+        weight_rows: bytes of the layer's rows its weight-gradient step (W)
+            reads, held from the input-gradient step (I) to W
+            (:func:`actmem.run.split_backward.weight_gradient_bytes`); None:
+            the whole pass stays until W, as PyTorch 2.13 keeps it (measured,
+            :mod:`actmem.measure.pipeline`).
     """
 
     kept: int
@@ -96,6 +104,7 @@ class LayerMoments:
     checkpoint: int
     recompute: str
     group: int
+    weight_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -152,11 +161,12 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
         name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
         forward = op.kind == FORWARD
         moments = step.forward if forward else step.backward
-        events += [Event(label, str(op), "during", alive)
-                   for label, alive in moments(op.chunk, name)]
-        step.held[op.chunk] += 1 if forward else -1
-        step.gradients_exist |= not forward
-        verb = "forward" if forward else "backward"
+        if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
+            events += [Event(label, str(op), "during", alive)
+                       for label, alive in moments(op.chunk, name)]
+        step.take(op)
+        verb = {FORWARD: "forward", INPUT_GRAD: "input-gradient step",
+                WEIGHT_GRAD: "weight-gradient step"}.get(op.kind, "backward")
         events.append(Event(f"after the {verb} of {name}", str(op), "after", step.alive()))
     events.append(Event("optimizer step", "", "during", step.alive()))
     return StageTimeline(i, tuple(events))
@@ -176,7 +186,22 @@ class _Step:
         self.workspace = workspace
         self.gradients_exist = persistent_gradients
         self.held = [0] * len(passes)
+        self.waiting = [0] * len(passes)   # passes between their I and their W
         self._kept = [self.kept(c) for c in range(len(passes))]
+
+    def take(self, op) -> None:
+        """Count ``op``: a forward holds a pass, a backward (B) frees it; an
+        I frees all but what its W reads, which that W frees."""
+        c = op.chunk
+        self.held[c] += {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)
+        self.waiting[c] += {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)
+        self.gradients_exist |= op.kind != FORWARD
+
+    def _waiting(self, chunk: int) -> tuple[int, int]:
+        """(activations, logits_loss) a pass through ``chunk`` keeps from I to W."""
+        if self.layer.weight_rows is None:
+            return self._kept[chunk]
+        return self.layers[chunk] * self.layer.weight_rows, 0
 
     def _layer_bytes(self, chunk: int) -> int:
         """What one pass keeps for the chunk's layers."""
@@ -192,12 +217,13 @@ class _Step:
 
     def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0):
         """Bytes alive now by category, plus the given extra bytes."""
-        kept = self._kept
+        kept = [tuple(n * x for x in k) for n, k in zip(self.held, self._kept)]
+        kept += [tuple(n * x for x in self._waiting(c)) for c, n in enumerate(self.waiting) if n]
         return _vec(weights=self.states["weights"], optimizer=self.states["optimizer"],
                     gradients=self.states["gradients"] if self.gradients_exist else 0,
                     workspace=self.workspace, transient=transient,
-                    activations=activations + sum(n * k[0] for n, k in zip(self.held, kept)),
-                    logits_loss=logits_loss + sum(n * k[1] for n, k in zip(self.held, kept)))
+                    activations=activations + sum(k[0] for k in kept),
+                    logits_loss=logits_loss + sum(k[1] for k in kept))
 
     def forward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a forward pass through ``chunk``."""
