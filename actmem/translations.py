@@ -213,7 +213,7 @@ ZH = {
     # timeline (actmem.views.fit_figures.timeline_figure)
     "logits and loss": "logits 和损失",
     "transient (inside an operation)": "临时张量（算子内部）",
-    "workspaces and buffers": "工作空间和缓冲区",
+    "workspaces and buffers": "工作区和缓冲区",
     "capacity less the reserve": "容量减去预留",
     "events of one step, in order": "一个训练步中的事件（按顺序）",
     "What is alive when: one training step": "什么时候有什么在显存里：一个训练步",
@@ -231,6 +231,7 @@ ZH = {
     "backward of {name}: softmax gradient": "{name} 的反向：softmax 的梯度",
     "backward of {name}: softmax gradient, recomputing": "{name} 的反向：softmax 的梯度，正在重计算",
     "backward of {name}: last layer, recomputing": "{name} 的反向：最后一层，正在重计算",
+    "backward of {name}: last layer": "{name} 的反向：最后一层",
     "after the backward of {name}": "{name} 的反向之后",
     "optimizer step": "优化器更新",
     "checkpoints held between passes": "两次计算之间保存的检查点",
@@ -350,7 +351,7 @@ ZH = {
         "账本按 Megatron 的融合 SwiGLU 计算（gate、up、fc2 输入）；eager 模式的乘积还会保存 "
         "silu(gate)，多一个 2sbf。",
     # ---- fits: notebook 08's title
-    "LLaMA-2-7B, t=2, p=2, d=2, m=8 on 80 GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，80 GB GPU",
+    "LLaMA-2-7B, t=2, p=2, d=2, m=8 on A100 80GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，A100 80GB GPU",
     # ---- cheat sheet (actmem.views.cheatsheet)
     "Activation memory cheat sheet (Korthikanti et al. 2022, arXiv 2205.05198; numbers from "
     "actmem)": "激活显存速查表（Korthikanti et al. 2022，arXiv 2205.05198；数字由 actmem 计算）",
