@@ -98,9 +98,11 @@ def _schedule_explorer(layer, v, image, tr):
 
 
 def _fit_planner(layer, v, image, tr):
-    """The verdict and per-stage totals from actmem.training_memory; menu
-    values the probe could not map (labels made after Run All, such as
+    """The verdict (the most loaded stage's peak, its event, the GPU by name)
+    and per-stage sums and peaks from actmem.training_memory; menu values
+    the probe could not map (labels made after Run All, such as
     'full, k=5') are read from their label."""
+    from actmem.views.fit_figures import event_label
     from actmem.views.fit_views import STATES, run_arguments
     values = dict(v)
     recompute = values["recompute"]
@@ -113,15 +115,18 @@ def _fit_planner(layer, v, image, tr):
     model = actmem.PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
     result = actmem.training_memory(model, **run_arguments(values))
     top = result.most_loaded
-    line = tr("most loaded: stage {stage}, {size}").format(
-        stage=top.stage, size=format_bytes(top.total, "GiB"))
-    verdict = tr("{line} of {gpu}: margin {margin} GiB, {verdict}").format(
-        line=line, gpu=format_bytes(result.gpu_memory, "GiB"),
-        margin=actmem.format_change(result.margin, "GiB").lstrip("+"),
+    line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
+        stage=top.stage, size=format_bytes(top.peak, "GiB"),
+        event=event_label(top.timeline.peak.label, tr))
+    gpu = tr("{size} ({gpu})").format(size=format_bytes(result.gpu_memory, "GiB"),
+                                      gpu=values["gpu"])
+    verdict = tr("{line}, of {gpu}: margin {margin} GiB, {verdict}").format(
+        line=line, gpu=gpu, margin=actmem.format_change(result.margin, "GiB").lstrip("+"),
         verdict=tr("fits") if result.fits else tr("DOES NOT FIT"))
     return Expected({"verdict": [verdict],
-                     "stages": [actmem.format_value(s.total, "GiB") for s in result.stages]},
-                    (tuple(tuple(s.parts.values()) for s in result.stages),
+                     "stages": [actmem.format_value(n, "GiB") for s in result.stages
+                                for n in (s.total, s.peak)]},
+                    (tuple(tuple(e.bytes for e in s.timeline.events) for s in result.stages),
                      result.gpu_memory, values["model"], values["gpu"]) if image else None)
 
 
