@@ -1,4 +1,5 @@
-"""PyTorch's pipeline engine (GPipe, 1F1B, interleaved 1F1B over gloo) against
+"""PyTorch's pipeline engine (GPipe, 1F1B, interleaved 1F1B, interleaved zero
+bubble, ZBV, DualPipeV and looped BFS over gloo) against
 actmem.simulate_schedule, stage by stage, and the stored copy notebook 05
 shows without torch. Skipped without torch unless CI is set."""
 
@@ -36,14 +37,23 @@ def test_every_case_and_stage_is_measured(data):
 def test_measured_peaks_equal_the_simulation_in_pytorch_order(data):
     for s in data["stages"]:
         assert s["agrees"], s
-        assert s["peak_bytes"] == s["simulated_peak_in_flight"] * s["microbatch_bytes"]
-        assert s["alive_bytes"][-1] == 0
+        assert s["alive_bytes"] == s["modelled_bytes"]
+        if s["schedule"] in actmem.SCHEDULES + ("looped-bfs",):
+            assert s["peak_bytes"] == s["simulated_peak_in_flight"] * s["microbatch_bytes"]
+            assert s["alive_bytes"][-1] == 0
         simulated = actmem.simulate_schedule(s["schedule"], s["p"], s["m"], s["v"], "pytorch")
         assert s["ops"] == [str(op) for op in simulated.ops[s["stage"]]]
 
 
+def test_every_new_schedule_is_measured_at_p_2_and_4(data):
+    measured = {(s["schedule"], s["p"]) for s in data["stages"]}
+    assert {(name, p) for name in actmem.schedules.PYTORCH_ONLY for p in (2, 4)} <= measured
+
+
 def test_measured_peaks_equal_the_closed_forms(data):
     for s in data["stages"]:
+        if s["schedule"] not in actmem.SCHEDULES:
+            continue
         p, m, v, i = s["p"], s["m"], s["v"], s["stage"]
         expected = {"gpipe": lambda: actmem.gpipe_in_flight(p, m, i),
                     "1f1b": lambda: actmem.one_f_one_b_in_flight(p, m, i),
@@ -77,7 +87,8 @@ def test_cli_prints_the_table_and_json(data, monkeypatch, capsys):
     assert cli.main(["pipeline"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("schedule") and len(lines) == 1 + len(pipeline.default_cases())
-    assert "interleaved  4  8  2        180736  11 9 7 5" in lines[-3]
+    assert "interleaved     4  8  2        180736  11 9 7 5" in lines[14]
+    assert lines[-1].startswith("looped-bfs      4  4  2        180736  8 8 8 8")
     assert cli.main(["pipeline", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == data
 
@@ -87,3 +98,7 @@ def test_refuses_what_pytorch_refuses():
         pipeline.measure_pipelines([("1f1b", 4, 3, 1)])
     with pytest.raises(ValueError, match="must divide the 8 measured layers"):
         pipeline.measure_pipelines([("interleaved", 4, 8, 4)])
+    with pytest.raises(ValueError, match="v=3: schedule 'zbv' needs exactly v=2"):
+        pipeline.measure_pipelines([("zbv", 2, 4, 3)])
+    with pytest.raises(ValueError, match=r"ScheduleDualPipeV needs m >= 2p = 8"):
+        pipeline.measure_pipelines([("dualpipev", 4, 4, 2)])

@@ -12,31 +12,53 @@ from actmem.views.widgets import L_CHOICES
 WORKED = actmem.activation_memory(2048, 1, 4096, 32, 8)
 
 
-def accepted(schedule, p, m, v, L):
+def accepted(schedule, p, m, v, L, order=None, N=None):
     try:
-        simulate_schedule(schedule, p, m, v).stage_activation_memory(0, WORKED, L)
+        actmem.schedules.check_schedule(schedule, p, m, v, order, N)
+        actmem.training.chunk_layers(L, p, v)
     except ValueError:
         return False
-    return True
+    return p > 1 or v == 1   # the explorer offers v > 1 from p = 2
+
+
+def offered(L, pytorch):
+    """(schedule, order, p, v, m, N) the explorer's menus offer."""
+    found = set()
+    for p in schedule_views.stage_choices(L):
+        chunks = schedule_views.chunk_choices(L, p)
+        for _, schedule in schedule_views.schedule_options(chunks, pytorch):
+            for v in [1, *chunks]:
+                if not schedule_views.takes_v(schedule, v):
+                    continue
+                for _, order in schedule_views.order_options(schedule):
+                    for m in schedule_views.microbatch_choices(schedule, p, v, order, pytorch):
+                        found |= {(schedule, order, p, v, m, N) for _, N in
+                                  schedule_views.group_options(schedule, p, m, order)}
+    return found
 
 
 @pytest.mark.parametrize("L", L_CHOICES)
 def test_menus_offer_exactly_the_valid_combinations(L):
-    offered = set()
-    for p in schedule_views.stage_choices(L):
-        chunks = schedule_views.chunk_choices(L, p)
-        for _, schedule in schedule_views.schedule_options(chunks):
-            for v in chunks if schedule == "interleaved" else [1]:
-                offered |= {(schedule, p, v, m)
-                            for m in schedule_views.microbatch_choices(schedule, p, v)}
-    valid = {(schedule, p, v, m) for schedule in actmem.SCHEDULES for p in range(1, 17)
-             for v in range(1, 5) for m in range(1, 33) if accepted(schedule, p, m, v, L)}
-    assert offered == valid and {s for s, *_ in offered} == set(actmem.SCHEDULES)
+    everything = offered(L, pytorch=True)
+    valid = {(schedule, order, p, v, m, N)
+             for schedule in actmem.schedules.ALL_SCHEDULES for order in actmem.ORDERS
+             for p in range(1, 17) for v in range(1, 5) for m in range(1, 33)
+             for N in (0, *range(p, m + 1))
+             if accepted(schedule, p, m, v, L, order, N or None)
+             and (N or not (schedule == "interleaved" and order == "megatron"))}
+    assert everything == valid
+    assert {s for s, *_ in everything} == set(actmem.schedules.ALL_SCHEDULES)
+    # the training planner's menus: Megatron-LM's three, default group size
+    plain = {(s, p, v, m) for s, o, p, v, m, N in offered(L, pytorch=False)
+             if o == "megatron" and N in (0, p)}
+    assert {s for s, *_ in plain} == set(actmem.SCHEDULES)
+    assert all(accepted(s, p, m, v, L) for s, p, v, m in plain)
 
 
 def test_worked_example_readouts():
     x = ScheduleExplorer()
-    assert x.values() == {"L": 32, "t": 8, "schedule": "1f1b", "p": 4, "v": 1, "m": 8}
+    assert x.values() == {"L": 32, "t": 8, "schedule": "1f1b", "p": 4, "v": 1, "m": 8,
+                          "order": "megatron", "N": 0}
     assert x.readouts["first_stage"].value == (
         "first stage: 4 x 8 layers x 184 MiB = 5888 MiB, 1.000 x L*M (5888 MiB)")
     assert x.readouts["bubble"].value == "bubble: 3/8 of the ideal time = 37.5% (simulated)"
@@ -63,14 +85,34 @@ def test_v_and_schedule_move_together():
     x.controls["schedule"].value = "interleaved"
     x.controls["p"].value = 1  # no interleaving with one stage
     assert x.values()["schedule"] == "1f1b" and list(x.controls["v"].options) == [1]
-    assert [label for label, _ in x.controls["schedule"].options] == ["GPipe", "1F1B"]
+    assert [label for label, _ in x.controls["schedule"].options] == [
+        "GPipe", "1F1B", "interleaved zero bubble", "looped breadth-first"]
+
+
+def test_megatron_group_size_lets_p4_take_m6():
+    x = ScheduleExplorer(schedule="interleaved", v=2)
+    assert list(x.controls["m"].options) == list(range(4, 33))   # m >= p: N = m works
+    assert list(x.controls["N"].options) == [("4", 4), ("8", 8)]
+    x.controls["m"].value = 6
+    assert [n for _, n in x.controls["N"].options] == [6] and x.values()["N"] == 6
+    assert x.readouts["first_stage"].value.startswith("first stage: 12 x 4 layers")
+    x.controls["order"].value = "pytorch"
+    assert x.values()["N"] == 0 and x.readouts["first_stage"].value.startswith(
+        "first stage: 12 x 4 layers")
+    x.controls["schedule"].value = "zbv"
+    assert x.values()["order"] == "pytorch" and x.values()["v"] == 2
+    assert list(x.controls["order"].options) == [("PyTorch", "pytorch")]
+    x.controls["schedule"].value = "dualpipev"
+    assert min(x.controls["m"].options) == 8
 
 
 def test_readouts_follow_every_control():
     x = ScheduleExplorer()
     for L in (24, 96):
         x.controls["L"].value = L
-        for schedule in actmem.SCHEDULES:
+        for schedule in actmem.schedules.ALL_SCHEDULES:
+            if schedule not in [value for _, value in x.controls["schedule"].options]:
+                continue   # e.g. zbv needs p*2 to divide L
             x.controls["schedule"].value = schedule
             assert x.values()["schedule"] == schedule
             for p in x.controls["p"].options[-3:-1]:
@@ -78,7 +120,8 @@ def test_readouts_follow_every_control():
                 for m in x.controls["m"].options[:2]:
                     x.controls["m"].value = m
                     t, v = x.controls["t"].value, x.controls["v"].value
-                    s = simulate_schedule(schedule, p, m, v)
+                    order, N = x.controls["order"].value, x.controls["N"].value
+                    s = simulate_schedule(schedule, p, m, v, order, N or None)
                     per_layer = actmem.activation_memory(2048, 1, 4096, 32, t)
                     assert x.readouts["first_stage"].value == \
                         schedule_views.first_stage_text(s, per_layer, L)
@@ -92,7 +135,9 @@ def test_readouts_follow_every_control():
     ({"v": 3}, r"^v=3 is not offered; choose one of 1, 2, 4 \(1, or v >= 2 with p\*v"),
     ({"v": 2}, r"^v=2: model chunks \(v > 1\) need schedule='interleaved'"),
     ({"schedule": "interleaved"}, r"^v=1: the interleaved schedule needs v >= 2"),
-    ({"schedule": "interleaved", "v": 2, "m": 6}, r"^m=6 is not offered; choose one of 4, 8, "),
+    ({"schedule": "interleaved", "v": 2, "m": 6}, r"^m=6: .*default microbatch_group_size"),
+    ({"schedule": "interleaved", "v": 2, "m": 3, "N": 4}, r"^microbatch_group_size=4: "),
+    ({"schedule": "zbv", "v": 4}, r"^v=4: schedule 'zbv' needs exactly v=2"),
     ({"schedule": "zero-bubble"}, r"^schedule='zero-bubble' is not offered; choose one of "),
     ({"L": 33}, r"^L=33 is not offered; choose one of 24, 32, 40, 48, 96$"),
 ])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from fractions import Fraction
 from importlib.resources import files
 
 STORED = "data/pipeline_measured.json"
@@ -45,20 +46,29 @@ def _cases(data: dict) -> dict[tuple, list[dict]]:
     return cases
 
 
+def _ratio(text: str) -> str:
+    """A measured ratio: an int as it is, a fraction to two decimals."""
+    ratio = Fraction(text)
+    return str(ratio) if ratio.denominator == 1 else f"{float(ratio):.2f}"
+
+
 def measurement_table(data: dict) -> str:
     """One line per measured schedule: the bytes one micro-batch's pass
     through one chunk saves, and for every stage (first to last) the
-    measured peak over that, next to the simulated peak in flight.
+    measured peak over that, next to the simulated peak in flight (a pass
+    counted until its ``B`` or ``W``). With a split backward PyTorch keeps
+    bytes after ``W`` too, so the measured peak can exceed it; "agrees"
+    checks the bytes after every operation (:mod:`actmem.measure.pipeline_result`).
 
     >>> print(measurement_table(stored_measurement()).splitlines()[0])
-    schedule     p  m  v  one pass (B)  measured peak / one pass  simulated  agrees
+    schedule         p  m  v  one pass (B)  measured peak / one pass   simulated  agrees
     """
-    lines = ["schedule     p  m  v  one pass (B)  measured peak / one pass  "
+    lines = ["schedule         p  m  v  one pass (B)  measured peak / one pass   "
              "simulated  agrees"]
     for (schedule, p, m, v), stages in _cases(data).items():
-        measured = " ".join(s["ratio"] for s in stages)
+        measured = " ".join(_ratio(s["ratio"]) for s in stages)
         simulated = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
         agrees = "yes" if all(s["agrees"] for s in stages) else "NO"
-        lines.append(f"{schedule:<11} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>12}"
-                     f"  {measured:<24}  {simulated:<9}  {agrees}")
+        lines.append(f"{schedule:<14} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>12}"
+                     f"  {measured:<25}  {simulated:<9}  {agrees}")
     return "\n".join(lines)

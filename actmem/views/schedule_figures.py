@@ -3,11 +3,12 @@ and the first stage against p.
 
 :func:`schedule_figure` draws a :class:`~actmem.schedules.PipelineSchedule`
 from its operations and simulated times: a Gantt chart (stages as rows,
-time as columns, forward and backward boxes labelled by micro-batch) above
-the number of forward passes each stage holds over time, which is what its
-activation memory follows (Korthikanti et al. 2022, sec. 4.2.3). Colours
-are Okabe-Ito (colour-blind safe); chunk 1 and later of an interleaved
-schedule are hatched. Nothing here computes a number the schedule does
+time as columns, forward, backward and, for the zero-bubble schedules,
+input-gradient (I) and weight-gradient (W) boxes labelled by micro-batch) above
+the number of forward passes each stage holds over time (a pass counted
+until its B or W), which is what its activation memory follows (Korthikanti
+et al. 2022, sec. 4.2.3). Colours are Okabe-Ito (colour-blind safe); chunk 1
+and later of a multi-chunk schedule are hatched. Nothing here computes a number the schedule does
 not already hold.
 """
 
@@ -20,20 +21,24 @@ from ..language import tr
 from .figures import OKABE_ITO
 from .redraw import figure_axes
 from ..layer.memory import ActivationMemory
-from ..run.schedules import BACKWARD, FORWARD, PipelineSchedule, simulate_schedule
+from ..run.schedules import (BACKWARD, FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule,
+                             simulate_schedule)
 from ..run.training import model_activation_memory
 from ..units import format_bytes, format_value, to_mib
 from ..validate import common_divisors
 
-PASS_COLOURS = {FORWARD: OKABE_ITO["sky"], BACKWARD: OKABE_ITO["orange"]}
-"""Forward and backward boxes."""
+PASS_COLOURS = {FORWARD: OKABE_ITO["sky"], BACKWARD: OKABE_ITO["orange"],
+                INPUT_GRAD: OKABE_ITO["yellow"], WEIGHT_GRAD: OKABE_ITO["green"]}
+"""Forward, backward, input-gradient and weight-gradient boxes."""
 STAGE_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["green"],
                  OKABE_ITO["purple"], OKABE_ITO["yellow"], OKABE_ITO["grey"],
                  OKABE_ITO["sky"], OKABE_ITO["orange"])
 """Lines of the in-flight plot, stage 0 first (repeated after 8 stages)."""
 LABEL_LIMIT = 256
 """Operations (all stages) up to which boxes carry their micro-batch number."""
-TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
+TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B",
+          "interleaved-zb": "interleaved zero bubble", "zbv": "zero bubble V",
+          "dualpipev": "DualPipe V", "looped-bfs": "looped breadth-first"}
 
 
 def _chart(ax, schedule: PipelineSchedule) -> None:
@@ -64,10 +69,12 @@ def _chart(ax, schedule: PipelineSchedule) -> None:
     ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))
-    handles = [Patch(facecolor=PASS_COLOURS[FORWARD], edgecolor="black",
-                     label=tr("forward (1 unit per stage)")),
-               Patch(facecolor=PASS_COLOURS[BACKWARD], edgecolor="black",
-                     label=tr("backward (2 units)"))]
+    kinds = {op.kind for stage in schedule.ops for op in stage}
+    labels = {FORWARD: tr("forward (1 unit per stage)"), BACKWARD: tr("backward (2 units)"),
+              INPUT_GRAD: tr("input gradient I (1 unit)"),
+              WEIGHT_GRAD: tr("weight gradient W (1 unit)")}
+    handles = [Patch(facecolor=PASS_COLOURS[kind], edgecolor="black", label=label)
+               for kind, label in labels.items() if kind in kinds]
     if schedule.v > 1:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
                              label=tr("model chunk >= 1")))

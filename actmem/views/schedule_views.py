@@ -11,13 +11,17 @@ it imports ipywidgets and matplotlib; ``import actmem`` does not import it.
 
 from __future__ import annotations
 
+import functools
+
 import ipywidgets as widgets
 
 from ..language import english, tr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure
-from ..run.schedules import SCHEDULES, PipelineSchedule, check_schedule, simulate_schedule
+from ..run.schedule_orders import megatron_groups
+from ..run.schedules import (ALL_SCHEDULES, ORDERS, PYTORCH_ONLY, SCHEDULES, PipelineSchedule,
+                             check_schedule, simulate_schedule)
 from ..run.training import chunk_layers, model_activation_memory
 from ..units import format_bytes
 from ..validate import common_divisors
@@ -26,20 +30,24 @@ from .widgets import L_CHOICES, _dropdown, _Explorer
 
 P_MAX, M_MAX, V_MAX = 16, 32, 4
 """Largest p, m and v offered (the charts stay readable)."""
+ORDER_LABELS = {"megatron": "Megatron-LM", "pytorch": "PyTorch"}
+"""The order menu's labels (names, the same in every language)."""
+NO_GROUP = "-"
+"""The group-size menu's only entry where N does not apply (value 0)."""
 
 
-
-def _accepted(schedule: str, p: int, m: int, v: int) -> bool:
+def _accepted(schedule: str, p: int, m: int, v: int, order: str | None = None,
+              group: int | None = None) -> bool:
     try:
-        check_schedule(schedule, p, m, v)
+        check_schedule(schedule, p, m, v, order, group)
     except ValueError:
         return False
     return True
 
 
 def chunk_choices(L: int, p: int) -> list[int]:
-    """v values for interleaving with p stages: 2..4 with ``p*v`` dividing
-    ``L`` (empty when none does, or p < 2)."""
+    """v values for multi-chunk schedules with p stages: 2..4 with ``p*v``
+    dividing ``L`` (empty when none does, or p < 2)."""
     return [v for v in range(2, V_MAX + 1) if p >= 2 and L % (p * v) == 0]
 
 
@@ -52,47 +60,89 @@ def stage_choices(L: int, largest: int = P_MAX) -> list[int]:
     return [p for p in common_divisors(L) if p <= largest]
 
 
-def schedule_options(chunks: list[int]) -> list[tuple[str, str]]:
+def order_options(schedule: str) -> list[tuple[str, str]]:
+    """Whose order a schedule can take: Megatron-LM's and PyTorch's, or
+    PyTorch's only (:data:`actmem.run.schedules.PYTORCH_ONLY`)."""
+    orders = ("pytorch",) if schedule in PYTORCH_ONLY else ORDERS
+    return [(ORDER_LABELS[o], o) for o in orders]
+
+
+@functools.cache
+def takes_v(schedule: str, v: int) -> bool:
+    """Whether ``schedule`` takes ``v`` chunks per GPU (for some m, at p=2)."""
+    return any(_accepted(schedule, 2, m, v, order) for m in range(1, M_MAX + 1)
+               for _, order in order_options(schedule))
+
+
+def schedule_options(chunks: list[int], pytorch: bool = False) -> list[tuple[str, str]]:
     """The schedule menu, ``(label, value)`` pairs labelled in the current
     language: the schedules the figures have a title for
-    (:data:`actmem.schedule_figures.TITLES`), interleaving only when some v
-    is valid."""
-    return [(tr(TITLES[name]), name) for name in SCHEDULES
-            if name in TITLES and (name != "interleaved" or chunks)]
+    (:data:`actmem.schedule_figures.TITLES`) that take some v of
+    ``[1, *chunks]``; PyTorch's newer ones only with ``pytorch=True``."""
+    names = ALL_SCHEDULES if pytorch else SCHEDULES
+    return [(tr(TITLES[name]), name) for name in names
+            if name in TITLES and any(takes_v(name, v) for v in [1, *chunks])]
 
 
-def microbatch_choices(schedule: str, p: int, v: int) -> list[int]:
-    """m values up to 32 that the schedule accepts (interleaved:
-    multiples of p, Megatron-LM's rule)."""
-    return [m for m in range(1, M_MAX + 1) if _accepted(schedule, p, m, v)]
+def microbatch_choices(schedule: str, p: int, v: int, order: str | None = None,
+                       any_group: bool = False) -> list[int]:
+    """m values up to 32 that the schedule accepts in ``order``; with
+    ``any_group`` Megatron-LM's interleaving takes every m that some group
+    size N accepts (N = m always does when m >= p), not only the default N = p."""
+    def ok(m):
+        if any_group and schedule == "interleaved" and order in (None, "megatron"):
+            return _accepted(schedule, p, p, v) and bool(megatron_groups(p, m))
+        return _accepted(schedule, p, m, v, order)
+    return [m for m in range(1, M_MAX + 1) if ok(m)]
+
+
+def group_options(schedule: str, p: int, m: int, order: str) -> list[tuple[str, int]]:
+    """Micro-batch group sizes N Megatron-LM accepts for interleaving
+    (``schedule_orders.megatron_groups``); ``[("-", 0)]`` where N does not
+    apply (0 means none)."""
+    if schedule == "interleaved" and order == "megatron":
+        return [(str(n), n) for n in megatron_groups(p, m)]
+    return [(NO_GROUP, 0)]
 
 
 def couple(cause: str | None, schedule: str, v: int, chunks: list[int]) -> tuple[str, int]:
-    """The schedule and v after a change of ``cause``: v > 1 means
-    interleaving, v = 1 none; picking one moves the other.
+    """The schedule and v after a change of ``cause``: picking a v the
+    schedule does not take moves it to interleaved 1F1B (v > 1) or 1F1B
+    (v = 1); picking a schedule moves v to its first valid value.
 
     >>> couple("v", "1f1b", 2, [2, 4])
     ('interleaved', 2)
     >>> couple("schedule", "interleaved", 1, [2, 4])
     ('interleaved', 2)
+    >>> couple("v", "zbv", 4, [2, 4])
+    ('interleaved', 4)
     """
-    if cause == "v":
-        schedule = "interleaved" if v > 1 else \
-            ("1f1b" if schedule == "interleaved" else schedule)
-    if schedule == "interleaved" and not chunks:
-        schedule = "1f1b"
-    if schedule != "interleaved":
-        return schedule, 1
-    return schedule, v if v in chunks else chunks[0]
+    if cause == "v" and not takes_v(schedule, v):
+        schedule = "interleaved" if v > 1 else "1f1b"
+    allowed = [x for x in [1, *chunks] if takes_v(schedule, x)]
+    if not allowed:
+        schedule, allowed = "1f1b", [1]
+    return schedule, v if v in allowed else allowed[0]
 
 
 def restrict_schedule(explorer, chunks: list[int], p: int) -> None:
-    """Offer the valid schedule, v and m of an explorer with those controls."""
+    """Offer the valid schedule, v and m (and order and N, where the
+    explorer has them) of an explorer with those controls."""
     c = explorer.controls
+    full = "order" in c
     schedule, v = couple(explorer.cause, c["schedule"].value, c["v"].value, chunks)
-    explorer._set_options("schedule", schedule_options(chunks), prefer=schedule)
+    explorer._set_options("schedule", schedule_options(chunks, pytorch=full), prefer=schedule)
     explorer._set_options("v", [1, *chunks], prefer=v)
-    explorer._set_options("m", microbatch_choices(schedule, p, v))
+    if not full:
+        explorer._set_options("m", microbatch_choices(schedule, p, v))
+        return
+    orders = [o for _, o in order_options(schedule)]
+    order = c["order"].value if c["order"].value in orders else orders[0]
+    explorer._set_options("order", order_options(schedule), prefer=order)
+    m = explorer._set_options("m", microbatch_choices(schedule, p, v, order, any_group=True))
+    groups = [n for _, n in group_options(schedule, p, m, order)]
+    group = next(n for n in (c["N"].value, p, groups[0]) if n in groups)
+    explorer._set_options("N", group_options(schedule, p, m, order), prefer=group)
 
 
 STAGE_COLUMNS = ("stage", "passes held at peak", "layers per pass", "activations", "GiB")
@@ -135,18 +185,21 @@ def bubble_text(schedule: PipelineSchedule, tr=english) -> str:
 
 
 class ScheduleExplorer(_Explorer):
-    """L, t, schedule, p, v, m -> the schedule chart and each stage's bytes.
+    """L, t, p, schedule, v, m, order, N -> the schedule chart and each
+    stage's bytes.
 
-    v = 1 means no interleaving: picking v > 1 switches the schedule to
-    interleaved 1F1B, picking v = 1 switches it back to 1F1B, and picking
-    interleaved sets the smallest valid v. Only valid combinations are
-    offered. Readouts: ``first_stage`` (Label, :func:`first_stage_text`),
-    ``bubble`` (Label, :func:`bubble_text`), ``stages`` (HTML,
-    :func:`stage_table_html`).
+    v = 1 means one chunk per GPU: picking a v the schedule does not take
+    switches it to interleaved 1F1B (v > 1) or 1F1B (v = 1), and picking a
+    schedule sets its smallest valid v. ``order``: Megatron-LM's or PyTorch's
+    (PyTorch's newer schedules only PyTorch's); ``N``: Megatron-LM's
+    micro-batch group size for interleaving (0: not applicable), so m need
+    not be a multiple of p. Only valid combinations are offered. Readouts:
+    ``first_stage`` (Label, :func:`first_stage_text`), ``bubble`` (Label,
+    :func:`bubble_text`), ``stages`` (HTML, :func:`stage_table_html`).
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, schedule="1f1b",
-                 p=4, v=1, m=8):
+                 p=4, v=1, m=8, order=None, N=None):
         activation_memory(s, b, h, a, t)
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {"L": _dropdown("L", L_CHOICES, L)}
@@ -155,25 +208,34 @@ class ScheduleExplorer(_Explorer):
         controls["p"] = _dropdown("p", stage_choices(L), p,
                                   f"p <= {P_MAX} must divide L={L}")
         chunks = chunk_choices(L, p)
-        controls["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
+        controls["schedule"] = _dropdown("schedule", schedule_options(chunks, pytorch=True),
+                                         schedule)
         controls["v"] = _dropdown("v", [1, *chunks], v,
                                   f"1, or v >= 2 with p*v dividing L={L}")
-        check_schedule(schedule, p, p, v)  # schedule and v agree
-        controls["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m,
-                                  "interleaved needs m a multiple of p")
+        order = order_options(schedule)[0][1] if order is None else order
+        group = check_schedule(schedule, p, m, v, order, N)  # the rules' message first
+        controls["m"] = _dropdown("m", microbatch_choices(schedule, p, v, order, True), m,
+                                  "the schedule's rules")
+        controls["order"] = widgets.Dropdown(options=order_options(schedule), value=order,
+                                             description=tr("order"))
+        shown = group if order == "megatron" and schedule == "interleaved" else 0
+        controls["N"] = widgets.Dropdown(options=group_options(schedule, p, m, order),
+                                         value=shown, description="N")
         readouts = {"first_stage": TEXT, "bubble": TEXT, "stages": HTML}
         rows = [widgets.HBox([controls[k] for k in row])
-                for row in (("L", "t", "p"), ("schedule", "v", "m"))]
+                for row in (("L", "t", "p"), ("schedule", "v", "m"), ("order", "N"))]
         super().__init__(controls, readouts, image=True, layout=rows)
 
     def restrict(self) -> None:
         L = self.controls["L"].value
         p = self._set_options("p", stage_choices(L))
         restrict_schedule(self, chunk_choices(L, p), p)
+
     def schedule(self) -> PipelineSchedule:
         """The schedule the controls show."""
         c = self.values()
-        return simulate_schedule(c["schedule"], c["p"], c["m"], c["v"])
+        return simulate_schedule(c["schedule"], c["p"], c["m"], c["v"], c["order"],
+                                 c["N"] or None)
 
     def refresh(self) -> None:
         L = self.controls["L"].value

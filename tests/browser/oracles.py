@@ -85,7 +85,8 @@ def _schedule_explorer(layer, v, image, tr):
     """Bytes per stage from the simulation (not from schedule_views)."""
     L = v["L"]
     per_layer = activation_memory(**layer, t=v["t"])
-    schedule = actmem.simulate_schedule(v["schedule"], v["p"], v["m"], v["v"])
+    schedule = actmem.simulate_schedule(v["schedule"], v["p"], v["m"], v["v"],
+                                        v.get("order"), v.get("N") or None)
     stages = [schedule.stage_activation_memory(i, per_layer, L) for i in range(v["p"])]
     whole = actmem.model_activation_memory(per_layer, L)
     return Expected({"first_stage": [f"= {format_bytes(stages[0])}", format_bytes(whole)],
@@ -94,7 +95,8 @@ def _schedule_explorer(layer, v, image, tr):
                          fraction=schedule.bubble_fraction(),
                          percent=float(schedule.bubble_fraction()))],
                      "stages": [format_bytes(n) for n in stages]},
-                    (v["schedule"], v["p"], v["m"], v["v"]) if image else None)
+                    (v["schedule"], v["p"], v["m"], v["v"], v.get("order"), v.get("N"))
+                    if image else None)
 
 
 def _fit_planner(layer, v, image, tr):
