@@ -360,16 +360,30 @@ ZH = {
     # ---- fits: notebook 08's title
     "LLaMA-2-7B, t=2, p=2, d=2, m=8 on A100 80GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，A100 80GB GPU",
     # ---- cheat sheet (actmem.views.cheatsheet)
-    "Activation memory cheat sheet (Korthikanti et al. 2022, arXiv 2205.05198; numbers from "
-    "actmem)": "激活显存速查表（Korthikanti et al. 2022，arXiv 2205.05198；数字由 actmem 计算）",
-    "Common mistakes": "常见错误",
+    "Training memory cheat sheet (activations: Korthikanti et al. 2022, arXiv 2205.05198; "
+    "numbers from actmem)":
+        "训练显存速查表（激活：Korthikanti et al. 2022，arXiv 2205.05198；数字由 actmem 计算）",
+    "Activations: bytes per layer, micro-batch, GPU": "激活：每层、每个微批次、每卡的字节数",
+    "Model states, logits and the peak": "模型状态、logits 与峰值",
+    "Common mistakes, costliest first (cost: bytes misjudged)":
+        "常见错误，代价大的在前（代价：算错的字节数）",
+    "Does it fit? A checklist": "装得下吗？检查清单",
+    "formula": "公式",
+    "when it holds": "成立条件",
+    "one number": "示例数字",
+    "cost": "代价",
+    "mistake": "错误",
+    "what the numbers say": "正确的数字",
     "worked example, t=8: {value}": "算例，t=8：{value}",
     "GPT-3 175B, t=8: {value}": "GPT-3 175B，t=8：{value}",
     "GPT-3 175B: {value}": "GPT-3 175B：{value}",
     "worked example: {value} at every t": "算例：任何 t 下都是 {value}",
     "worked example, L={L}, t=8: {value}": "算例，L={L}，t=8：{value}",
+    "p={p}, m={m}: {value}": "p={p}，m={m}：{value}",
+    "p={p}, v={v}: {value}": "p={p}，v={v}：{value}",
+    "p={p}, m={m}: {one}; v={v}: {interleaved}": "p={p}，m={m}：{one}；v={v}：{interleaved}",
     "per layer, micro-batch, GPU; 16-bit, masks 1 B, map stored":
-        "每层、每个微批次、每块 GPU；16 位激活，掩码 1 B，保存注意力矩阵",
+        "每层、每个微批次、每卡；16 位激活，掩码 1 B，保存注意力矩阵",
     "the fixed term: does not shrink with t, a floor for tensor parallelism":
         "固定项：不随 t 缩小，是张量并行的下限",
     "+ sequence parallelism (t divides s)": "+ 序列并行（t 整除 s）",
@@ -377,31 +391,85 @@ ZH = {
     "full recomputation: only the layer input is kept": "完全重计算：只保存层的输入",
     "FlashAttention: fp32 log-sum-exp instead of the map": "FlashAttention：用 fp32 的 log-sum-exp 代替注意力矩阵",
     "whole model; also the 1F1B first stage when m >= p (p cancels)":
-        "整个模型；m >= p 时也是 1F1B 第一级的峰值（p 被约掉）",
+        "整个模型；m >= p 时也是 1F1B 首级的峰值（p 被约掉）",
     "GPipe: every stage holds all m micro-batches": "GPipe：每一级都保存全部 m 个微批次",
-    "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的第一级（m >= 2p）",
+    "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的首级（m >= 2p）",
     "bubble: GPipe and 1F1B; interleaved": "气泡：GPipe 和 1F1B；交错式",
-    "16 bytes per parameter": "每参数 16 字节",
-    "mixed-precision Adam: 2 weights + 2 gradients + 12 optimizer, before ZeRO":
-        "混合精度 Adam：2 权重 + 2 梯度 + 12 优化器，未用 ZeRO",
-    "GB for GiB": "把 GB 当成 GiB",
-    "an 80 GB GPU holds {gib}, not 80 GiB": "80 GB 的 GPU 只有 {gib}，不是 80 GiB",
-    "L·M/p as a pipeline stage's peak": "把 L·M/p 当成流水线级的峰值",
-    "1F1B's first stage holds L·M = {whole} (worked example, L={L}, p={p}), not L·M/p = {naive}":
-        "1F1B 的第一级保存 L·M = {whole}（算例，L={L}，p={p}），而不是 L·M/p = {naive}",
+    "LLaMA-2 7B ({n} B): {value}": "LLaMA-2 7B（{n} B 个参数）：{value}",
+    "bytes per parameter, ZeRO's mixed-precision Adam: fp16 weights, fp16 gradients, fp32 "
+    "weights and Adam moments":
+        "每参数字节数，ZeRO 的混合精度 Adam：fp16 权重、fp16 梯度、fp32 权重与 Adam 动量",
+    "bytes per parameter, Megatron-LM: fp32 gradient buffer":
+        "每参数字节数，Megatron-LM：梯度缓冲区为 fp32",
+    "bytes per parameter, Megatron-LM's distributed optimizer shards the {o}":
+        "每参数字节数，Megatron-LM 的分布式优化器把其中的 {o} 切分到 d 个数据并行副本上",
+    "d={d}: {value}": "d={d}：{value}",
+    "logits on the last stage, kept in fp32 by the loss; in parentheses the loss moment, "
+    "when Megatron's loss also holds the bf16 logits":
+        "末级的 logits：损失函数以 fp32 保存；括号内是计算损失的那一刻，此时 Megatron 的损失函数"
+        "还同时保留着 bf16 的 logits",
+    "LLaMA-3 8B, s={s}, V={V}: {kept} ({at_loss})": "LLaMA-3 8B，s={s}，V={V}：{kept}（{at_loss}）",
+    "peak = the largest moment": "峰值 = 最大的那一刻",
+    "of the step's timeline, not the sum of the parts: weights, gradients and activations "
+    "are not all alive at once":
+        "取一步训练的显存时间线上最大的时刻，而不是各部分之和：权重、梯度和激活不会同时全部存在",
+    "LLaMA-2 7B, gradients freed after each step: peak {peak}, parts {parts}":
+        "LLaMA-2 7B，每步结束后释放梯度：峰值 {peak}，各部分之和 {parts}",
+    "Capacity: what the driver reports, {gpu} = {mib} MiB = {gib}":
+        "容量：以驱动报告的为准，{gpu} = {mib} MiB = {gib}",
+    "Model states: bytes per parameter x the stage's parameters, / d where sharded":
+        "模型状态：每参数字节数 x 该级的参数量，切分的部分再除以 d",
+    "Activations: L/p layers x M x micro-batches in flight; the logits on the last stage":
+        "激活：L/p 层 x M x 在途微批次数；末级还要加上 logits",
+    "Peak: the largest moment of each stage's step, on the most loaded stage (first or last)":
+        "峰值：取每一级在一步训练中最大的时刻，看负载最重的那一级（首级或末级）",
+    "Keep a reserve for what the allocator does not see (context, communication buffers, "
+    "fragmentation)":
+        "为分配器看不到的部分预留余量（运行时上下文、通信缓冲区、显存碎片）",
+    "LLaMA-2 7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
+    "{margin} to spare":
+        "LLaMA-2 7B，t={t}，p={p}，d={d}，m={m}，{gpu}：第 {stage} 级峰值 {peak}，余量 {margin}",
+    "forgetting the optimizer states (2 bytes per parameter)": "忘了优化器状态（只算每参数 2 字节）",
+    "LLaMA-2 7B's model states under Megatron-LM: {total}, not the {weights} of its bf16 "
+    "weights":
+        "LLaMA-2 7B 在 Megatron-LM 下的模型状态是 {total}，而不只是 bf16 权重的 {weights}",
     "micro-batches per step taken as in flight": "把每步的微批次数当成在途微批次数",
     "with m=64 per step, 1F1B's first stage holds {held} (p={p} in flight), not {all} "
     "(all 64, as GPipe)":
-        "每步 m=64 时，1F1B 的第一级保存 {held}（p={p} 个在途），而不是 {all}（像 GPipe 那样全部 64 个）",
-    "selective recomputation on top of FlashAttention": "在 FlashAttention 之上再做选择性重计算",
-    "saves only the log-sum-exp: {saved} of {total} (worked example, t=8)":
-        "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
+        "每步 m=64 时，1F1B 的首级保存 {held}（p={p} 个在途），而不是 {all}（像 GPipe 那样全部 64 个）",
+    "believing ZeRO-3 shards the activations": "以为 ZeRO-3 也切分激活",
+    "it shards model states only: LLaMA-2 7B at d={d} keeps {held} of activations on every "
+    "GPU, not {shard}":
+        "它只切分模型状态：d={d} 时 LLaMA-2 7B 每卡仍保存 {held} 激活，而不是 {shard}",
+    "forgetting the fp32 logits at a 128k vocabulary": "词表 128k 时忘了 fp32 的 logits",
+    "LLaMA-3 8B (s={s}, V={V}, t=1): the loss keeps {kept} for the backward and holds "
+    "{at_loss} at its peak":
+        "LLaMA-3 8B（s={s}，V={V}，t=1）：损失函数为反向计算保存 {kept}，在它的峰值时占 {at_loss}",
+    "reading a GPU's \"{label}GB\" as {label} x 10^9 bytes":
+        "把 GPU 标称的“{label}GB”当成 {label} x 10^9 字节",
+    "{gpu} reports {mib} MiB = {gib}; {label} x 10^9 bytes is only {decimal}":
+        "{gpu} 报告 {mib} MiB = {gib}；{label} x 10^9 字节只有 {decimal}",
+    "L·M/p as a pipeline stage's peak": "把 L·M/p 当成流水线级的峰值",
+    "1F1B's first stage holds L·M = {whole} (worked example, L={L}, p={p}), not L·M/p = {naive}":
+        "1F1B 的首级保存 L·M = {whole}（算例，L={L}，p={p}），而不是 L·M/p = {naive}",
+    "assuming the first stage is the most loaded": "以为首级的负载总是最重",
+    "LLaMA-3 8B, p={p}, m={m}, full recomputation: stage {last} peaks at {peak} (output layer "
+    "and logits), stage 0 at {first}":
+        "LLaMA-3 8B，p={p}，m={m}，完全重计算：第 {last} 级（输出层和 logits）峰值 {peak}，"
+        "首级（第 0 级）只有 {first}",
+    "forgetting the attention map with FlashAttention off": "关闭 FlashAttention 时忘了注意力矩阵",
+    "5as²b/t = {map} per layer in the worked example (t=8): {total} for L={L} layers":
+        "算例（t=8）每层 5as²b/t = {map}：L={L} 层共 {total}",
+    "forgetting dropout": "忘了 dropout",
+    "three masks and the attention-dropout output: the worked example keeps {kept} per layer "
+    "at t=8, {without} without them":
+        "三个掩码加上注意力 dropout 的输出：算例在 t=8 时每层保存 {kept}，去掉它们后是 {without}",
     "SwiGLU at the wrong width": "SwiGLU 用错了宽度",
     "LLaMA-2 70B's f=28672 keeps {published} per layer; the default width {f} gives {default}":
         "LLaMA-2 70B 的 f=28672 每层保存 {published}；默认宽度 {f} 得到 {default}",
-    "forgetting the dropout masks": "忘了 dropout 掩码",
-    "with dropout the worked example keeps {kept} at t=8; without its four rows, {without}":
-        "有 dropout 时算例在 t=8 保存 {kept}；去掉那四行后是 {without}",
+    "selective recomputation on top of FlashAttention": "在 FlashAttention 之上再做选择性重计算",
+    "saves only the log-sum-exp: {saved} of {total} (worked example, t=8)":
+        "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
     # ---- answers (actmem.views.answers)
     "Show the numbers behind the answers": "显示答案背后的数字",
 }
