@@ -183,6 +183,50 @@ def test_timeline_figure_redraws_in_place():
     assert any("does not fit" in line.get_label() for line in again.axes[0].lines)
 
 
+def _pixels(data: bytes):
+    import io
+
+    import numpy as np
+    import PIL.Image
+    return np.asarray(PIL.Image.open(io.BytesIO(data)))
+
+
+def test_timeline_redraw_updates_its_artists_and_shows_what_a_new_figure_shows():
+    """The planner's redraw: the same PolyCollection, lines and label, new
+    data; the image drawn on the kept background is the image of a full
+    draw, and the same as a new figure's texts, limits and legend."""
+    from actmem.views.redraw import png
+    plans = [_timeline(gpu_memory="A100 80GB"), _timeline(m=16, d=4, gpu_memory="A100 80GB",
+                                                           loss="torch"),
+             _timeline(m=4, gpu_memory="L4"), _timeline(m=4, gpu_memory="A100 80GB")]
+    fig = fit_figures.timeline_figure(plans[0], "plan", stages="ends")
+    png(fig)
+    areas = fig.axes[0].collections[0]
+    for r in plans[1:] + plans[:1]:
+        assert fit_figures.timeline_figure(r, "plan", stages="ends", fig=fig) is fig
+        assert list(fig.axes[0].collections) == [areas]
+        kept = png(fig)
+        fig._actmem_background = None  # what a full draw makes
+        assert (_pixels(kept) == _pixels(png(fig))).all()
+        new = fit_figures.timeline_figure(r, "plan", stages="ends")
+        for ax, other in zip(fig.axes, new.axes):
+            assert ax.get_title() == other.get_title()
+            assert [t.get_text() for t in ax.texts] == [t.get_text() for t in other.texts]
+            assert ax.get_ylim() == other.get_ylim() and ax.get_xlim() == other.get_xlim()
+            assert [(l.get_label(), l.get_visible(), list(l.get_ydata())) for l in ax.lines] \
+                == [(l.get_label(), l.get_visible(), list(l.get_ydata())) for l in other.lines]
+        assert [t.get_text() for t in fig.axes[-1].get_legend().get_texts()] == \
+            [t.get_text() for t in new.axes[-1].get_legend().get_texts()]
+        assert fig._suptitle.get_text() == "plan"
+
+
+def test_the_gradient_buffer_menu_shows_its_whole_name():
+    """'gradient_buffer' is wider than the usual description width (the
+    browser cut it to 'gradient_…')."""
+    planner = FitPlanner()
+    assert planner.controls["gradient_buffer"].style.description_width == "initial"
+
+
 def test_recompute_figure_marks_the_lowest_peak():
     fig = fit_figures.recompute_figure(PRESETS["175b"].with_(flash_attention=True), t=8,
                                        sequence_parallel=True)

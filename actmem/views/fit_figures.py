@@ -13,11 +13,15 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from ..language import english, tr, translator
 from .figures import OKABE_ITO
-from .redraw import figure_axes
+from .redraw import changing_only, figure_axes
 from ..run.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.timeline import CATEGORIES
@@ -197,11 +201,15 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
         result: from :func:`actmem.training_memory`.
         title: drawn above the panels (translated when the catalog has it).
         measured: bytes per event measured on stage ``measured_stage``: a
-            sequence of ints, or a dict name -> sequence (one line each),
+            sequence of ints, or a dict name -> such a sequence (one line each),
             drawn as a line labelled "measured (stored)" (``stored=False``:
             "measured", for a measurement made now).
         stages: which stages to draw (:func:`timeline_stages`).
-        fig: a Figure this function returned, to redraw in place.
+        fig: a Figure this function returned, to redraw in place: with as
+            many panels and no measured curves (then or now), its artists
+            (one PolyCollection of stacked areas per panel, the lines, the
+            peak's label, the legend when its entries are the same) are
+            updated rather than drawn anew (:mod:`actmem.views.redraw`).
 
     Raises:
         TypeError: ``result`` is not a TrainingMemory, or ``measured`` is
@@ -218,66 +226,138 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
     events = {i: result.stages[i].timeline.events for i in drawn}
     curves = _measured_curves(measured, len(events.get(measured_stage, ())), stored)
     shown = [c for c in CATEGORIES if any(e.by_category[c] for i in drawn for e in events[i])]
-    fig, axes = figure_axes(fig, (max(8, 2.2 + 3.4 * len(drawn)), 4.8), 1, len(drawn),
-                            sharey=True, squeeze=False)
-    for ax, i in zip(axes[0], drawn):
-        _timeline_panel(ax, result, result.stages[i], shown)
+    figsize = (max(8, 2.2 + 3.4 * len(drawn)), 4.8)
+    state = getattr(fig, _TIMELINE, None) if fig is not None else None
+    if state is None or state["key"] != (figsize, len(drawn)) or curves or state["curves"]:
+        fig, axes = figure_axes(fig, figsize, 1, len(drawn), sharey=True, squeeze=False)
+        state = {"key": (figsize, len(drawn)), "curves": bool(curves), "legend": None,
+                 "panels": [_new_panel(ax) for ax in axes[0]]}
+        setattr(fig, _TIMELINE, state)
+        axes[0][0].set_ylabel(tr("memory per GPU (GiB)"))
+    axes = [panel["ax"] for panel in state["panels"]]
+    top = 0.0
+    for panel, i in zip(state["panels"], drawn):
+        top = max(top, _timeline_panel(panel, result, result.stages[i], shown))
         if i == measured_stage:
+            ax = panel["ax"]
             for n, (label, values) in enumerate(curves):
-                ax.plot(range(len(values)), [to_gib(v) for v in values], color="black",
-                        drawstyle="steps-mid", linewidth=1.2, linestyle=("-", ":", "-.")[n % 3],
-                        label=label)
-    axes[0][0].set_ylabel(tr("memory per GPU (GiB)"))
-    axes[0][0].set_ylim(0, None)
-    axes[0][-1].legend(*_legend_entries(axes[0]), fontsize=7, loc="upper left",
-                       bbox_to_anchor=(1.01, 1))
-    fig.suptitle(tr(title) if title else tr("What is alive when: one training step"),
-                 fontsize=10)
+                gib = [to_gib(v) for v in values]
+                top = max(top, *gib)
+                ax.plot(range(len(values)), gib, color="black", drawstyle="steps-mid",
+                        linewidth=1.2, linestyle=("-", ":", "-.")[n % 3], label=label)
+    if result.gpu_memory is not None:
+        top = max(top, to_gib(result.gpu_memory))
+    # up to a tick above 5% headroom: the same limit (and the same drawn
+    # axis, kept by png) for every plan under the same GPU that fits it
+    axes[0].set_ylim(0, _LIMIT.tick_values(0, 1.05 * top)[-1] if top > 0 else 1)
+    handles, labels = _legend_entries(axes, shown)
+    if state["legend"] != labels:
+        if axes[-1].get_legend() is not None:
+            axes[-1].get_legend().remove()
+        axes[-1].legend(handles, labels, fontsize=7, loc="upper left",
+                        bbox_to_anchor=(1.01, 1))
+        state["legend"] = labels
+    heading = tr(title) if title else tr("What is alive when: one training step")
+    if fig._suptitle is None:
+        fig.suptitle(heading, fontsize=10)
+    else:  # where the layout put it
+        fig._suptitle.set_text(heading)
+    # what changes from plan to plan; the rest (axes, ticks, legend, title)
+    # is kept by png while the key is the same (actmem.views.redraw)
+    changing = [] if curves else [
+        artist for panel in state["panels"] for artist in (
+            panel["areas"], panel["capacity"], panel["reserve"], panel["marker"],
+            panel["note"], panel["ax"].title, *panel["ax"].spines.values())]
+    changing_only(fig, (tuple(axes[0].get_ylim()), tuple(labels), heading), changing)
     return fig
 
 
-def _timeline_panel(ax, result: TrainingMemory, stage, shown: list[str]) -> None:
-    """One stage: the stacked categories, the capacity, the peak."""
-    events = stage.timeline.events
-    x = list(range(len(events)))
-    bottom = [0.0] * len(events)
+_LIMIT = MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10])
+
+
+_TIMELINE = "_actmem_timeline"
+"""Attribute of a Figure :func:`timeline_figure` drew: its panels' artists,
+to update them in place on a redraw."""
+
+
+def _new_panel(ax) -> dict:
+    """The artists of one stage's panel, empty: the stacked areas (one
+    PolyCollection, a polygon per category), the capacity and the reserve
+    lines, the peak's marker and label."""
+    areas = PolyCollection([], linewidths=0)
+    ax.add_collection(areas, autolim=False)
+    capacity = ax.axhline(0, color="black", linestyle="--")
+    reserve = ax.axhline(0, color="black", linestyle=":")
+    marker, = ax.plot([], [], marker="v", color="black", linestyle="none")
+    note = ax.annotate("", (0, 0), xytext=(6, 6), textcoords="offset points", va="bottom",
+                       fontsize=7, bbox=dict(boxstyle="round,pad=0.2", facecolor="white",
+                                             alpha=0.85, linewidth=0))
+    ax.set_xlabel(tr("events of one step, in order"))
+    ax.set_xticks([])  # the order is what matters, not the events' numbers
+    return {"ax": ax, "areas": areas, "capacity": capacity, "reserve": reserve,
+            "marker": marker, "note": note}
+
+
+def _steps(bottom, top) -> np.ndarray:
+    """The outline of the area between ``bottom`` and ``top`` drawn as
+    steps centred on each event (``fill_between(..., step="mid")``)."""
+    x = np.repeat(np.arange(len(top) + 1) - 0.5, 2)[1:-1]
+    upper = np.column_stack([x, np.repeat(top, 2)])
+    lower = np.column_stack([x, np.repeat(bottom, 2)])[::-1]
+    return np.concatenate([upper, lower])
+
+
+def _timeline_panel(panel: dict, result: TrainingMemory, stage, shown: list[str]) -> float:
+    """Update one stage's panel: the stacked categories, the capacity, the
+    peak. Returns the highest stacked value, GiB."""
+    ax, events = panel["ax"], stage.timeline.events
+    bottom = np.zeros(len(events))
+    outlines = []
     for category in shown:
-        top = [b + to_gib(e.by_category[category]) for b, e in zip(bottom, events)]
-        ax.fill_between(x, bottom, top, step="mid", color=CATEGORY_COLOURS[category],
-                        linewidth=0, label=tr(CATEGORY_LABELS[category]))
+        top = bottom + np.array([e.by_category[category] for e in events], dtype=float) / 2**30
+        outlines.append(_steps(bottom, top))
         bottom = top
+    panel["areas"].set_verts(outlines)
+    panel["areas"].set_facecolor([CATEGORY_COLOURS[c] for c in shown])
+    capacity, reserve = panel["capacity"], panel["reserve"]
+    capacity.set_visible(result.gpu_memory is not None)
+    reserve.set_visible(result.gpu_memory is not None and bool(stage.reserve))
     if result.gpu_memory is not None:
         label = tr("GPU: {size} (fits)") if result.fits else tr("GPU: {size} (does not fit)")
-        ax.axhline(to_gib(result.gpu_memory), color="black", linestyle="--",
-                   label=label.format(size=format_bytes(result.gpu_memory, "GiB")))
-        if stage.reserve:
-            ax.axhline(to_gib(result.gpu_memory - stage.reserve), color="black",
-                       linestyle=":", label=tr("capacity less the reserve"))
-    _mark_peak(ax, stage, len(events))
+        capacity.set_ydata([to_gib(result.gpu_memory)] * 2)
+        capacity.set_label(label.format(size=format_bytes(result.gpu_memory, "GiB")))
+        reserve.set_ydata([to_gib(result.gpu_memory - stage.reserve)] * 2)
+    if not capacity.get_visible():
+        capacity.set_label("_capacity")
+    reserve.set_label(tr("capacity less the reserve") if reserve.get_visible() else "_reserve")
+    _mark_peak(panel, stage, len(events))
     ax.set_title(tr("stage {i}: peak {peak}").format(
         i=stage.stage, peak=format_bytes(stage.peak, "GiB")), fontsize=9)
-    ax.set_xlabel(tr("events of one step, in order"))
     ax.set_xlim(-0.5, len(events) - 0.5)
+    return float(bottom.max()) if len(events) else 0.0
 
 
-def _mark_peak(ax, stage, count: int) -> None:
+def _mark_peak(panel: dict, stage, count: int) -> None:
     """A marker on the peak event and its label beside it."""
     peak = stage.timeline.peak
     index = stage.timeline.events.index(peak)
     y = to_gib(peak.total)
-    ax.plot([index], [y], marker="v", color="black", linestyle="none")
-    text = "\n".join(textwrap.wrap(event_label(peak.label, translator()), 26))
-    left = index < count / 2
-    ax.annotate(text, (index, y), xytext=(6 if left else -6, 6), textcoords="offset points",
-                ha="left" if left else "right", va="bottom", fontsize=7,
-                bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.85,
-                          linewidth=0))
+    panel["marker"].set_data([index], [y])
+    note, left = panel["note"], index < count / 2
+    note.set_text("\n".join(textwrap.wrap(event_label(peak.label, translator()), 26)))
+    note.xy = (index, y)
+    note.xyann = (6 if left else -6, 6)
+    note.set_horizontalalignment("left" if left else "right")
 
 
-def _legend_entries(axes) -> tuple[list, list]:
-    """Handles and labels of all panels, each label once, in drawing order."""
-    entries = {}
+def _legend_entries(axes, shown: list[str]) -> tuple[list, list]:
+    """Legend handles and labels: a patch per category shown, then each
+    visible line of the panels (capacity, reserve, measured), each label
+    once, in drawing order."""
+    entries = {tr(CATEGORY_LABELS[c]): Patch(color=CATEGORY_COLOURS[c], linewidth=0)
+               for c in shown}
     for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
+        for line in ax.lines:
+            if line.get_visible() and not line.get_label().startswith("_"):
+                entries.setdefault(line.get_label(), line)
     return list(entries.values()), list(entries.keys())

@@ -151,6 +151,8 @@ class FitPlanner(_Explorer):
         c["gradient_buffer"] = _dropdown(
             "gradient_buffer", [(tr(GRADIENT_LABELS[k]), k) for k in GRADIENT_BUFFERS],
             gradient_buffer)
+        # its name is wider than the usual description: give it the room it needs
+        c["gradient_buffer"].style.description_width = "initial"
         c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (

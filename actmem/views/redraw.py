@@ -19,6 +19,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 LAYOUT = "_actmem_layout"
+BLIT = "_actmem_blit"
+"""Attribute of a Figure whose redraws change only some artists: ``(key,
+artists)`` set by :func:`changing_only`; :func:`png` keeps an image of the
+rest (the background) while ``key`` stays the same."""
+_BACKGROUND = "_actmem_background"
 """Attribute of a Figure built here: ``(key, axes)``, its size and grid and
 the axes ``Figure.subplots`` returned, to tell whether a redraw can reuse it."""
 
@@ -61,6 +66,15 @@ def empty(ax) -> None:
     ax.set_axis_on()
 
 
+def changing_only(fig: Figure, key, artists) -> None:
+    """Declare that, while ``key`` (any value that can be compared with
+    ``==``) stays the same, redraws of ``fig`` change only ``artists``:
+    :func:`png` then draws the rest once, keeps that image, and draws only
+    ``artists`` on a copy of it. ``key`` must change with anything else the
+    figure shows (limits, ticks, legend, titles outside ``artists``)."""
+    setattr(fig, BLIT, (key, list(artists)))
+
+
 def png(fig: Figure) -> bytes:
     """PNG bytes of ``fig`` at 72 dpi (for an ``Image`` widget).
 
@@ -68,16 +82,36 @@ def png(fig: Figure) -> bytes:
     call lays the figure out; the layout is then kept, so a redraw into
     the same axes (:func:`figure_axes`) skips it, unless something would no
     longer fit in the figure (wider tick labels, a longer legend or title):
-    then it is laid out again.
+    then it is laid out again. A figure marked by :func:`changing_only`
+    whose key has not changed since the last call gets only its changing
+    artists drawn, on the kept image of the rest.
     """
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     fig.set_dpi(72)
-    fig.canvas.draw()
-    if _spills(fig):
-        fig.set_layout_engine("constrained")
-        fig.canvas.draw()
-    fig.set_layout_engine("none")
+    key, artists = getattr(fig, BLIT, (None, []))
+    kept = getattr(fig, _BACKGROUND, None)
+    size = tuple(fig.bbox.size)
+    if artists and kept is not None and kept[0] == (key, size):
+        fig.canvas.restore_region(kept[1])
+    else:
+        for artist in artists:  # the background: all but them (Axes.draw skips animated)
+            artist.set_animated(True)
+        try:
+            fig.canvas.draw()
+            if _spills(fig):
+                fig.set_layout_engine("constrained")
+                fig.canvas.draw()
+        finally:
+            for artist in artists:
+                artist.set_animated(False)
+        fig.set_layout_engine("none")
+        setattr(fig, _BACKGROUND, ((key, tuple(fig.bbox.size)),
+                                   fig.canvas.copy_from_bbox(fig.bbox)) if artists else None)
+    renderer = fig.canvas.get_renderer()
+    for artist in artists:
+        if artist.get_visible():
+            artist.draw(renderer)
     buffer = io.BytesIO()
     PIL.Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).save(
         buffer, format="png", compress_level=1)
