@@ -18,6 +18,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..layer.memory import ActivationMemory
+from .dualpipe import dualpipe_in_flight, dualpipe_parameter_copies  # noqa: F401 (closed forms)
 from .schedules import SCHEDULES, stage_index
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
 from ..validate import choice, positive_int
@@ -130,3 +131,42 @@ def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fracti
     p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     choice("schedule", schedule, SCHEDULES)
     return Fraction(p - 1, (v if schedule == "interleaved" else 1) * m)
+
+
+def zero_bubble_h1_bubble(p: int, m: int) -> Fraction:
+    """ZB-H1 (``simulate_schedule("interleaved-zb", p, m)``, one chunk per
+    GPU): ``(p-1)/(3m)``, a third of 1F1B's ``(p-1)/m`` when F, I and W each
+    take one unit (Qi et al. 2023, sec. 3.1: the bubble shrinks to
+    ``(p-1)(T_F + T_B - T_W)`` with ``T_B = T_I``). Equal to the simulation
+    for ``m >= p``.
+
+    >>> zero_bubble_h1_bubble(4, 8)
+    Fraction(1, 8)
+
+    Raises:
+        TypeError, ValueError: ``p`` or ``m`` not a positive int, or ``m < p``.
+    """
+    p, m = positive_int("p", p), positive_int("m", m)
+    if m < p:
+        raise ValueError(f"m={m} < p={p}: the closed form holds for m >= p; use "
+                         "simulate_schedule('interleaved-zb', p, m).bubble_fraction()")
+    return Fraction(p - 1, 3 * m)
+
+
+def zbv_in_flight(p: int, m: int) -> int:
+    """ZBV (``simulate_schedule("zbv", p, m, 2)``): every GPU holds ``2p``
+    chunk passes of ``L/(2p)`` layers at its peak once ``m >= 2p``: ``L*M``
+    on the first and the last stage alike (the V balances them), counting a
+    pass until its W.
+
+    >>> zbv_in_flight(4, 8)
+    8
+
+    Raises:
+        TypeError, ValueError: ``p`` or ``m`` not a positive int, or ``m < 2p``.
+    """
+    p, m = positive_int("p", p), positive_int("m", m)
+    if m < 2 * p:
+        raise ValueError(f"m={m} < 2p={2 * p}: the closed form holds for m >= 2p; use "
+                         "simulate_schedule('zbv', p, m, 2).peak_in_flight(i)")
+    return 2 * p
