@@ -220,6 +220,18 @@ def test_timeline_redraw_updates_its_artists_and_shows_what_a_new_figure_shows()
         assert fig._suptitle.get_text() == "plan"
 
 
+def test_timeline_redraw_in_another_language_relabels_the_axes():
+    from actmem.translations import ZH
+    fig = fit_figures.timeline_figure(_timeline(gpu_memory="A100 80GB"))
+    actmem.set_language("zh")
+    try:
+        fit_figures.timeline_figure(_timeline(gpu_memory="A100 80GB"), fig=fig)
+    finally:
+        actmem.set_language("en")
+    assert fig.axes[0].get_ylabel() == ZH["memory per GPU (GiB)"]
+    assert {ax.get_xlabel() for ax in fig.axes} == {ZH["events of one step, in order"]}
+
+
 def test_the_gradient_buffer_menu_shows_its_whole_name():
     """'gradient_buffer' is wider than the usual description width (the
     browser cut it to 'gradient_…')."""

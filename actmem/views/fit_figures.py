@@ -233,8 +233,10 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
         state = {"key": (figsize, len(drawn)), "curves": bool(curves), "legend": None,
                  "panels": [_new_panel(ax) for ax in axes[0]]}
         setattr(fig, _TIMELINE, state)
-        axes[0][0].set_ylabel(tr("memory per GPU (GiB)"))
     axes = [panel["ax"] for panel in state["panels"]]
+    axes[0].set_ylabel(tr("memory per GPU (GiB)"))
+    for ax in axes:
+        ax.set_xlabel(tr("events of one step, in order"))
     top = 0.0
     for panel, i in zip(state["panels"], drawn):
         top = max(top, _timeline_panel(panel, result, result.stages[i], shown))
@@ -268,7 +270,8 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
         artist for panel in state["panels"] for artist in (
             panel["areas"], panel["capacity"], panel["reserve"], panel["marker"],
             panel["note"], panel["ax"].title, *panel["ax"].spines.values())]
-    changing_only(fig, (tuple(axes[0].get_ylim()), tuple(labels), heading), changing)
+    changing_only(fig, (tuple(axes[0].get_ylim()), tuple(labels), heading,
+                        axes[0].get_ylabel(), axes[0].get_xlabel()), changing)
     return fig
 
 
@@ -292,7 +295,6 @@ def _new_panel(ax) -> dict:
     note = ax.annotate("", (0, 0), xytext=(6, 6), textcoords="offset points", va="bottom",
                        fontsize=7, bbox=dict(boxstyle="round,pad=0.2", facecolor="white",
                                              alpha=0.85, linewidth=0))
-    ax.set_xlabel(tr("events of one step, in order"))
     ax.set_xticks([])  # the order is what matters, not the events' numbers
     return {"ax": ax, "areas": areas, "capacity": capacity, "reserve": reserve,
             "marker": marker, "note": note}
