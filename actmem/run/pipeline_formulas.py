@@ -18,11 +18,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..layer.memory import ActivationMemory
-from .dualpipe import dualpipe_in_flight, dualpipe_parameter_copies  # noqa: F401 (closed forms)
+from .dualpipe import dualpipe_in_flight, dualpipe_parameter_copies
 from .schedules import SCHEDULES, stage_index
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
 from ..validate import choice, positive_int
 
+__all__ = ["bubble_fraction_formula", "dualpipe_in_flight", "dualpipe_parameter_copies",
+           "first_stage_memory_1f1b", "gpipe_in_flight", "interleaved_factor",
+           "interleaved_factor_holds", "interleaved_first_stage_memory",
+           "interleaved_in_flight", "one_f_one_b_in_flight", "zbv_in_flight",
+           "zero_bubble_h1_bubble"]
 
 def _checked(p: int, i: object) -> tuple[int, int]:
     """(p, i) as plain ints, i a stage index."""
