@@ -29,6 +29,7 @@ __all__ = ["bubble_fraction_formula", "dualpipe_in_flight", "dualpipe_parameter_
            "interleaved_in_flight", "one_f_one_b_in_flight", "zbv_in_flight",
            "zero_bubble_h1_bubble"]
 
+
 def _checked(p: int, i: object) -> tuple[int, int]:
     """(p, i) as plain ints, i a stage index."""
     p = positive_int("p", p)
