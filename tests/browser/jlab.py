@@ -537,9 +537,10 @@ UNSUPPORTED = ("text", "button")
 """Control kinds that have no 'next value' to set (skipped, with a note)."""
 
 
-def change_control(nb: NotebookPage, root: Root, index: int, step: int = 1) -> str:
+def change_control(nb: NotebookPage, root: Root, index: int, step: int = 1) -> str | None:
     """Change control ``index`` of ``root`` as a person would; return a
-    description of what was done. ``step`` picks the option ``step`` places
+    description of what was done, or None for a dropdown that offers one
+    value only (nothing to change). ``step`` picks the option ``step`` places
     further on (wrapping), so repeated calls walk through the options."""
     ctl = root.controls[index]
     el = nb.control_handle(root, index)
@@ -551,6 +552,8 @@ def change_control(nb: NotebookPage, root: Root, index: int, step: int = 1) -> s
         select = el.query_selector("select")
         options = [o.text_content() for o in select.query_selector_all("option")]
         current = options.index(select.evaluate("s => s.selectedOptions[0].textContent"))
+        if len(options) < 2:   # a coupled menu narrowed to one value: nothing to pick
+            return None
         target = (current + step) % len(options)
         select.select_option(index=target)  # a mouse pick from the list
         return f"picked {options[target]!r} (was {options[current]!r})"

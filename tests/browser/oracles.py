@@ -95,8 +95,9 @@ def _schedule_explorer(layer, v, image, tr):
                          fraction=schedule.bubble_fraction(),
                          percent=float(schedule.bubble_fraction()))],
                      "stages": [format_bytes(n) for n in stages]},
-                    (v["schedule"], v["p"], v["m"], v["v"], v.get("order"), v.get("N"))
-                    if image else None)
+                    # the chart is drawn from the operations: an order or a group
+                    # size that gives the same operations draws the same figure
+                    (v["schedule"], v["p"], v["m"], v["v"], schedule.ops) if image else None)
 
 
 def _fit_planner(layer, v, image, tr):

@@ -138,6 +138,11 @@ def _check_change(nb, root, index, info, shots: Path, stem: str) -> str:
     exp_before = oracles.expected(info, before["controls"]) if info else None
     action = change_control(nb, root, index)
     value_before = before["controls"][index]["value"]
+    if action is None:   # the menu offers only the current value (the rules allow no other)
+        ctl = root.controls[index]
+        warnings.warn(f"{ctl['kind']} {ctl['description']!r} offers only {value_before!r} "
+                      "here: not driven")
+        return f"{ctl['kind']} {ctl['description']!r} offers one value only"
 
     def done(state):
         if state["controls"][index]["value"] == value_before:
