@@ -89,7 +89,7 @@ TERMS = (
     Term("full recomputation", "keep only each layer's input; recompute the whole layer",
          "完全重计算", ("full",)),
     Term("FlashAttention", "attention computed tile by tile; the s x s map is never stored",
-         "FlashAttention"),
+         "FlashAttention 算法"),
     Term("grouped-query attention", "several query heads share one key/value head",
          "分组查询注意力"),
     Term("SwiGLU", "gated MLP activation: silu(gate) * up", "SwiGLU 激活函数"),

@@ -5,8 +5,9 @@ each tensor-parallel size (default t = 1 and, on two real gloo ranks,
 t = 2) and prints, per ledger row, the ledger's and the measured bytes on
 every rank, then the extras. ``--json`` prints the same as JSON.
 
-``python -m actmem.measure pipeline`` runs GPipe, 1F1B and interleaved 1F1B
-on PyTorch's pipeline engine (p = 2 and 4 gloo processes) and prints, per
+``python -m actmem.measure pipeline`` runs GPipe, 1F1B, interleaved 1F1B and
+PyTorch's newer schedules (interleaved zero-bubble, ZBV, DualPipeV, looped
+BFS) on PyTorch's pipeline engine (p = 2 and 4 gloo processes) and prints, per
 stage, the peak saved bytes, one micro-batch's bytes, their ratio and the
 simulated peak in flight (:mod:`.pipeline`); ``--json`` as JSON.
 
