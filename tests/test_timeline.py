@@ -66,6 +66,8 @@ def test_workspaces_follow_pytorch_and_transformer_engine():
     a100 = training_memory(GPT, gpu_memory="A100 80GB")
     start = events(a100)["before the step"].by_category["workspace"]
     assert start == sum(workspace_bytes((8, 0)).values()) == 2 * (8 * MIB + 128 * 1024) + 4 * MIB
+    mi300x = events(training_memory(GPT, gpu_memory="MI300X"))["before the step"]
+    assert mi300x.by_category["workspace"] == 2 * 128 * MIB  # hipBLAS on gfx942, no TE
     bare = training_memory(GPT, transformer_engine=False)
     assert events(bare)["before the step"].by_category["workspace"] == 64 * MIB
     with pytest.raises(ValueError, match="cublas_workspace_config"):

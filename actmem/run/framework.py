@@ -98,7 +98,7 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             "saved": loss_dtype * logits, "backward": 3 * loss_dtype * logits}
 
 
-def torch_cublas_workspace(compute_capability: tuple[int, int] = (9, 0),
+def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
                            cublas_workspace_config: str | None = None) -> int:
     """Bytes of one cuBLAS workspace PyTorch allocates per (handle, stream).
 
@@ -106,7 +106,8 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] = (9, 0),
     ``parseChosenWorkspaceSize``: the environment variable
     ``CUBLAS_WORKSPACE_CONFIG`` (``":SIZE_KiB:COUNT"`` pairs, summed), or by
     default ``:4096:8`` (32 MiB) on compute capability 9.x to 12.x and
-    ``:4096:2:16:8`` (8 MiB + 128 KiB) before. Handles are per thread, so a
+    ``:4096:2:16:8`` (8 MiB + 128 KiB) before; on ROCm (``compute_capability``
+    None: the MI300X, gfx942) 128 MiB. Handles are per thread, so a
     training step has two: the Python thread's (forward) and autograd's device
     thread (backward).
 
@@ -122,27 +123,33 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] = (9, 0),
             raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "
                              f"(e.g. ':4096:8'), got {cublas_workspace_config!r}")
         return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    if compute_capability is None:
+        return 128 * MiB
     if 9 <= compute_capability[0] <= 12:
         return 4096 * 1024 * 8
     return 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
-def te_cublas_workspace(compute_capability: tuple[int, int] = (9, 0)) -> int:
+def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> int:
     """Bytes of Transformer Engine's cuBLASLt workspace (one per GPU).
 
     Transformer Engine ``transformer_engine/pytorch/module/base.py``,
     ``get_cublas_workspace_size_bytes``: 32 MiB on compute capability 9.0 and
-    newer, 4 MiB before.
+    newer, 4 MiB before. On ROCm (``compute_capability`` None) AMD's fork is
+    not modelled: 0 bytes, so pass ``transformer_engine=False`` knowingly.
     """
+    if compute_capability is None:
+        return 0
     return 32 * MiB if compute_capability[0] >= 9 else 4 * MiB
 
 
-def workspace_bytes(compute_capability: tuple[int, int] = (9, 0),
+def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
                     cublas_workspace_config: str | None = None,
                     transformer_engine: bool = True) -> dict[str, int]:
     """Persistent workspaces on one GPU, by name (bytes): PyTorch's two cuBLAS
     workspaces (forward and backward threads) and, with Transformer Engine,
-    its cuBLASLt workspace."""
+    its cuBLASLt workspace. ``compute_capability``: the NVIDIA GPU's, or None
+    for an AMD GPU (ROCm)."""
     one = torch_cublas_workspace(compute_capability, cublas_workspace_config)
     parts = {"PyTorch cuBLAS workspace (forward thread)": one,
              "PyTorch cuBLAS workspace (autograd thread)": one}

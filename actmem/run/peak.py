@@ -192,7 +192,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     k = positive_int("recompute_num_layers", recompute_num_layers)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
-    workspace = sum(workspace_bytes((gpu and gpu.compute_capability) or (9, 0),
+    workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
                                     cublas_workspace_config, transformer_engine).values())
     uneven = dict(stage_layers=stage_layers,
                   decoder_first_pipeline_num_layers=decoder_first_pipeline_num_layers,
