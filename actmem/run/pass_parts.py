@@ -62,7 +62,7 @@ def _layer_bytes(model, t, sequence_parallel, mode):
     return activation_memory(**asdict(model.layer(t, sequence_parallel, mode)))
 
 
-def _layer_parts(model, t, sequence_parallel, recompute, k, layers) -> tuple[int, int]:
+def layer_parts(model, t, sequence_parallel, recompute, k, layers) -> tuple[int, int]:
     """(bytes one pass keeps for ``layers`` layers, recomputation working set).
 
     Full recomputation rebuilds a group's ``k`` layers from its checkpoint,

@@ -25,13 +25,11 @@ from fractions import Fraction
 from .framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
-from .pass_parts import (_layer_parts, embedding_activations, layer_moments,  # noqa: F401
-                         output_activations)
+from .pass_parts import embedding_activations, layer_moments, layer_parts, output_activations
 from .schedules import simulate_schedule
 from .states import model_states
 from .stage_split import split_layers
 from .timeline import Pass, StageTimeline, stage_timeline
-from .training import chunk_layers
 from ..validate import choice, flag, instance, integer, lists_keywords, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
@@ -199,8 +197,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   decoder_last_pipeline_num_layers=decoder_last_pipeline_num_layers,
                   account_for_embedding_in_pipeline_split=account_for_embedding_in_pipeline_split,
                   account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
-    if all(value is None or value is False for value in uneven.values()):
-        chunk_layers(model.L, p, v)  # the even split's rule and message
     split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
     plan = simulate_schedule(schedule, p, m, v, order)
     spare = _reserve(reserve, capacity)
@@ -214,17 +210,17 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
-        parts = [_layer_parts(model, t, sequence_parallel, recompute, k, n) for n in split[i]]
-        chunks = [{"layer_activations": held,
-                   "embedding_activations": sum(first.values()) if (i, c) == (0, 0) else 0,
-                   "output_activations": sum(last.values()) if (i, c) == (p - 1, v - 1) else 0}
-                  for c, (held, _) in enumerate(parts)]
+        parts = [layer_parts(model, t, sequence_parallel, recompute, k, n) for n in split[i]]
+        passes = [_pass(i, c, p, v, first, last) for c in range(v)]
+        chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
+                   "output_activations": one.output + one.logits_loss}
+                  for (held, _), one in zip(parts, passes)]
         states = model_states(model, t=t, p=p, d=d, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
-            workspace=workspace, passes=[_pass(i, c, p, v, first, last) for c in range(v)],
+            workspace=workspace, passes=passes,
             layers=list(split[i]), layer=moments, loss=losses, mask=mask)
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks),

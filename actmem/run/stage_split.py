@@ -23,6 +23,7 @@ and the checks of ``transformer_config.py``), with its flags in snake_case:
 
 from __future__ import annotations
 
+from .training import chunk_layers
 from ..validate import flag, integer, lists_keywords, positive_int
 
 
@@ -65,6 +66,8 @@ def split_layers(L: int, p: int, v: int = 1, *, stage_layers=None,
     _refuse_mixtures(stage_layers, first, last, embedding, loss)
     if stage_layers is not None:
         counts = _given(stage_layers, L, p)
+    elif not (first is not None or last is not None or embedding or loss):
+        return ((chunk_layers(L, p, v),) * v,) * p   # the even split, its rule and message
     elif first is not None or last is not None:
         counts = _first_last(L, p, first, last)
     else:
