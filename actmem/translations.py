@@ -16,9 +16,9 @@ ZH = {
     "fixed: {size}": "固定项：{size}",
     "intermediate: {size}": "中间项：{size}",
     "attention_map: {size}": "注意力矩阵项：{size}",
-    "fixed per GPU: {size}": "每块 GPU 的固定项：{size}",
-    "intermediate per GPU: {size}": "每块 GPU 的中间项：{size}",
-    "attention_map per GPU: {size}": "每块 GPU 的注意力矩阵项：{size}",
+    "fixed per GPU: {size}": "每卡固定项：{size}",
+    "intermediate per GPU: {size}": "每卡中间项：{size}",
+    "attention_map per GPU: {size}": "每卡注意力矩阵项：{size}",
     "hidden activations (s, b, h) = ({s}, {b}, {h}); Q, K, V on one GPU (s, b, h/t) = "
     "({s}, {b}, {h_t}); "
     "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); attention map on one GPU (b, a/t, s, s) = "
@@ -38,7 +38,7 @@ ZH = {
     "bytes/elem": "字节/元素",
     "placement": "存放方式",
     "group": "分组",
-    "MiB per GPU": "每块 GPU 的 MiB",
+    "MiB per GPU": "每卡显存（MiB）",
     "needed for": "反向传播中的用途",
     # controls
     "FlashAttention": "FlashAttention",
@@ -50,7 +50,7 @@ ZH = {
     "model": "模型",
     "states": "模型状态",
     "gpu": "GPU",
-    "kv_heads": "键值头数",
+    "kv_heads": "KV 头数",
     "none": "不重计算",
     "selective": "选择性",
     "full": "完全",
@@ -78,10 +78,11 @@ ZH = {
     "LayerNorm": "LayerNorm",
     "attention": "注意力",
     "MLP": "MLP",
-    "replicated": "复制",
+    "replicated": "每卡完整一份",
     "sequence-split": "按序列切分",
     "hidden-split": "按隐藏维度切分",
     "head-split": "按注意力头切分",
+    "expert-routed": "按专家路由",
     "fixed": "固定项",
     "intermediate": "中间项",
     "attention_map": "注意力矩阵项",
@@ -111,30 +112,30 @@ ZH = {
     "full recomputation: the layer's forward pass is run again from it during the backward pass":
         "完全重计算：反向传播时从它出发重新运行该层的前向计算",
     # ---- figures (actmem.views.figures)
-    "fixed (replicated)": "固定项（每块 GPU 各存一份）",
+    "fixed (replicated)": "固定项（每卡完整一份）",
     "intermediate (split by hidden or heads)": "中间项（按隐藏维度或注意力头切分）",
     "attention map (split by heads)": "注意力矩阵项（按注意力头切分）",
     "fixed term": "固定项",
     "intermediate term": "中间项",
     "attention-map term (s x s maps or their statistics)": "注意力矩阵项（s x s 矩阵或其统计量）",
-    "full copy on each GPU": "每块 GPU 各存一份完整副本",
-    "a 1/t slice of the MLP's 4h": "MLP 内部 4h 的 1/t 切片",
+    "full copy on each GPU": "完整副本",
+    "a 1/t slice of h (Q, K, V) or of the MLP's 4h": "沿 h（Q、K、V）或 MLP 的 4h 切出 1/t",
     "{placement}: {size}": "{placement}：{size}",
     "a/t heads, each map whole s x s": "a/t 个头，每个头的 s x s 矩阵完整保存",
     "global tensor": "全局张量",
     "GPU 1 (of {t})": "GPU 1（共 {t} 块）",
-    "{size} per GPU": "每块 GPU {size}",
+    "{size} per GPU": "每卡 {size}",
     "t = 1: no GPU 1": "t = 1：没有 GPU 1",
     "{shape} (one square per head)": "{shape}（每个头一个方块）",
     "Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); logical shapes, not to scale":
         "t = {t} 时谁保存什么（s={s}, b={b}, h={h}, a={a}）；逻辑形状，不按比例",
     "X  (s, b, h)\nwhole": "X  (s, b, h)\n完整",
-    "X W1[:, part {gpu}]\n(s, b, 4h/t)": "X W1[:, 第 {gpu} 组]\n(s, b, 4h/t)",
+    "X W1[:, part {gpu}]\n(s, b, 4h/t)": "X·W1（第 {gpu} 组列）\n(s, b, 4h/t)",
     "column-parallel linear\n(GPU i: part i of W1's columns)": "列并行线性层\n（GPU i：W1 的第 i 组列）",
     "partial sum {gpu}\n(s, b, h)": "部分和 {gpu}\n(s, b, h)",
     "row-parallel linear\n(GPU i: part i of W2's rows)": "行并行线性层\n（GPU i：W2 的第 i 组行）",
     "Y  (s, b, h)\nwhole": "Y  (s, b, h)\n完整",
-    "all-reduce:\nsum over GPUs": "全归约：\n各 GPU 求和",
+    "all-reduce:\nsum over GPUs": "All-Reduce：\n各卡求和",
     "An MLP block on t = {t} GPUs (Megatron-LM): only the 4h-wide middle is split; "
     "input and output are whole on every GPU":
         "t = {t}（{t} 块 GPU）时的 MLP 模块（Megatron-LM）：只有 4h 宽的中间部分被切分；"
@@ -146,12 +147,12 @@ ZH = {
     "What one GPU keeps at t = {t} (s={s}, b={b}, h={h}, a={a}), to scale":
         "t = {t} 时单块 GPU 保存的内容（s={s}, b={b}, h={h}, a={a}；按比例绘制）",
     "the layer": "基准层",
-    "MiB per layer, per micro-batch, per GPU": "显存（MiB；每层、每个微批次、每块 GPU）",
+    "MiB per layer, per micro-batch, per GPU": "显存（MiB；每层、每个微批次、每卡）",
     "Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})":
         "把一个符号翻倍（s={s}, b={b}, h={h}, a={a}, t={t}）",
     "fixed floor: {size} at every t": "固定项下限：任何 t 下都是 {size}",
-    "tensor-parallel size t (GPUs)": "张量并行大小 t（GPU 数）",
-    "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每块 GPU",
+    "tensor-parallel size t (GPUs)": "张量并行度 t（GPU 数）",
+    "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每卡",
     "Three terms against t (s={s}, b={b}, h={h}, a={a})": "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）",
     "model states": "模型状态",
     "parameters": "参数",
@@ -162,8 +163,8 @@ ZH = {
     "embedding, output layer and loss": "嵌入层、输出层和损失",
     "runtime": "运行时",
     "communication buffers": "通信缓冲区",
-    "kernel workspaces": "kernel 工作空间",
-    "allocator overhead and fragmentation": "分配器开销和碎片",
+    "kernel workspaces": "算子临时空间（workspace）",
+    "allocator overhead and fragmentation": "内存分配开销与显存碎片",
     "Training memory on one GPU: the formula is one box (boxes not to scale)":
         "单块 GPU 上的训练显存：本公式只是其中一格（方框不按比例）",
     # ---- schedules (actmem.views.schedule_figures, schedule_views)
@@ -180,8 +181,8 @@ ZH = {
     "stage {i}": "第 {i} 级",
     "forward (1 unit per stage)": "前向（每级 1 个单位）",
     "backward (2 units)": "反向（2 个单位）",
-    "model chunk >= 1": "模型块 >= 1",
-    ", v={v} chunks per GPU": "，每块 GPU v={v} 个模型块",
+    "model chunk >= 1": "本地模型块 ≥ 1",
+    ", v={v} chunks per GPU": "，每卡 v={v} 个模型块",
     "{title}: p={p} stages, m={m} micro-batches{chunks}\n"
     "bubble {bubble:.1%} of the ideal time; box numbers: micro-batch":
         "{title}：p={p} 级，m={m} 个微批次{chunks}\n"
@@ -194,15 +195,15 @@ ZH = {
     "interleaved 1F1B, v=2, m={m}": "交错式 1F1B，v=2，m={m}",
     "L*M = {size}: all L layers, one micro-batch": "L*M = {size}：全部 L 层，一个微批次",
     "L*M/p: naive, not the peak": "L*M/p：朴素估计，不是峰值",
-    "pipeline-parallel size p (stages)": "流水线并行大小 p（级数）",
-    "first stage's activations (MiB)": "第一级的激活（MiB）",
+    "pipeline-parallel size p (stages)": "流水线并行度 p（级数）",
+    "first stage's activations (MiB)": "首级（第 0 级）的激活（MiB）",
     "p cancels: the first stage holds L*M whatever p (L={L}, M={size})":
-        "p 被约掉：无论 p 多大，第一级都保存 L*M（L={L}，M={size}）",
+        "p 被约掉：无论 p 多大，首级都保存 L*M（L={L}，M={size}）",
     "stage": "级",
     "passes held at peak": "峰值时保存的计算数",
     "layers per pass": "每次计算的层数",
     "first stage: {held} x {layers} layers x {M} = {first}, {ratio:.3f} x L*M ({whole})":
-        "第一级：{held} x {layers} 层 x {M} = {first}，{ratio:.3f} x L*M（{whole}）",
+        "首级：{held} x {layers} 层 x {M} = {first}，{ratio:.3f} x L*M（{whole}）",
     "bubble: {fraction} of the ideal time = {percent:.1%} (simulated)":
         "气泡：理想时间的 {fraction} = {percent:.1%}（模拟）",
     # ---- will it fit (actmem.views.fit_figures, fit_views, train_cli)
@@ -213,9 +214,9 @@ ZH = {
     "output activations": "输出层激活",
     "recompute working set": "重计算工作集",
     "reserve": "预留",
-    "GPU: {size} (fits)": "GPU：{size}（装得下）",
-    "GPU: {size} (does not fit)": "GPU：{size}（装不下）",
-    "memory per GPU (GiB)": "每块 GPU 的显存（GiB）",
+    "GPU: {size} (fits)": "GPU：{size}（放得下）",
+    "GPU: {size} (does not fit)": "GPU：{size}（放不下）",
+    "memory per GPU (GiB)": "每卡显存（GiB）",
     "Peak memory of each pipeline stage's GPU": "每个流水线级所在 GPU 的峰值显存",
     # timeline (actmem.views.fit_figures.timeline_figure)
     "logits and loss": "logits 和损失",
@@ -247,10 +248,10 @@ ZH = {
     "lowest peak: k={k}, {size}": "最低峰值：k={k}，{size}",
     "k = recompute_num_layers (layers per checkpointed group, log scale)":
         "k = recompute_num_layers（每个检查点组的层数，对数坐标）",
-    "first stage's layer activations (GiB)": "第一级的层激活（GiB）",
+    "first stage's layer activations (GiB)": "首级（第 0 级）的层激活（GiB）",
     "Full recomputation: the peak against k ({layers} layers on the stage)":
         "完全重计算：峰值随 k 的变化（该级有 {layers} 层）",
-    "GiB per GPU": "每块 GPU 的 GiB",
+    "GiB per GPU": "每卡显存（GiB）",
     "total": "总计",
     "Megatron-LM (18 B/param)": "Megatron-LM（每参数 18 B）",
     "Megatron-LM distributed optimizer": "Megatron-LM 分布式优化器",
@@ -263,11 +264,22 @@ ZH = {
         "负载最重：第 {stage} 级，峰值 {size}，出现在“{event}”",
     " + reserve {size}": " + 预留 {size}",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
-        "{line}；GPU 共 {gpu}：余量 {margin} GiB，{verdict}",
+        "{line}（GPU 容量 {gpu}），余量 {margin} GiB：{verdict}",
     "{size} ({gpu})": "{size}（{gpu}）",
     "sum of the parts": "各部分之和",
     "peak (one moment)": "峰值（同一时刻）",
     "peak event": "峰值事件",
+    "Transformer layers": "Transformer 层数",
+    "layers per stage": "每级层数",
+    "even split": "均匀切分",
+    "embedding counted as a layer": "嵌入层计作一层",
+    "loss counted as a layer": "损失计作一层",
+    "embedding and loss counted as layers": "嵌入层与损失各计作一层",
+    "first stage {n} layers": "首级 {n} 层",
+    "last stage {n} layers": "末级 {n} 层",
+    "{split} ({layers})": "{split}（{layers}）",
+    "{k} stages of {n}": "{k} 级各 {n} 层",
+    ", ": "、",
     "loss": "损失函数",
     "gradient_buffer": "梯度缓冲区",
     "Megatron-LM cross-entropy (fp32 copy)": "Megatron-LM 词表并行损失（fp32 副本）",
@@ -276,11 +288,11 @@ ZH = {
     "gradient buffer from the start": "梯度缓冲区一开始就在",
     "gradients made in backward": "梯度在反向时才创建",
     " (give --gpu-memory for a verdict)": "（给出 --gpu-memory 才能判定）",
-    "fits": "装得下",
-    "DOES NOT FIT": "装不下",
+    "fits": "放得下",
+    "DOES NOT FIT": "放不下！",
     # ---- what each trick removes (actmem.views.variant_views)
     "attention map": "注意力矩阵项",
-    "paper's layer (no options)": "论文中的层（无选项）",
+    "paper's layer (no options)": "论文原始配置（不加任何选项）",
     "chosen layer: {sizes}": "所选的层：{sizes}",
     "change: {change}": "变化：{change}",
     "under 0.1%": "不到 0.1%",
@@ -289,16 +301,16 @@ ZH = {
     "before (MiB)": "之前（MiB）",
     "after (MiB)": "之后（MiB）",
     "difference (MiB)": "差值（MiB）",
-    "removed": "移除",
+    "removed": "去掉",
     "shrunk": "缩小",
     "unchanged": "不变",
-    "grown": "增大",
+    "grown": "变大",
     "added": "新增",
     "layer input, kept for full recomputation": "层的输入，为完全重计算而保存",
-    "activation memory per layer, per micro-batch, per GPU (MiB)": "每层、每个微批次、每块 GPU 的激活显存（MiB）",
+    "activation memory per layer, per micro-batch, per GPU (MiB)": "每层、每个微批次、每卡的激活显存（MiB）",
     "paper's layer": "论文中的层",
     "chosen": "所选",
-    "Paper's layer (no options) vs the chosen options": "论文中的层（无选项）与所选选项对比",
+    "Paper's layer (no options) vs the chosen options": "论文原始配置与所选配置对比",
     "no parallelism": "无并行",
     "tensor parallel": "张量并行",
     "tensor + sequence parallel": "张量并行 + 序列并行",
@@ -306,9 +318,9 @@ ZH = {
     "tensor + sequence parallel + selective recompute": "张量并行 + 序列并行 + 选择性重计算",
     "full recompute": "完全重计算",
     "GPT-3 175B, Table 2 (s=2048, b=1, h=12288, a=96; t=8, the no-parallelism row t=1)":
-        "GPT-3 175B，表 2（s=2048, b=1, h=12288, a=96；t=8，无并行一行为 t=1）",
+        "GPT-3 175B，表 2（s=2048, b=1, h=12288, a=96；t=8，“无并行”那一行 t=1）",
     "LLaMA-style layer: GQA, SwiGLU, no dropout, FlashAttention":
-        "LLaMA 式的层：GQA、SwiGLU、无 dropout、FlashAttention",
+        "LLaMA 风格的层：GQA、SwiGLU、无 dropout、FlashAttention",
     # ---- measuring (actmem.measure)
     "bytes saved for backward (KiB)": "为反向传播保存的字节（KiB）",
     "ledger row": "账本行",
@@ -328,7 +340,7 @@ ZH = {
     "no dropout": "无 dropout",
     "scaled_dot_product_attention, no dropout": "scaled_dot_product_attention，无 dropout",
     "scaled_dot_product_attention with dropout": "scaled_dot_product_attention，带 dropout",
-    "grouped-query attention, 2 key/value heads": "分组查询注意力，2 个键值头",
+    "grouped-query attention, 2 key/value heads": "分组查询注意力，2 个 KV 头",
     "eager (unfused) SwiGLU MLP": "eager（未融合）SwiGLU MLP",
     "Every ledger row is measured exactly; the only extras are the LayerNorm statistics.":
         "账本的每一行都与实测完全一致；唯一的额外项是 LayerNorm 的统计量。",
@@ -362,12 +374,12 @@ ZH = {
     # ---- cheat sheet (actmem.views.cheatsheet)
     "Training memory cheat sheet (activations: Korthikanti et al. 2022, arXiv 2205.05198; "
     "numbers from actmem)":
-        "训练显存速查表（激活：Korthikanti et al. 2022，arXiv 2205.05198；数字由 actmem 计算）",
+        "训练显存速查表（激活：Korthikanti 等人 2022，arXiv 2205.05198；数字由 actmem 计算）",
     "Activations: bytes per layer, micro-batch, GPU": "激活：每层、每个微批次、每卡的字节数",
     "Model states, logits and the peak": "模型状态、logits 与峰值",
     "Common mistakes, costliest first (cost: bytes misjudged)":
         "常见错误，代价大的在前（代价：算错的字节数）",
-    "Does it fit? A checklist": "装得下吗？检查清单",
+    "Does it fit? A checklist": "放得下吗？检查清单",
     "formula": "公式",
     "when it holds": "成立条件",
     "one number": "示例数字",
@@ -391,9 +403,9 @@ ZH = {
     "full recomputation: only the layer input is kept": "完全重计算：只保存层的输入",
     "FlashAttention: fp32 log-sum-exp instead of the map": "FlashAttention：用 fp32 的 log-sum-exp 代替注意力矩阵",
     "whole model; also the 1F1B first stage when m >= p (p cancels)":
-        "整个模型；m >= p 时也是 1F1B 首级的峰值（p 被约掉）",
+        "整个模型；m ≥ p 时也是 1F1B 首级的峰值（p 被约掉）",
     "GPipe: every stage holds all m micro-batches": "GPipe：每一级都保存全部 m 个微批次",
-    "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的首级（m >= 2p）",
+    "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的首级（m ≥ 2p）",
     "bubble: GPipe and 1F1B; interleaved": "气泡：GPipe 和 1F1B；交错式",
     "LLaMA-2 7B ({n} B): {value}": "LLaMA-2 7B（{n} B 个参数）：{value}",
     "bytes per parameter, ZeRO's mixed-precision Adam: fp16 weights, fp16 gradients, fp32 "

@@ -128,6 +128,17 @@ class LayerConfig:
             ``int(4h * 2/3 / 64) * 64`` for SwiGLU (3392 for h=1280).
         activation: ``"gelu"`` (paper) or ``"swiglu"`` (fused, as Megatron-LM).
         dropout: whether the layer applies dropout (paper: yes).
+        num_experts: ``None`` (a dense MLP) or the routed experts of a
+            mixture-of-experts MLP (Megatron-LM's ``--num-experts``); the
+            MoE rows are those of :mod:`actmem.layer.moe`.
+        moe_router_topk: k, experts each token is routed to
+            (``--moe-router-topk``, Megatron's default 2); 1 <= k <= E.
+        moe_ffn_hidden_size: each expert's inner width f_e
+            (``--moe-ffn-hidden-size``); ``None`` means f, as Megatron-LM.
+        moe_shared_expert_intermediate_size: the shared experts' total inner
+            width (``--moe-shared-expert-intermediate-size``), or ``None``.
+        etp: expert tensor-parallel size (``--expert-tensor-parallel-size``);
+            ``None`` means t, Megatron-LM's default. Must divide f_e.
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -148,6 +159,11 @@ class LayerConfig:
     ffn_hidden_size: int | None = None
     activation: str = "gelu"
     dropout: bool = True
+    num_experts: int | None = None
+    moe_router_topk: int = 2
+    moe_ffn_hidden_size: int | None = None
+    moe_shared_expert_intermediate_size: int | None = None
+    etp: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -161,6 +177,7 @@ class LayerConfig:
         divides("t", self.t, **split_dimensions(
             self.h, self.a, self.s if self.sequence_parallel else None,
             self.kv_heads, self.ffn_hidden_size, self.activation))
+        check_moe(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)
@@ -187,8 +204,60 @@ class LayerConfig:
             return default_ffn_hidden_size(self.h, self.activation)
         return self.ffn_hidden_size
 
+    @property
+    def f_e(self) -> int:
+        """Each routed expert's inner width (``moe_ffn_hidden_size``, or f)."""
+        return self.moe_ffn_hidden_size or self.f
+
+    @property
+    def expert_t(self) -> int:
+        """Expert tensor-parallel size actually used (``etp``, or t)."""
+        return self.t if self.etp is None else self.etp
+
 
 STORAGE_OPTIONS = tuple(f.name for f in fields(LayerConfig))[5:]
 """The keyword options of a layer beyond s, b, h, a, t (sequence_parallel,
 recompute, flash_attention, kv_heads, ffn_hidden_size, activation,
-dropout)."""
+dropout, and the MoE options num_experts, moe_router_topk,
+moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp)."""
+
+MOE_OPTIONS = STORAGE_OPTIONS[-5:]
+"""The options that only a mixture-of-experts layer takes."""
+
+
+def check_moe(c: LayerConfig) -> None:
+    """Refuse MoE options Megatron-LM would refuse, or the ledger cannot count.
+
+    Raises:
+        TypeError, ValueError: an MoE option without ``num_experts``; k not in
+            1..E; experts with GeLU (Megatron fuses only SwiGLU into its
+            grouped experts, ``experts.py``: TEGroupedMLP); t > 1 without
+            sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
+            in training); etp not dividing f_e; t not dividing the shared
+            experts' width.
+    """
+    if c.num_experts is None:
+        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2)]
+        if given:
+            raise ValueError(f"{', '.join(given)} given without num_experts: these options "
+                             "describe a mixture-of-experts layer; pass num_experts too")
+        return
+    E = positive_int("num_experts", c.num_experts)
+    k = positive_int("moe_router_topk", c.moe_router_topk)
+    if k > E:
+        raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
+                         "a token is routed to k distinct experts")
+    if c.activation != "swiglu":
+        raise ValueError(f"num_experts={E} with activation={c.activation!r}: the MoE rows "
+                         "follow Megatron-LM's fused weighted SwiGLU experts; use "
+                         "activation='swiglu'")
+    if c.t > 1 and not c.sequence_parallel:
+        raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
+                         "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
+                         "parallelism but no sequence parallelism in training)")
+    for name in ("moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "etp"):
+        if getattr(c, name) is not None:
+            positive_int(name, getattr(c, name))
+    divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
+    if c.moe_shared_expert_intermediate_size is not None:
+        divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)

@@ -28,8 +28,11 @@ HIDDEN_SPLIT = "hidden-split"
 """Each rank keeps a 1/t slice of the hidden (or MLP inner) dimension."""
 HEAD_SPLIT = "head-split"
 """Each rank keeps a/t attention heads (g/t key/value heads), each whole."""
+EXPERT_ROUTED = "expert-routed"
+"""A mixture-of-experts layer's routed copies: each rank keeps the copies
+its local experts receive (:mod:`actmem.layer.moe`)."""
 
-PLACEMENTS = (REPLICATED, SEQUENCE_SPLIT, HIDDEN_SPLIT, HEAD_SPLIT)
+PLACEMENTS = (REPLICATED, SEQUENCE_SPLIT, HIDDEN_SPLIT, HEAD_SPLIT, EXPERT_ROUTED)
 
 
 @dataclass(frozen=True)
@@ -88,14 +91,19 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     """Rows saved for backward by one layer, one micro-batch, on one GPU.
 
     Starts from the paper's layer (section 4.1, with the shapes that
-    ``kv_heads``, ``ffn_hidden_size`` and ``activation`` give) and applies
-    each storage option of ``config`` as a change to rows.
+    ``kv_heads``, ``ffn_hidden_size`` and ``activation`` give), replaces
+    the MLP by a mixture of experts when ``num_experts`` is set
+    (:func:`actmem.layer.moe.with_moe`) and applies each storage option of
+    ``config`` as a change to rows.
 
     Raises:
         AttributeError: ``config`` is not a :class:`LayerConfig` (build one
             to validate the input).
     """
     rows = attention_rows(config) + mlp_rows(config)
+    if config.num_experts is not None:
+        from .moe import with_moe  # moe builds on this module's rows
+        rows = with_moe(rows, config)
     if not config.dropout:
         rows = without_dropout(rows)
     if config.flash_attention:

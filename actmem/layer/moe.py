@@ -1,0 +1,159 @@
+"""The rows a mixture-of-experts MLP saves for backward, as Megatron-LM runs it.
+
+:func:`with_moe` is a row transformation: it takes a layer's rows (paper
+sec. 4.1) and replaces the dense MLP's (``fc1_input``, the activation's
+inputs, ``fc2_input``) by the MoE layer's, keeping the pre-MLP LayerNorm's
+input and the dropout mask after the block. Every row follows Megatron-LM's
+default training path (``megatron/core/transformer/moe/``): the top-k
+router with the softmax after top-k (``router.py``: TopKRouter.routing,
+``moe_utils.py``: topk_routing_with_score_function), the all-to-all token
+dispatcher (``token_dispatcher.py``: MoEAlltoAllTokenDispatcher) with the
+unfused permutation (``moe_utils.py``: permute, unpermute), the experts of
+``experts.py`` (TEGroupedMLP, or SequentialMLP: the same saved bytes) with
+the fused weighted SwiGLU (``fusions/fused_bias_swiglu.py``:
+WeightedSwiGLUFunction), and the shared experts (``shared_experts.py``:
+SharedExpertMLP, a tensor-parallel MLP with fused SwiGLU).
+
+Symbols: N = s*b tokens of the layer (N/t per rank under sequence
+parallelism, which Megatron-LM requires with t > 1), E experts, k =
+``moe_router_topk``, f_e = ``moe_ffn_hidden_size``, f_s the shared experts'
+width, etp the expert tensor-parallel size.
+
+**Tokens per expert: balanced routing in expectation.** Dropless routing
+(no capacity factor, Megatron-LM's default) sends each rank's N/t tokens as
+k copies; each rank sends its copies to the ep ranks of its expert-parallel
+group and, when the router spreads tokens evenly over the E experts, gets
+back as many as it sent (N*k/t), all-gathers them over its etp group
+(``dispatch_postprocess``) and so runs its E/ep local experts on
+T = N*k*etp/t copies, T*ep/E per expert. ep does not change a rank's
+expected bytes; an uneven router does (a rank's experts can receive up to
+all N*k*etp*ep/t copies), so the expert rows are expectations, exact when
+ep = 1 (every copy stays local, whatever the routing). A capacity factor c
+(``--moe-expert-capacity-factor``) caps each expert at
+ceil(N*k*c/(t*E)) copies per source rank (``moe_utils.py``: get_capacity):
+drops leave the balanced expectation unchanged for c >= 1, and
+``--moe-pad-expert-input-to-capacity`` makes T exactly E/ep*ep*etp times
+that cap; neither is modelled here.
+"""
+
+from __future__ import annotations
+
+from .config import LayerConfig
+from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
+
+DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
+"""The dense MLP's rows an MoE layer replaces."""
+
+_MOE = "megatron/core/transformer/moe/"
+SOURCES = {
+    "moe_input": _MOE + "moe_utils.py: RouterGatingLinearFunction.forward "
+                 "(save_for_backward(inp, ...)); also the shared experts' linear_fc1 input",
+    "router_topk_indices": _MOE + "moe_utils.py: topk_routing_with_score_function "
+                           "(torch.topk, then scatter into the routing map)",
+    "router_probs": _MOE + "moe_utils.py: topk_routing_with_score_function "
+                    "(torch.softmax(scores, dtype=torch.float32) after top-k)",
+    "permute_probs_index": _MOE + "moe_utils.py: permute (probs.T.contiguous()"
+                           ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
+    "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
+                     "and unpermute (scatter_add_ with the same indices)",
+    "expert_fc1_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc1 on the tokens "
+                        "token_dispatcher.py: MoEAlltoAllTokenDispatcher dispatched)",
+    "expert_fc1_output": "megatron/core/fusions/fused_bias_swiglu.py: "
+                         "WeightedSwiGLUFunction.forward (save_for_backward(input, weights))",
+    "expert_probs": "megatron/core/fusions/fused_bias_swiglu.py: WeightedSwiGLUFunction."
+                    "forward (the permuted probabilities as weights)",
+    "expert_fc2_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc2 on the "
+                        "weighted SwiGLU output)",
+    "shared_fc1_output": _MOE + "shared_experts.py: SharedExpertMLP (transformer/mlp.py: "
+                         "MLP.forward, fused bias_swiglu saves its input)",
+    "shared_fc2_input": _MOE + "shared_experts.py: SharedExpertMLP (transformer/mlp.py: "
+                        "MLP.forward, linear_fc2)",
+}
+"""Where Megatron-LM saves each MoE row (file: function)."""
+
+NEEDED_FOR = {
+    "moe_input": "weight gradient of the router (dW = dlogits^T X) and of the shared "
+                 "experts' first linear (dW = X^T dY)",
+    "router_topk_indices": "top-k and scatter backward: the gradient of the k chosen "
+                           "scores goes back to their experts' columns",
+    "router_probs": "softmax backward over the k chosen scores: dS = P * (dP - "
+                    "rowsum(dP * P)) needs P",
+    "permute_probs_index": "backward of the probabilities' gather: each permuted "
+                           "probability's gradient goes back to its (token, expert) slot",
+    "permute_index": "backward of permute and unpermute: each routed copy's gradient is "
+                     "summed back into its token, and the output's gradient gathered to "
+                     "each copy",
+    "expert_fc1_input": "weight gradient of each expert's first linear: dW_e = X_e^T dY_e",
+    "expert_fc1_output": "weighted SwiGLU backward: d(up) and d(gate) need gate and up",
+    "expert_probs": "weighted SwiGLU backward: the gradient is scaled by each copy's "
+                    "routing probability, and the probability's gradient is "
+                    "rowsum(dY * swiglu(x))",
+    "expert_fc2_input": "weight gradient of each expert's second linear: dW_e = X_e^T dY_e",
+    "shared_fc1_output": "SwiGLU backward of the shared experts: needs gate and up",
+    "shared_fc2_input": "weight gradient of the shared experts' second linear: dW = X^T dY",
+}
+"""Why each MoE row is kept, keyed by :attr:`LedgerRow.key`."""
+
+
+def _row(c, key, name, shape, elements, bpe, placement, group):
+    ranks = 1 if placement == REPLICATED else c.t
+    return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, group,
+                     SOURCES[key], NEEDED_FOR[key])
+
+
+def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
+    """The MoE block's rows for one micro-batch (shapes in the module's symbols).
+
+    Router and permutation (whole on each tensor-parallel rank; split along s
+    by :func:`actmem.layer.ledger.with_sequence_parallel`): the MoE input
+    2Nh, the top-k indices 8Nk (int64), the softmax probabilities 4Nk
+    (fp32), the probabilities' gather index 8NE (int64: a slice of the
+    argsort of the whole E x N routing map keeps all of it alive), the
+    tokens' permutation index 8Nk (int64). Routed copies (``EXPERT_ROUTED``,
+    per rank over t): fc1 input 2Nk*etp*h, fc1 output 2*2Nk*f_e, the copies'
+    probabilities 2Nk*etp (bf16, the logits' dtype), fc2 input 2Nk*f_e.
+    Shared experts (hidden-split over t): fc1 output 2*2N*f_s, fc2 input
+    2N*f_s.
+    """
+    N, E, k, h, f, x = c.s * c.b, c.num_experts, c.moe_router_topk, c.h, c.f_e, c.expert_t
+    fe = ("s", "b", "k", "f_e")
+    rows = [
+        _row(c, "moe_input", "input of the MoE layer (router and shared experts)",
+             ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
+        _row(c, "router_topk_indices", "router's top-k expert indices (int64)",
+             ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
+        _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
+             ("s", "b", "k"), N * k, 4, REPLICATED, "fixed"),
+        _row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
+             ("E", "s", "b"), N * E, 8, REPLICATED, "fixed"),
+        _row(c, "permute_index", "permutation index of the tokens (int64)",
+             ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
+        _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
+             ("s", "b", "k*etp", "h"), N * k * x * h, 2, EXPERT_ROUTED, "intermediate"),
+        _row(c, "expert_fc1_output", "experts' fc1 output (SwiGLU gate and up)",
+             ("s", "b", "k", "2f_e"), 2 * N * k * f, 2, EXPERT_ROUTED, "intermediate"),
+        _row(c, "expert_probs", "routing probability of each routed copy",
+             ("s", "b", "k*etp"), N * k * x, 2, EXPERT_ROUTED, "intermediate"),
+        _row(c, "expert_fc2_input", "input of the experts' second linear",
+             fe, N * k * f, 2, EXPERT_ROUTED, "intermediate"),
+    ]
+    fs = c.moe_shared_expert_intermediate_size
+    if fs:
+        rows += [
+            _row(c, "shared_fc1_output", "shared experts' fc1 output (SwiGLU gate and up)",
+                 ("s", "b", "2f_s"), 2 * N * fs, 2, HIDDEN_SPLIT, "intermediate"),
+            _row(c, "shared_fc2_input", "input of the shared experts' second linear",
+                 ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
+        ]
+    return tuple(rows)
+
+
+def with_moe(rows, c: LayerConfig):
+    """Replace the dense MLP's rows by the MoE block's (:func:`moe_rows`),
+    where ``fc1_input`` stood; the LayerNorm input before and the dropout
+    mask after the block stay."""
+    keys = [r.key for r in rows]
+    at = keys.index("fc1_input")
+    kept = tuple(r for r in rows if r.key not in DENSE_MLP_ROWS)
+    before = sum(1 for r in rows[:at] if r.key not in DENSE_MLP_ROWS)
+    return kept[:before] + moe_rows(c) + kept[before:]

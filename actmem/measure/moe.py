@@ -1,0 +1,176 @@
+"""A reference mixture-of-experts layer in plain PyTorch, in Megatron-LM's order.
+
+The attention block is :class:`.layer.ReferenceLayer`'s; the MLP is replaced
+by Megatron-LM's MoE layer (``megatron/core/transformer/moe/``) on one rank
+(t = ep = etp = 1), operation by operation on the default training path:
+
+1. router: ``logits = x W_r^T`` in the activations' dtype, top-k of the
+   logits, softmax of the k scores in fp32, cast back, scattered into an
+   N x E probability map (``moe_utils.py``: RouterGatingLinearFunction,
+   topk_routing_with_score_function);
+2. permutation 1 (``moe_utils.py``: permute, unfused): the routing map's
+   argsort picks each expert's tokens; ``index_select`` copies them;
+3. permutation 2 (``token_dispatcher.py``: sort_chunks_by_idxs, unfused
+   split and cat), with the expert-parallel all-to-all and the etp
+   all-gather being no-ops on one rank;
+4. experts one by one (``experts.py``: SequentialMLP order; TEGroupedMLP
+   saves the same bytes): fc1, the weighted SwiGLU that saves only its
+   input and the probabilities (:class:`WeightedSwiGLU`, as
+   ``fused_bias_swiglu.py``: WeightedSwiGLUFunction), fc2;
+5. unpermutation: ``scatter_add_`` of the copies into their tokens
+   (``moe_utils.py``: unpermute);
+6. shared experts: fc1, fused SwiGLU (:class:`SwiGLU`), fc2, added.
+
+Each tensor the ledger counts is tagged with :func:`.saved.named` under its
+row key of :mod:`actmem.layer.moe`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..layer.config import LayerConfig
+from .layer import ReferenceLayer, dropout, layer_input
+from .run import Measurement
+from .saved import Recorder, block, named
+
+
+class SwiGLU(torch.autograd.Function):
+    """silu(gate) * up on ``[..., 2f]`` saving only its input, as Megatron-LM's
+    fused ``bias_swiglu`` (its backward recomputes silu)."""
+
+    @staticmethod
+    def forward(ctx, y):
+        ctx.save_for_backward(y)
+        gate, up = y.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        with torch.enable_grad():
+            y = y.detach().requires_grad_()
+            gate, up = y.chunk(2, dim=-1)
+            (dy,) = torch.autograd.grad(F.silu(gate) * up, y, grad)
+        return dy
+
+
+class WeightedSwiGLU(torch.autograd.Function):
+    """``swiglu(y) * w`` saving ``y`` and ``w`` only (Megatron-LM's
+    WeightedSwiGLUFunction, the routing probability as ``w``)."""
+
+    @staticmethod
+    def forward(ctx, y, w):
+        ctx.save_for_backward(y, w)
+        gate, up = y.chunk(2, dim=-1)
+        return (F.silu(gate) * up * w).to(y.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, w = ctx.saved_tensors
+        with torch.enable_grad():
+            y, w = y.detach().requires_grad_(), w.detach().requires_grad_()
+            gate, up = y.chunk(2, dim=-1)
+            dy, dw = torch.autograd.grad(F.silu(gate) * up * w, (y, w), grad)
+        return dy, dw
+
+
+class ReferenceMoELayer(ReferenceLayer):
+    """One GPT layer whose MLP is a mixture of experts, on one rank.
+
+    Args:
+        config: a layer with ``num_experts`` (t = 1, etp 1 or None).
+        mask, seed, dtype: as :class:`.layer.ReferenceLayer`.
+
+    Raises:
+        ValueError: ``config`` has no experts, or t > 1 (the expert-parallel
+            and tensor-parallel collectives are not measured).
+    """
+
+    def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
+        if config.num_experts is None or config.t != 1 or config.expert_t != 1:
+            raise ValueError(f"ReferenceMoELayer needs num_experts and t = etp = 1, got "
+                             f"num_experts={config.num_experts}, t={config.t}, "
+                             f"etp={config.etp}")
+        super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
+        E, h, f, fs = (config.num_experts, config.h, config.f_e,
+                       config.moe_shared_expert_intermediate_size)
+        gen = torch.Generator().manual_seed(seed + 1)
+
+        def weight(*shape):
+            return nn.Parameter((torch.randn(*shape, generator=gen) * shape[-2] ** -0.5)
+                                .to(dtype))
+        self.router = weight(h, E)
+        self.fc1, self.fc2 = weight(E, h, 2 * f), weight(E, f, h)
+        self.shared = (weight(h, 2 * fs), weight(fs, h)) if fs else ()
+        for i, w in enumerate(self.shared):
+            self.register_parameter(f"shared{i}", w)
+
+    def _mlp(self, x, seed):
+        with block("mlp_norm"):
+            y = named("moe_input", self.norm2(x))
+        with block("moe"):
+            shared = self._shared_experts(y)  # Megatron-LM: shared experts before routing
+            out = self._moe(y.view(-1, y.shape[-1])).view_as(y)
+            if shared is not None:
+                out = out + shared
+            if seed is None:
+                return out
+            return dropout(out, seed, "mlp_out_dropout_mask", self.mask)
+
+    def _shared_experts(self, y):
+        if not self.shared:
+            return None
+        z = SwiGLU.apply(named("shared_fc1_output", y @ self.shared[0]))
+        return named("shared_fc2_input", z) @ self.shared[1]
+
+    def _moe(self, tokens):
+        probs, routing_map = self._route(tokens)
+        n, k = tokens.shape[0], self.config.moe_router_topk
+        flat = routing_map.T.contiguous().reshape(-1).argsort(descending=True, stable=True)
+        flat = named("permute_probs_index", flat)[:n * k]
+        index = named("permute_index", flat % n)
+        permuted_probs = probs.T.contiguous().reshape(-1)[flat]
+        permuted = tokens.index_select(0, index)
+        counts = routing_map.sum(dim=0).tolist()
+        permuted = torch.cat(torch.split(permuted, counts))      # permutation 2
+        permuted_probs = torch.cat(torch.split(permuted_probs, counts))
+        outputs = self._experts(named("expert_fc1_input", permuted),
+                                named("expert_probs", permuted_probs), counts)
+        combined = torch.zeros_like(tokens)
+        return combined.scatter_add_(0, index.unsqueeze(1).expand(-1, tokens.shape[1]),
+                                     outputs)
+
+    def _route(self, tokens):
+        logits = tokens @ self.router
+        scores, top = torch.topk(logits, self.config.moe_router_topk, dim=1)
+        probs = named("router_probs", torch.softmax(scores, dim=-1, dtype=torch.float32))
+        top = named("router_topk_indices", top)
+        probs = torch.zeros_like(logits).scatter(1, top, probs.type_as(logits))
+        routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
+        return probs, routing_map
+
+    def _experts(self, tokens, probs, counts):
+        outs = []
+        for e, (x, w) in enumerate(zip(torch.split(tokens, counts),
+                                       torch.split(probs, counts))):
+            y = named("expert_fc1_output", x @ self.fc1[e])
+            z = named("expert_fc2_input", WeightedSwiGLU.apply(y, w.unsqueeze(-1)))
+            outs.append(z @ self.fc2[e])
+        return torch.cat(outs)
+
+
+def measure_moe(config: LayerConfig, mask: str = "bool") -> Measurement:
+    """One forward pass of :class:`ReferenceMoELayer`, every saved storage
+    recorded (as :func:`.run.measure_layer`); set it against the ledger with
+    :func:`.compare.compare`.
+
+    Raises:
+        ValueError: see :class:`ReferenceMoELayer`.
+    """
+    layer = ReferenceMoELayer(config, mask=mask)
+    with Recorder(layer.parameters()) as rec:
+        out = layer(layer_input(config))
+    return Measurement(config, 0, mask, rec.storages(out))
