@@ -7,6 +7,7 @@ import pytest
 
 import actmem
 from actmem import PRESETS, fit_figures, megatron_estimate, training_memory
+from actmem.views import fit_views
 from actmem.views.fit_views import GPUS, STATES, FitPlanner, recompute_options, \
     run_arguments, tensor_choices
 
@@ -74,7 +75,7 @@ def test_readouts_follow_every_control():
                         ("recompute", ("full", 2)), ("flash_attention", False),
                         ("sequence_parallel", True), ("states", "ZeRO stage 3"),
                         ("gpu", "RTX 4090"), ("schedule", "gpipe"), ("loss", "torch"),
-                        ("gradient_buffer", "backward")]:
+                        ("gradient_buffer", "backward"), ("split", "last:5"), ("p", 3)]:
         x.controls[name].value = value
         values = {**x.values(), "states": STATES[x.values()["states"]]}
         model = PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
@@ -92,6 +93,46 @@ def test_every_offered_menu_entry_is_a_valid_run():
             assert model.L % k == 0 and mode in actmem.RECOMPUTE
 
 
+def test_every_offered_split_is_one_megatron_accepts():
+    """p need not divide L; every split the menus offer (for every preset's
+    L, every offered p and v) is valid, sums to L, and is not the even split
+    under another name."""
+    for L in sorted({model.L for model in PRESETS.values()}):
+        for p in fit_views.pipeline_choices(L):
+            for v in [1, *actmem.schedule_views.chunk_choices(L, p)]:
+                keys = fit_views.split_keys(L, p, v)
+                assert keys, (L, p, v)
+                even = (actmem.split_layers(L, p, v) if L % (p * v) == 0 else None)
+                for key in keys:
+                    split = actmem.split_layers(L, p, v, **fit_views.split_arguments(key))
+                    assert sum(map(sum, split)) == L
+                    assert (key == "even") == (split == even), (L, p, v, key)
+    assert fit_views.pipeline_choices(32) == [1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 17, 31, 32]
+    assert fit_views.split_keys(32, 4)[:3] == ("even", "first:2", "first:5")
+
+
+def test_a_shorter_last_stage_relieves_it():
+    """LLaMA-3-8B (128256-token vocabulary), p=4: a last stage of 5 layers
+    instead of 8 keeps 5/8 of the layer activations there, and the planner
+    shows training_memory's numbers for the split it offers."""
+    x = FitPlanner(model="llama3-8b", t=2, p=4, d=1, m=8)
+    even = x.result()
+    x.controls["split"].value = "last:5"
+    uneven = x.result()
+    assert even.stages[-1].layer_activations * 5 == uneven.stages[-1].layer_activations * 8
+    assert uneven.stages[0].layer_activations * 8 == even.stages[0].layer_activations * 9
+    direct = training_memory(PRESETS["llama3-8b"], t=2, p=4, m=8,
+                             decoder_last_pipeline_num_layers=5, gpu_memory="A100 80GB")
+    assert [s.peak for s in uneven.stages] == [s.peak for s in direct.stages]
+    assert "<tr><td>Transformer layers</td><td>9</td><td>9</td><td>9</td><td>5</td></tr>" \
+        in x.readouts["stages"].value
+    assert [label for label, key in x.controls["split"].options if key == "last:5"] == \
+        ["last stage 5 layers (3 stages of 9, 5)"]
+    x.controls["p"].value = 3   # 32 layers on 3 stages: no even split, the first offered
+    assert x.values()["split"] == "embedding" and "<td>10</td><td>11</td><td>11</td>" in \
+        x.readouts["stages"].value
+
+
 def test_invalid_planner_arguments():
     with pytest.raises(ValueError, match="preset must be one of"):
         FitPlanner(model="gpt5")
@@ -103,6 +144,10 @@ def test_invalid_planner_arguments():
         FitPlanner(loss="cce")
     with pytest.raises(ValueError, match=r"^gradient_buffer='lazy' is not offered"):
         FitPlanner(gradient_buffer="lazy")
+    with pytest.raises(ValueError, match=r"^split='even' is not offered; choose one of "):
+        FitPlanner(p=3, split="even")   # 32 layers do not split evenly over 3 stages
+    with pytest.raises(ValueError, match=r"^p=9 is not offered"):
+        FitPlanner(p=9)
 
 
 def test_stage_figure_is_to_scale():

@@ -23,6 +23,9 @@ def test_embedding_and_loss_count_as_layers():
     # with chunks, the embedding takes its layer from the first chunk
     assert split_layers(30, 4, 2, account_for_embedding_in_pipeline_split=True,
                         account_for_loss_in_pipeline_split=True)[0] == (3, 4)
+    with pytest.raises(ValueError, match=r"other 1 stage\(s\) must share the remaining 0"):
+        split_layers(8, 3, decoder_first_pipeline_num_layers=4,
+                     decoder_last_pipeline_num_layers=4)   # Megatron-LM: no empty middle
     with pytest.raises(ValueError, match=r"L=32 \+ 1 \(embedding\) = 33"):
         split_layers(32, 4, account_for_embedding_in_pipeline_split=True)
 
@@ -36,6 +39,8 @@ def test_embedding_and_loss_count_as_layers():
      "cannot be combined"),
     (dict(decoder_first_pipeline_num_layers=2, account_for_loss_in_pipeline_split=True),
      ValueError, "cannot be combined"),
+    (dict(decoder_last_pipeline_num_layers=0), ValueError,
+     "decoder_last_pipeline_num_layers=0 must be an int >= 1"),
     (dict(account_for_loss_in_pipeline_split=1), TypeError,
      "account_for_loss_in_pipeline_split must be True or False"),
 ])

@@ -8,8 +8,8 @@ and the checks of ``transformer_config.py``), with its flags in snake_case:
 
 * ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
   (``--decoder-first-pipeline-num-layers``, ``--decoder-last-pipeline-num-layers``):
-  the first (last) stage gets that many layers; the remaining stages share the
-  rest equally, which must divide evenly;
+  the first (last) stage gets that many layers (at least 1); the remaining
+  stages share the rest equally, at least one layer each;
 * ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``:
   the embedding (the loss) counts as one layer, so ``L+1`` (``L+2``) must be a
   multiple of ``p`` and the first (last) stage builds one layer fewer;
@@ -108,11 +108,17 @@ def _first_last(L: int, p: int, first, last) -> list[int]:
     given = {i: _count(name, n) for (i, n), name in zip(
         ends.items(), ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"))
         if n is not None}
+    for name, n in zip(("decoder_first_pipeline_num_layers",
+                        "decoder_last_pipeline_num_layers"), (first, last)):
+        if n is not None and n < 1:   # transformer_config.py: "must be larger than 0"
+            raise ValueError(f"{name}={n} must be an int >= 1 (Megatron-LM refuses 0)")
     rest, stages = L - sum(given.values()), p - len(given)
-    if rest < 0 or (stages and rest % stages) or (not stages and rest):
+    # transformer_config.py: middle stages and middle layers both or neither
+    if rest < 0 or bool(rest) != bool(stages) or (stages and rest % stages):
         raise ValueError(f"decoder_first_pipeline_num_layers={first}, "
                          f"decoder_last_pipeline_num_layers={last}: the other {stages} "
-                         f"stage(s) must share the remaining {rest} of L={L} layers equally")
+                         f"stage(s) must share the remaining {rest} of L={L} layers equally, "
+                         "at least one layer each")
     return [given.get(i, rest // stages if stages else 0) for i in range(p)]
 
 

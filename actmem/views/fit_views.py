@@ -5,15 +5,19 @@ the last and the most loaded stage, and a fits / does-not-fit verdict.
 
 The menus offer only what :func:`actmem.training_memory` accepts: t divides
 the heads, hidden size, key/value heads and MLP width (and s under sequence
-parallelism); p divides L; schedule, v and m as in notebook 05
-(:func:`actmem.schedule_views.couple`); full recomputation's group size k
-divides the layers of a model chunk; the GPUs are :data:`actmem.GPUS`, with
+parallelism); p is any stage count up to 64 for which some split of the L
+layers is offered (:func:`split_keys`: the even split, Megatron-LM's
+first/last-stage layer counts, or its embedding/loss accounting); schedule, v
+and m as in notebook 05 (:func:`actmem.schedule_views.couple`); full
+recomputation's group size k divides the layers of the largest model chunk;
+the GPUs are :data:`actmem.GPUS`, with
 the capacity their driver reports. Like the other view modules it imports
 ipywidgets and matplotlib; ``import actmem`` does not import it.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 
 import ipywidgets as widgets
@@ -26,9 +30,9 @@ from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import PRESETS, preset
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
-    schedule_options, stage_choices
+    schedule_options
 from .train_cli import verdict
-from ..run.training import chunk_layers
+from ..run.stage_split import split_layers
 from ..units import format_value
 from ..validate import common_divisors, flag
 from .readouts import HTML, TEXT
@@ -56,6 +60,95 @@ STATES = {
     "ZeRO stage 3": ("zero", 3, False),
 }
 """Model-state options: label -> (accounting, zero_stage, distributed_optimizer)."""
+SPLITS = {"even": {},
+          "embedding": {"account_for_embedding_in_pipeline_split": True},
+          "loss": {"account_for_loss_in_pipeline_split": True},
+          "embedding+loss": {"account_for_embedding_in_pipeline_split": True,
+                             "account_for_loss_in_pipeline_split": True},
+          "first": "decoder_first_pipeline_num_layers",
+          "last": "decoder_last_pipeline_num_layers"}
+"""Stage splits the planner offers: key -> :func:`actmem.split_layers`
+options (for ``first:n`` and ``last:n``, the option that takes n).
+Megatron-LM's ``--account-for-embedding-in-pipeline-split``,
+``--account-for-loss-in-pipeline-split`` and
+``--decoder-first/last-pipeline-num-layers``."""
+
+
+def split_arguments(key: str) -> dict:
+    """:func:`actmem.training_memory` options of a split key (:data:`SPLITS`).
+
+    >>> split_arguments("last:6")
+    {'decoder_last_pipeline_num_layers': 6}
+    """
+    kind, _, n = key.partition(":")
+    options = SPLITS[kind]
+    return {options: int(n)} if n else dict(options)
+
+
+def _split(L: int, p: int, v: int, key: str):
+    try:
+        return split_layers(L, p, v, **split_arguments(key))
+    except ValueError:
+        return None
+
+
+@functools.cache
+def split_keys(L: int, p: int, v: int = 1) -> tuple[str, ...]:
+    """The splits of ``L`` layers over ``p`` stages of ``v`` chunks that
+    Megatron-LM accepts (:func:`actmem.split_layers`): the even split, the
+    embedding/loss accounting, and a first or last stage of ``n`` layers,
+    ``1 <= n <= ceil(L/p)`` (to relieve that stage); none that gives the
+    even split's counts again.
+
+    >>> split_keys(32, 3)
+    ('first:2', 'first:4', 'first:6', 'first:8', 'first:10', 'last:2', 'last:4', \
+'last:6', 'last:8', 'last:10')
+    """
+    even = _split(L, p, v, "even")
+    ends = [f"{end}:{n}" for end in ("first", "last") for n in range(1, -(-L // p) + 1)
+            if p >= 2]
+    return ("even",) * (even is not None) + tuple(
+        k for k in ("embedding", "loss", "embedding+loss", *ends)
+        if _split(L, p, v, k) not in (None, even))
+
+
+def split_label(key: str, L: int, p: int, v: int = 1, tr=tr) -> str:
+    """A split's menu label in ``tr``'s language, with its layers per stage
+    (a run of more than two equal stages written ``3 stages of 9``).
+
+    >>> split_label("last:5", 32, 4, tr=english)
+    'last stage 5 layers (3 stages of 9, 5)'
+    """
+    counts = [sum(chunks) for chunks in _split(L, p, v, key)]
+    runs, i = [], 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        runs.append(tr("{k} stages of {n}").format(k=j - i, n=counts[i]) if j - i > 2
+                    else tr(", ").join(map(str, counts[i:j])))
+        i = j
+    kind, _, n = key.partition(":")
+    names = {"even": tr("even split"), "embedding": tr("embedding counted as a layer"),
+             "loss": tr("loss counted as a layer"),
+             "embedding+loss": tr("embedding and loss counted as layers"),
+             "first": tr("first stage {n} layers"), "last": tr("last stage {n} layers")}
+    return tr("{split} ({layers})").format(split=names[kind].format(n=n),
+                                           layers=tr(", ").join(runs))
+
+
+def split_options(L: int, p: int, v: int = 1, tr=tr) -> list[tuple[str, str]]:
+    """The split menu: ``(label, key)`` pairs of :func:`split_keys`."""
+    return [(split_label(k, L, p, v, tr), k) for k in split_keys(L, p, v)]
+
+
+def pipeline_choices(L: int) -> list[int]:
+    """p values up to 64 (and at most L) with some split offered.
+
+    >>> pipeline_choices(8)
+    [1, 2, 3, 4, 5, 6, 7, 8]
+    """
+    return [p for p in range(1, min(L, P_MAX) + 1) if split_keys(L, p)]
 
 
 def tensor_choices(model, sequence_parallel: bool) -> list[int]:
@@ -80,7 +173,8 @@ def run_arguments(values: dict) -> dict:
     arguments (model excluded)."""
     recompute, k = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
-    return dict(t=values["t"], p=values["p"], d=values["d"], m=values["m"],
+    return dict(**split_arguments(values["split"]),
+                t=values["t"], p=values["p"], d=values["d"], m=values["m"],
                 schedule=values["schedule"], v=values["v"],
                 sequence_parallel=values["sequence_parallel"], recompute=recompute,
                 recompute_num_layers=k, accounting=accounting, zero_stage=zero_stage,
@@ -88,15 +182,17 @@ def run_arguments(values: dict) -> dict:
                 loss=values["loss"], gradient_buffer=values["gradient_buffer"])
 
 
-def stages_html(result: TrainingMemory, tr=english) -> str:
+def stages_html(result: TrainingMemory, tr=english, layers=None) -> str:
     """Parts (rows) by stage (columns), GiB, their sum, each stage's peak
-    and the event that sets it; words translated by ``tr``
+    and the event that sets it; with ``layers`` (a count per stage) a first
+    row of Transformer layers; words translated by ``tr``
     (:mod:`actmem.language`)."""
     def row(name, cells, bold=False):
         cells = "".join(f"<td><b>{c}</b></td>" if bold else f"<td>{c}</td>" for c in cells)
         return f"<tr><td>{'<b>' + name + '</b>' if bold else name}</td>{cells}</tr>"
     head = "".join(f"<th>{tr('stage {i}').format(i=s.stage)}</th>" for s in result.stages)
-    rows = "".join(row(tr(part.replace("_", " ")),
+    rows = "" if layers is None else row(tr("Transformer layers"), layers)
+    rows += "".join(row(tr(part.replace("_", " ")),
                        [format_value(s.parts[part], "GiB") for s in result.stages])
                    for part in PARTS)
     rows += row(tr("sum of the parts"), [format_value(s.total, "GiB") for s in result.stages])
@@ -108,7 +204,8 @@ def stages_html(result: TrainingMemory, tr=english) -> str:
 
 
 class FitPlanner(_Explorer):
-    """Preset, t, p, d, m, schedule, v, recomputation (and k), FlashAttention,
+    """Preset, t, p, the stage split, d, m, schedule, v, recomputation (and
+    k), FlashAttention,
     sequence parallelism, model-state sharding, the loss, the gradients'
     lifetime and the GPU -> every stage's memory, the verdict, and the
     timeline figure of the first, last and most loaded stages
@@ -116,6 +213,8 @@ class FitPlanner(_Explorer):
 
     ``flash_attention=None`` (the default) takes the preset's choice, and
     choosing another model takes that model's (the LLaMA presets use it).
+    ``split``: a key of :func:`split_keys` (``"even"``, ``"last:6"`` ...);
+    None takes the even split where p divides L, else the first offered.
 
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
@@ -123,7 +222,8 @@ class FitPlanner(_Explorer):
     """
 
     def __init__(self, model="llama2-7b", t=2, p=2, d=2, m=8, schedule="1f1b", v=1,
-                 recompute=("none", 1), flash_attention=None, sequence_parallel=False,
+                 split=None, recompute=("none", 1), flash_attention=None,
+                 sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB"):
         shape = preset(model)
@@ -134,14 +234,22 @@ class FitPlanner(_Explorer):
         c = {"model": _dropdown("model", list(PRESETS), model),
              "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),
-             "p": _dropdown("p", stage_choices(shape.L, P_MAX), p, "p divides L"),
+             "p": _dropdown("p", pipeline_choices(shape.L), p,
+                            f"p <= {P_MAX} and p <= L={shape.L}"),
              "d": _dropdown("d", D_CHOICES, d)}
         chunks = chunk_choices(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
         c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
         c["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m)
+        keys = split_keys(shape.L, p, v)
+        split = _default_split(keys) if split is None else split
+        c["split"] = _dropdown("split", split_options(shape.L, p, v), split,
+                               "a key of fit_views.split_keys(L, p, v)")
+        c["split"].description = tr("layers per stage")
+        c["split"].style.description_width = "initial"
         c["recompute"] = _dropdown("recompute", recompute_options(
-            chunk_layers(shape.L, p, v)), tuple(recompute), "k divides a chunk's layers")
+            _largest_chunk(shape.L, p, v, split)), tuple(recompute),
+            "k divides the largest chunk's layers")
         c["flash_attention"] = widgets.Checkbox(value=flash_attention,
                                                 description=tr("FlashAttention"))
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
@@ -156,7 +264,7 @@ class FitPlanner(_Explorer):
         c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
-            ("model", "t", "p", "d"), ("schedule", "v", "m", "recompute"),
+            ("model", "t", "p", "d"), ("split",), ("schedule", "v", "m", "recompute"),
             ("flash_attention", "sequence_parallel", "states"),
             ("loss", "gradient_buffer", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
@@ -172,10 +280,15 @@ class FitPlanner(_Explorer):
             self.controls["flash_attention"].value = chosen.flash_attention
         shape = self.model()
         self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
-        p = self._set_options("p", stage_choices(shape.L, P_MAX))
+        p = self._set_options("p", pipeline_choices(shape.L))
         restrict_schedule(self, chunk_choices(shape.L, p), p)
-        layers = chunk_layers(shape.L, p, self.controls["v"].value)
-        self._set_options("recompute", recompute_options(layers))
+        v = self.controls["v"].value
+        keys = split_keys(shape.L, p, v)
+        split = self.controls["split"].value
+        self._set_options("split", split_options(shape.L, p, v),
+                          prefer=split if split in keys else _default_split(keys))
+        self._set_options("recompute", recompute_options(
+            _largest_chunk(shape.L, p, v, self.controls["split"].value)))
 
     def result(self) -> TrainingMemory:
         """:func:`actmem.training_memory` for the current controls."""
@@ -186,6 +299,18 @@ class FitPlanner(_Explorer):
         result = self.result()
         gpu = self.controls["gpu"].value
         self.say("verdict", lambda tr: verdict(result, tr, gpu))
-        self.say("stages", lambda tr: stages_html(result, tr))
+        shape, c = self.model(), self.controls
+        layers = [sum(chunks) for chunks in _split(shape.L, c["p"].value, c["v"].value,
+                                                   c["split"].value)]
+        self.say("stages", lambda tr: stages_html(result, tr, layers))
         self.show_figure(timeline_figure, result, tr("{model} on {gpu} GPUs").format(
             model=self.controls["model"].value, gpu=gpu), stages="ends")
+
+
+def _default_split(keys: tuple[str, ...]) -> str:
+    return "even" if "even" in keys else keys[0]
+
+
+def _largest_chunk(L: int, p: int, v: int, key: str) -> int:
+    """Layers of the largest model chunk of the split ``key``."""
+    return max(max(chunks) for chunks in _split(L, p, v, key))
