@@ -1,10 +1,12 @@
 """Every symbol and term the notebooks use, in English and Chinese.
 
-The source article (see the README) is in Chinese, so each entry gives
-the Chinese term a reader of it will meet. ``code`` lists the names in
-actmem that the entry explains (a placement, a recomputation mode, a
-schedule, ...); the tests check that every such name of actmem has an
-entry, so the glossary cannot fall behind the code.
+The source article (see the README) is in Chinese. Each entry gives the
+Chinese term the course uses and, where the article writes it otherwise,
+the article's own word in parentheses (张量并行度, micro-batch, Attention
+Map, 中间态, stage ...), so that a reader can go from one to the other.
+``code`` lists the names in actmem that the entry explains (a placement, a
+recomputation mode, a schedule, ...); the tests check that every such name
+of actmem has an entry, so the glossary cannot fall behind the code.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ class Term:
 
     Attributes:
         term: the symbol or term as the notebooks write it.
-        meaning: what it is, in one line.
-        chinese: the Chinese term.
+        meaning: what it is, in one line of English.
+        chinese: the Chinese term (the source article's in parentheses
+            where it differs).
+        meaning_zh: the same line as ``meaning``, in Chinese.
         code: names in actmem it explains (values of PLACEMENTS, GROUPS,
             RECOMPUTE, SCHEDULES, ...), if any.
     """
@@ -27,125 +31,200 @@ class Term:
     term: str
     meaning: str
     chinese: str
+    meaning_zh: str
     code: tuple[str, ...] = ()
 
 
 SYMBOLS = (
-    Term("s", "sequence length: tokens per training sample", "序列长度"),
-    Term("b", "micro-batch size: samples one forward pass processes together", "微批次大小"),
-    Term("h", "hidden size: width of each token's vector", "隐藏层维度"),
-    Term("a", "attention heads; each works on h/a of the hidden vector", "注意力头数"),
-    Term("t", "tensor-parallel size: GPUs that share one layer", "张量并行大小"),
-    Term("p", "pipeline-parallel size: stages the layers are cut into", "流水线并行大小"),
-    Term("L", "number of Transformer layers", "层数"),
-    Term("m", "micro-batches per training step, pipelined through the stages", "微批次数"),
-    Term("v", "model chunks per GPU in the interleaved schedule", "虚拟流水线级数"),
-    Term("g", "key/value heads (grouped-query attention); g = a is multi-head", "键值头数"),
-    Term("f", "MLP inner width (4h for GeLU)", "前馈层中间维度"),
-    Term("d", "data-parallel size: copies of the model", "数据并行大小"),
+    Term("s", "sequence length: tokens per training sample", "序列长度",
+         "序列长度：每个训练样本的 token 数"),
+    Term("b", "micro-batch size: samples one forward pass processes together",
+         "微批次（micro-batch）大小", "一次前向传播一起处理的样本数"),
+    Term("h", "hidden size: width of each token's vector", "隐藏维度（hidden size）",
+         "每个 token 向量的宽度"),
+    Term("a", "attention heads; each works on h/a of the hidden vector", "注意力头数",
+         "注意力头的个数；每个头处理隐藏向量的 h/a"),
+    Term("t", "tensor-parallel size: GPUs that share one layer", "张量并行度（TP）",
+         "共同分担一层的 GPU 数"),
+    Term("p", "pipeline-parallel size: stages the layers are cut into", "流水线并行度（PP）",
+         "全部层被切成的流水线级数"),
+    Term("L", "number of Transformer layers", "层数", "Transformer 层的个数"),
+    Term("m", "micro-batches per optimizer step (Megatron-LM's num_microbatches, the "
+         "gradient-accumulation count); the source article's m is what a stage holds at "
+         "one moment, here peak_in_flight", "每步微批次数",
+         "每个优化器步的微批次数（Megatron-LM 的 num_microbatches，即梯度累积次数）；"
+         "原文的 m 指某一级同一时刻保存的微批次数，本课程称 peak_in_flight"),
+    Term("v", "model chunks per GPU in the interleaved schedule",
+         "每卡模型块数（虚拟流水线并行度，VPP）", "交错式调度中每卡的模型块数"),
+    Term("g", "key/value heads (grouped-query attention); g = a is multi-head", "KV 头数",
+         "键值头的个数（分组查询注意力）；g = a 即多头注意力"),
+    Term("f", "MLP inner width (4h for GeLU)", "MLP 中间维度（ffn_hidden_size）",
+         "MLP 内部的宽度（GeLU 时为 4h）"),
+    Term("d", "data-parallel size: copies of the model", "数据并行度（DP）",
+         "模型副本的份数"),
     Term("M", "one layer's activation memory: bytes per micro-batch, per GPU",
-         "单层激活显存"),
+         "单层激活显存", "一层的激活显存：每个微批次、每卡的字节数"),
     Term("k", "layers per group under full recomputation (recompute_num_layers)",
-         "每组重计算层数"),
-    Term("N", "micro-batch group size of the interleaved schedule", "微批次组大小"),
-    Term("i", "index of a pipeline stage, 0 first", "流水线级序号"),
-    Term("j", "index of an attention head", "注意力头序号"),
-    Term("F", "a forward pass in a schedule chart", "前向计算"),
-    Term("B", "a backward pass in a schedule chart", "反向计算"),
-    Term("X", "a block's input", "输入"),
+         "每组重计算层数", "完全重计算时每组的层数（recompute_num_layers）"),
+    Term("N", "micro-batch group size of the interleaved schedule", "微批次组大小",
+         "交错式调度中一组的微批次数"),
+    Term("i", "index of a pipeline stage, 0 first", "流水线级序号",
+         "流水线级的编号，首级为 0"),
+    Term("j", "index of an attention head", "注意力头序号", "注意力头的编号"),
+    Term("F", "a forward pass in a schedule chart", "前向计算", "调度图中的一次前向计算"),
+    Term("B", "a backward pass in a schedule chart", "反向计算", "调度图中的一次反向计算"),
+    Term("X", "a block's input", "输入", "一个模块的输入"),
     Term("V", "attention's value tensor; in notebook 08, the vocabulary size",
-         "值矩阵 / 词表大小"),
+         "值矩阵 / 词表大小", "注意力的值张量；在笔记本 08 中指词表大小"),
 )
 """The paper's symbols, those the notebooks add (v, g, f, d, M, k, N) and
 the letters they name things with."""
 
 TERMS = (
     Term("activation memory", "tensors the forward pass keeps for the backward pass",
-         "激活显存"),
+         "激活显存", "前向传播为反向传播保存的张量"),
+    Term("storage convention", "what the paper counts: 16-bit activations, 1-byte masks, "
+         "the map stored (sec. 4.1)", "存储口径",
+         "论文的计数方式：16 位激活、每元素 1 字节的掩码、保存注意力矩阵（第 4.1 节）"),
+    Term("per GPU", "on each GPU of a tensor-parallel group", "每卡",
+         "张量并行组里每块 GPU 上的量"),
     Term("tensor parallelism", "one layer's matrices split over t GPUs (Megatron-LM)",
-         "张量并行"),
+         "张量并行", "一层的矩阵分到 t 块 GPU 上（Megatron-LM）"),
     Term("column-parallel linear", "each GPU holds some columns of the weight and computes "
-         "its own slice of the output", "列并行线性层"),
+         "its own slice of the output", "列并行线性层",
+         "每卡存权重的若干列，算出输出的一个切片"),
     Term("row-parallel linear", "each GPU holds some rows of the weight and computes a "
-         "partial sum of the whole output", "行并行线性层"),
-    Term("all-reduce", "every GPU ends with the sum of all GPUs' tensors", "全归约"),
+         "partial sum of the whole output", "行并行线性层",
+         "每卡存权重的若干行，算出整个输出的一个部分和"),
+    Term("all-reduce", "every GPU ends with the sum of all GPUs' tensors",
+         "All-Reduce（全归约）", "每卡最后都得到所有卡上张量之和"),
     Term("sequence parallelism", "the tensors tensor parallelism replicates are split "
-         "along s instead", "序列并行"),
+         "along s instead", "序列并行", "把张量并行中每卡完整保存的张量改为沿 s 切分"),
     Term("pipeline parallelism", "consecutive layers on different GPUs (stages)",
-         "流水线并行"),
-    Term("pipeline stage", "the GPU (group) that runs L/p consecutive layers", "流水线级"),
+         "流水线并行", "相邻的若干层放在不同的 GPU（流水线级）上"),
+    Term("pipeline stage", "the GPU (group) that runs L/p consecutive layers",
+         "流水线级（stage）", "运行 L/p 个相邻层的 GPU（组）"),
+    Term("first / last stage", "stage 0, which runs the embedding; stage p-1, which runs "
+         "the output layer and the loss", "首级 / 末级",
+         "第 0 级（含嵌入层）；第 p-1 级（含输出层和损失函数）"),
     Term("micro-batch", "a slice of the batch that moves through the pipeline on its own",
-         "微批次"),
-    Term("pipeline bubble", "time a stage waits idle for work", "流水线气泡"),
-    Term("GPipe", "all forward passes, then all backward passes", "GPipe 调度", ("gpipe",)),
+         "微批次（micro-batch）", "批次中独立流过流水线的一小份"),
+    Term("peak_in_flight", "micro-batches whose activations a stage holds at one moment, at "
+         "most (the source article's m)", "在途微批次数（原文的 m）",
+         "某一级同一时刻最多保存激活的微批次数（即原文的 m）", ("peak_in_flight",)),
+    Term("pipeline bubble", "time a stage waits idle for work", "流水线气泡",
+         "某一级空等任务的时间"),
+    Term("GPipe", "all forward passes, then all backward passes", "GPipe 调度",
+         "先做完全部前向，再做全部反向", ("gpipe",)),
     Term("1F1B", "one forward, one backward: a stage holds at most p micro-batches",
-         "1F1B 调度", ("1f1b",)),
+         "1F1B 调度", "一次前向、一次反向交替：每级最多保存 p 个微批次", ("1f1b",)),
     Term("interleaved schedule", "1F1B over v model chunks per GPU: smaller bubble, more "
-         "activations", "交错式调度", ("interleaved",)),
+         "activations", "交错式调度", "每卡 v 个模型块上的 1F1B：气泡更小，激活更多",
+         ("interleaved",)),
     Term("activation recomputation", "drop activations in the forward pass and compute "
-         "them again in the backward pass", "激活重计算"),
+         "them again in the backward pass", "激活重计算",
+         "前向时丢弃激活，反向时重新算出"),
     Term("selective recomputation", "recompute only the core attention (the s x s maps)",
-         "选择性重计算", ("selective",)),
+         "选择性重计算", "只重算核心注意力（s x s 矩阵）", ("selective",)),
     Term("full recomputation", "keep only each layer's input; recompute the whole layer",
-         "完全重计算", ("full",)),
+         "完全重计算", "每层只保存输入，反向时重算整层", ("full",)),
     Term("FlashAttention", "attention computed tile by tile; the s x s map is never stored",
-         "FlashAttention 算法"),
+         "FlashAttention", "分块计算的精确注意力，从不保存 s x s 矩阵"),
     Term("grouped-query attention", "several query heads share one key/value head",
-         "分组查询注意力"),
-    Term("SwiGLU", "gated MLP activation: silu(gate) * up", "SwiGLU 激活函数"),
-    Term("dropout mask", "which elements dropout zeroed, 1 byte each", "dropout 掩码"),
+         "分组查询注意力（GQA）", "多个查询头共用一个 KV 头"),
+    Term("SwiGLU", "gated MLP activation: silu(gate) * up", "SwiGLU 激活函数",
+         "带门控的 MLP 激活：silu(gate) * up"),
+    Term("dropout mask", "which elements dropout zeroed, 1 byte each", "dropout 掩码",
+         "记录 dropout 置零了哪些元素，每元素 1 字节"),
     Term("attention map", "the s x s softmax probabilities, one per head and sample",
-         "注意力矩阵"),
+         "注意力矩阵（Attention Map）", "每个头、每个样本一个 s x s 的 softmax 概率矩阵"),
     Term("fixed term", "10sbh: tensors every tensor-parallel GPU keeps whole", "固定项",
-         ("fixed",)),
-    Term("intermediate term", "24sbh/t: tensors split over the t GPUs", "中间项",
-         ("intermediate",)),
+         "10sbh：张量并行的每卡都完整保存的张量", ("fixed",)),
+    Term("intermediate term", "24sbh/t: tensors split over the t GPUs",
+         "中间项（原文：中间态）", "24sbh/t：分到 t 块 GPU 上的张量", ("intermediate",)),
     Term("attention-map term", "5as^2b/t: the s x s tensors, split by heads",
-         "注意力矩阵项", ("attention_map",)),
-    Term("replicated", "every tensor-parallel GPU keeps the whole tensor", "复制",
-         ("replicated",)),
-    Term("hidden-split", "each GPU keeps a 1/t slice of the MLP's inner width (4h or f)",
-         "按隐藏维度切分",
-         ("hidden-split",)),
+         "注意力矩阵项（Attention Map 项）", "5as^2b/t：按注意力头切分的 s x s 张量",
+         ("attention_map",)),
+    Term("replicated", "every tensor-parallel GPU keeps the whole tensor",
+         "复制（每卡完整一份）", "张量并行的每卡都保存整个张量", ("replicated",)),
+    Term("hidden-split", "each GPU keeps a 1/t slice of the tensor's last dimension (h, or "
+         "the MLP's inner width 4h or f)", "按隐藏维度切分",
+         "每卡保存张量最后一维（h，或 MLP 中间维度 4h、f）的 1/t", ("hidden-split",)),
     Term("head-split", "each GPU keeps a/t heads, each head whole", "按注意力头切分",
-         ("head-split",)),
-    Term("sequence-split", "each GPU keeps s/t positions", "按序列切分", ("sequence-split",)),
-    Term("data parallelism", "d copies of the model, each on its own data", "数据并行"),
-    Term("model states", "weights, gradients and optimizer states", "模型状态"),
-    Term("ZeRO", "model states split over the data-parallel GPUs", "ZeRO 零冗余优化器",
-         ("zero",)),
+         "每卡保存 a/t 个完整的注意力头", ("head-split",)),
+    Term("sequence-split", "each GPU keeps s/t positions", "按序列切分",
+         "每卡保存 s/t 个位置", ("sequence-split",)),
+    Term("data parallelism", "d copies of the model, each on its own data", "数据并行",
+         "d 份模型副本，各自处理自己的数据"),
+    Term("model states", "weights, gradients and optimizer states", "模型状态",
+         "权重、梯度和优化器状态"),
+    Term("ZeRO", "model states split over the data-parallel GPUs", "ZeRO（零冗余优化器）",
+         "把模型状态分到数据并行的各卡上", ("zero",)),
     Term("MiB / GiB", "2^20 / 2^30 bytes (GB is 10^9 bytes, but a GPU's \"80GB\" label "
-         "means about 80 GiB: 81920 MiB on an A100 80GB)", "MiB / GiB（二进制单位）"),
+         "means about 80 GiB: 81920 MiB on an A100 80GB)", "MiB / GiB（二进制单位）",
+         "2^20 / 2^30 字节（GB 是 10^9 字节，但 GPU 标称的“80GB”约为 80 GiB："
+         "A100 80GB 为 81920 MiB）"),
     Term("timeline", "the moments of one training step and the bytes alive at each",
-         "显存时间线"),
+         "显存时间线", "一步训练中的各个时刻，以及每一刻占用的字节数"),
     Term("peak", "the most bytes alive at one moment of a step: what "
-         "torch.cuda.max_memory_allocated() reports; not the sum of the parts", "峰值显存"),
+         "torch.cuda.max_memory_allocated() reports; not the sum of the parts", "峰值显存",
+         "一步训练中某一时刻占用字节数的最大值，即 torch.cuda.max_memory_allocated() "
+         "报告的值；不是各部分之和"),
     Term("workspace", "scratch memory cuBLAS and Transformer Engine keep for matrix "
-         "multiplications", "工作区（workspace）"),
+         "multiplications", "算子临时空间（workspace）",
+         "cuBLAS 和 Transformer Engine 为矩阵乘法保留的临时显存"),
     Term("vocab-parallel cross-entropy", "Megatron-LM's loss: an fp32 copy of the logits "
          "beside them, the fp32 softmax kept for backward", "词表并行交叉熵",
+         "Megatron-LM 的损失函数：在 logits 旁另存一份 fp32 副本，并为反向保存 fp32 的 softmax",
          ("vocab_parallel",)),
     Term("gradient buffer", "persistent fp32 gradients (Megatron-LM), or gradients "
-         "created in backward (plain PyTorch)", "梯度缓冲区", ("persistent", "backward")),
+         "created in backward (plain PyTorch)", "梯度缓冲区",
+         "常驻的 fp32 梯度（Megatron-LM），或在反向中才创建的梯度（原生 PyTorch）",
+         ("persistent", "backward")),
     Term("zero-bubble schedule", "the backward split into an input-gradient step (I) and a "
          "weight-gradient step (W) that fills the bubbles", "零气泡调度",
+         "把反向拆成输入梯度（I）和权重梯度（W）两步，用 W 填补气泡",
          ("interleaved-zb", "zbv")),
     Term("DualPipeV", "DeepSeek's DualPipe cut in half: a V-shaped zero-bubble schedule, "
-         "rank r holds stages r and 2p-1-r", "DualPipeV 调度", ("dualpipev",)),
+         "rank r holds stages r and 2p-1-r", "DualPipeV 调度",
+         "DeepSeek 的 DualPipe 的一半：V 形零气泡调度，rank r 负责第 r 级和第 2p-1-r 级",
+         ("dualpipev",)),
     Term("looped BFS", "interleaved chunks run breadth-first: all micro-batches through "
-         "one chunk before the next", "循环广度优先调度", ("looped-bfs",)),
+         "one chunk before the next", "循环广度优先调度",
+         "交错的模型块按广度优先运行：所有微批次先过完一个块，再进入下一个块",
+         ("looped-bfs",)),
     Term("uneven pipeline split", "stages with different numbers of layers, to relieve the "
-         "first or last stage", "非均匀流水线切分"),
+         "first or last stage", "非均匀流水线切分", "各级层数不同，用来减轻首级或末级的负担"),
 )
 """The field's terms as the notebooks use them."""
 
 GLOSSARY = SYMBOLS + TERMS
 """Every entry: symbols first, then terms."""
 
+HEADERS = {"en": ("term", "meaning", "中文"), "zh": ("符号或术语", "含义", "中文术语")}
+"""The table's header in each language (:mod:`actmem.language`)."""
 
-def glossary_table() -> str:
-    """The glossary as a Markdown table (term, meaning, Chinese)."""
-    lines = ["| term | meaning | 中文 |", "|---|---|---|"]
-    lines += [f"| `{e.term}` | {e.meaning} | {e.chinese} |" if e in SYMBOLS
-              else f"| {e.term} | {e.meaning} | {e.chinese} |" for e in GLOSSARY]
+
+def glossary_table(language: str | None = None) -> str:
+    """The glossary as a Markdown table: term, meaning, Chinese term.
+
+    Args:
+        language: ``"en"`` or ``"zh"`` (default: the current language,
+            :func:`actmem.get_language`): the language of the header and of
+            the meaning column.
+
+    Raises:
+        ValueError: ``language`` is not one of :data:`actmem.language.LANGUAGES`.
+    """
+    from .language import LANGUAGES, get_language
+
+    language = language or get_language()
+    if language not in LANGUAGES:
+        raise ValueError(f"language={language!r} is not offered; choose one of "
+                         f"{', '.join(map(repr, LANGUAGES))}")
+    lines = ["| {} | {} | {} |".format(*HEADERS[language]), "|---|---|---|"]
+    for e in GLOSSARY:
+        term = f"`{e.term}`" if e in SYMBOLS or e.code == (e.term,) else e.term
+        meaning = e.meaning_zh if language == "zh" else e.meaning
+        lines.append(f"| {term} | {meaning} | {e.chinese} |")
     return "\n".join(lines)

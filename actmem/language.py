@@ -12,7 +12,8 @@ Labels are looked up in :data:`actmem.translations.ZH`, keyed by the English
 label or template (``tr("GPU {gpu}").format(gpu=0)``). Chinese figures need
 Chinese glyphs, which matplotlib's own font lacks: :func:`set_language`
 registers the font shipped in ``actmem/fonts/`` (a subset of Noto Sans CJK
-SC, SIL Open Font License 1.1) as the fallback of matplotlib's own font.
+SC, SIL Open Font License 1.1) as the fallback of matplotlib's own font, and
+any Chinese system font after it for characters outside the subset.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ FONT_FILE = Path(__file__).parent / "fonts" / "ActmemCJK-SC.otf"
 """The Chinese font: GB 2312 level 1 and every Han character of the labels."""
 FONT_FAMILY = "Actmem CJK SC"
 """Its family name, as matplotlib knows it once registered."""
+SYSTEM_CJK_FAMILIES = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+                       "Microsoft YaHei", "PingFang SC", "Heiti SC", "SimHei")
+"""Chinese fonts an operating system may have (Linux, Windows, macOS):
+those installed follow :data:`FONT_FAMILY`, so a character outside its
+subset (a user's title with 昇 or 熵, traditional characters) still draws."""
 
 _current = {"language": "en"}
 
@@ -57,18 +63,24 @@ def get_language() -> str:
 
 def use_chinese_font() -> None:
     """Register :data:`FONT_FILE` with matplotlib and append it to
-    ``rcParams["font.family"]``: matplotlib takes each glyph from the first
-    family in that list that has it, so Latin text keeps the usual font
-    and Han characters come from this one (idempotent). Imports matplotlib."""
+    ``rcParams["font.family"]``, followed by the installed ones of
+    :data:`SYSTEM_CJK_FAMILIES`: matplotlib takes each glyph from the first
+    family in that list that has it, so Latin text keeps the usual font,
+    Han characters come from the bundled one, and a character outside its
+    subset from a system font if there is one (idempotent). Only installed
+    families are listed, so matplotlib logs no "font not found". Imports
+    matplotlib."""
     from matplotlib import font_manager, rcParams
 
-    if FONT_FAMILY not in {f.name for f in font_manager.fontManager.ttflist}:
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    if FONT_FAMILY not in installed:
         font_manager.fontManager.addfont(str(FONT_FILE))
         regular = font_manager.fontManager.ttflist[-1]
         # one weight only: let it serve bold text too, without a warning
         font_manager.fontManager.ttflist.append(dataclasses.replace(regular, weight=700))
-    if FONT_FAMILY not in rcParams["font.family"]:
-        rcParams["font.family"] = [*rcParams["font.family"], FONT_FAMILY]
+    wanted = [FONT_FAMILY, *(f for f in SYSTEM_CJK_FAMILIES if f in installed)]
+    rcParams["font.family"] = [*rcParams["font.family"],
+                               *(f for f in wanted if f not in rcParams["font.family"])]
 
 
 def english(text: str) -> str:

@@ -319,8 +319,10 @@ ZH = {
     "full recompute": "完全重计算",
     "GPT-3 175B, Table 2 (s=2048, b=1, h=12288, a=96; t=8, the no-parallelism row t=1)":
         "GPT-3 175B，表 2（s=2048, b=1, h=12288, a=96；t=8，“无并行”那一行 t=1）",
-    "LLaMA-style layer: GQA, SwiGLU, no dropout, FlashAttention":
-        "LLaMA 风格的层：GQA、SwiGLU、无 dropout、FlashAttention",
+    "LLaMA-style layer (s=4096, b=1, h=8192, a=64, t=8): 8 KV heads, SwiGLU f=28672, no dropout, "
+    "FlashAttention":
+        "LLaMA 风格的层（s=4096，b=1，h=8192，a=64，t=8）：8 个 KV 头，SwiGLU f=28672，无 dropout，"
+        "FlashAttention",
     # ---- measuring (actmem.measure)
     "bytes saved for backward (KiB)": "为反向传播保存的字节（KiB）",
     "ledger row": "账本行",
@@ -484,4 +486,26 @@ ZH = {
         "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
     # ---- answers (actmem.views.answers)
     "Show the numbers behind the answers": "显示答案背后的数字",
+    # ---- printed conclusions of notebooks 03, 04, 06, 07 (numbers filled in by the cell)
+    "Show the result": "显示结果",
+    "Takeaway: at t=2 each GPU keeps the fixed {fixed} whole, half of the split tensors "
+    "({intermediate}) and half of the heads ({attention_map}).":
+        "要点：t=2 时每卡完整保存固定项的 {fixed}，切分的张量只存一半（{intermediate}），"
+        "注意力头也只存一半（{attention_map}）。",
+    "Takeaway: the fixed term is {share:.0%} of the total at t={t} and {share_max:.0%} at "
+    "t={t_max}; more GPUs only shave the split part.":
+        "要点：t={t} 时固定项占总量的 {share:.0%}，t={t_max} 时占 {share_max:.0%}；"
+        "再加 GPU 只能削减被切分的那部分。",
+    "Takeaway: at t=8, sequence parallelism plus selective recomputation keeps {best} per GPU, "
+    "against {worst} with no parallelism: no attention map and no replicated copies are left.":
+        "要点：t=8 时，序列并行加选择性重计算每卡只保存 {best}，不并行时是 {worst}："
+        "注意力矩阵和每卡完整的副本都没有了。",
+    "Takeaway: with FlashAttention the attention map is a sliver ({map} per GPU); the fixed "
+    "group is the big lever, and sequence parallelism takes the layer from {tp} to {sp}.":
+        "要点：用了 FlashAttention，注意力矩阵项只剩薄薄一层（每卡 {map}）；固定项才是大头，"
+        "序列并行把这一层从 {tp} 降到 {sp}。",
+    "Takeaway: all {rows} ledger rows measured exactly on every rank ({equal}); the only extra "
+    "is {extra} bytes of LayerNorm statistics.":
+        "要点：账本的 {rows} 行在每个 rank 上都测得分毫不差（{equal}）；唯一的额外项是 "
+        "LayerNorm 统计量的 {extra} 字节。",
 }

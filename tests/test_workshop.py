@@ -66,7 +66,7 @@ def test_the_instructor_copy_keeps_outputs_and_answers(copies, path):
     for i, (mine, theirs) in enumerate(zip(instructor.cells, original.cells, strict=True)):
         assert mine.source == theirs.source
         assert not is_notes(mine) and (i not in notes or re.match(
-            r"\*\*(Speaker notes\.|讲师提示：)\*\*", mine.source))
+            r"\*\*(Speaker notes\.\*\*|讲师提示\*\*：)", mine.source))
     assert instructor.cells[-1].outputs == original.cells[-1].outputs
 
 

@@ -45,7 +45,7 @@ parallelism splits the fixed term along s; FlashAttention keeps only
 statistics of the attention map)."""
 PLACEMENT_LABELS = {
     REPLICATED: "full copy on each GPU",
-    HIDDEN_SPLIT: "a 1/t slice of the MLP's 4h",
+    HIDDEN_SPLIT: "a 1/t slice of h (Q, K, V) or of the MLP's 4h",
     HEAD_SPLIT: "a/t heads, each map whole s x s",
 }
 OTHER = "#DDDDDD"
@@ -133,7 +133,8 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     Rows are the paper's three groups (fixed, intermediate, attention map);
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
     drawn follows the ledger's ``placement`` field: replicated tensors are
-    whole on every GPU, hidden-split ones keep a 1/t slice of the MLP's 4h,
+    whole on every GPU, hidden-split ones keep a 1/t slice of h (Q, K, V, the projection's
+    input) or of the MLP's 4h,
     head-split attention maps keep a/t whole s x s squares. Shapes are
     logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
     for t > 2 the other ranks are drawn light grey in the global column.
