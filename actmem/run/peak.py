@@ -27,7 +27,7 @@ from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
 from .pass_parts import embedding_activations, layer_moments, layer_parts, output_activations
 from .schedules import simulate_schedule
-from .states import model_states
+from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
 from .timeline import Pass, StageTimeline, stage_timeline
 from ..validate import choice, flag, instance, integer, lists_keywords, positive_int
@@ -119,6 +119,7 @@ class TrainingMemory:
 
 @lists_keywords
 def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
+                    ep: int = 1, etp: int | None = None,
                     m: int = 1, schedule: str = "1f1b", v: int = 1,
                     order: str = "megatron", sequence_parallel: bool = False,
                     recompute: str = "none", recompute_num_layers: int = 1,
@@ -144,6 +145,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     Args:
         model: a :class:`ModelConfig` (e.g. ``actmem.PRESETS["llama2-7b"]``).
         t, p, d: tensor-, pipeline- and data-parallel sizes.
+        ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
+            model (:func:`actmem.model_states`); the layers' activations
+            take etp = t (pass etp to :func:`actmem.activation_memory` for
+            one layer under another etp).
         m, schedule, v, order: micro-batches per step and the pipeline
             schedule (:func:`actmem.simulate_schedule`).
         sequence_parallel, recompute: storage options of the layers;
@@ -188,6 +193,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
     choice("loss", loss, LOSSES)
     k = positive_int("recompute_num_layers", recompute_num_layers)
+    expert_data_parallel(model, t, d, ep, etp)
+    if etp is not None and etp != t:
+        raise ValueError(f"etp={etp} differs from t={t}: training_memory's layer activations "
+                         "take etp = t so far; model_states(..., etp=...) and "
+                         "activation_memory(..., etp=...) take any etp")
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -202,7 +212,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
     last = output_activations(model, t, sequence_parallel, logits_bytes)
-    shape = model.layer(t)
+    shape = model.layer(t, moe=False)  # s, b, h
     losses = loss_bytes(loss, last["logits"] // logits_bytes, shape.s * shape.b,
                         loss_dtype=logits_bytes)
     last["logits"] = losses["saved"]
@@ -215,7 +225,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                    "output_activations": one.output + one.logits_loss}
                   for (held, _), one in zip(parts, passes)]
-        states = model_states(model, t=t, p=p, d=d, accounting=accounting,
+        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
         timeline = stage_timeline(
