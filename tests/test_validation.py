@@ -115,7 +115,9 @@ def test_unknown_option_names_the_function_and_lists_the_options():
     with pytest.raises(TypeError, match=r"^activation_memory\(\) got unknown option flash; "
                                         r"its options are sequence_parallel, recompute, "
                                         r"flash_attention, kv_heads, ffn_hidden_size, "
-                                        r"activation, dropout$"):
+                                        r"activation, dropout, num_experts, "
+                                        r"moe_router_topk, moe_ffn_hidden_size, "
+                                        r"moe_shared_expert_intermediate_size, etp$"):
         activation_memory(2048, 1, 4096, 32, 8, flash=True)
     with pytest.raises(TypeError, match=r"^table2\(\) got unknown option"):
         actmem.table2(2048, 1, 4096, 32, 8, flash=True)

@@ -41,6 +41,12 @@ class ModelConfig:
         make_vocab_size_divisible_by: Megatron-LM pads the vocabulary to a
             multiple of this times t (default 128).
         source: where the numbers come from (presets cite a paper or card).
+        num_experts, moe_router_topk, moe_ffn_hidden_size,
+        moe_shared_expert_intermediate_size: the MoE layers' options, as
+            :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case).
+        moe_layer_freq: which layers are MoE (``--moe-layer-freq``): an int
+            N (layer i is MoE when i % N == 0, Megatron-LM's rule) or a tuple
+            of L zeros and ones; only with ``num_experts``.
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
@@ -65,8 +71,15 @@ class ModelConfig:
     max_positions: int | None = None
     make_vocab_size_divisible_by: int = 128
     source: str = ""
+    num_experts: int | None = None
+    moe_router_topk: int = 2
+    moe_ffn_hidden_size: int | None = None
+    moe_shared_expert_intermediate_size: int | None = None
+    moe_layer_freq: int | tuple[int, ...] = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
+            object.__setattr__(self, "moe_layer_freq", tuple(self.moe_layer_freq))
         optional = ("max_positions", "kv_heads", "ffn_hidden_size")
         for name in ("s", "b", "h", "a", "L", "vocab_size", "make_vocab_size_divisible_by",
                      *optional):
@@ -81,17 +94,77 @@ class ModelConfig:
         if self.positions == "learned" and (self.max_positions or self.s) < self.s:
             raise ValueError(f"max_positions={self.max_positions} must be at least s={self.s}: "
                              "a learned position table has one row per position")
-        self.layer()
+        self.moe_pattern()
+        self.layer(moe=False)
+        if self.num_experts is not None:
+            self.layer(moe=True)
+            if self.bias:
+                raise ValueError(f"num_experts={self.num_experts} with bias=True: the MoE "
+                                 "layers are counted without biases (Megatron-LM's MoE "
+                                 "models use none); pass bias=False")
+
+    def moe_pattern(self) -> tuple[int, ...]:
+        """1 for each MoE layer, 0 for each dense one, first layer first
+        (Megatron-LM's ``gpt_layer_specs.py``: get_gpt_decoder_block_spec).
+
+        Raises:
+            ValueError: ``moe_layer_freq`` is not a positive int or a tuple of
+                L zeros and ones, or is set without ``num_experts``.
+        """
+        freq = self.moe_layer_freq
+        if self.num_experts is None:
+            if freq != 1:
+                raise ValueError(f"moe_layer_freq={freq!r} given without num_experts")
+            return (0,) * self.L
+        if isinstance(freq, tuple):
+            if len(freq) != self.L or any(x not in (0, 1) or isinstance(x, bool) for x in freq):
+                raise ValueError(f"moe_layer_freq={freq!r} must be an int or a tuple of L={self.L} "
+                                 "zeros (dense) and ones (MoE)")
+            return freq
+        freq = positive_int("moe_layer_freq", freq)
+        return tuple(int(i % freq == 0) for i in range(self.L))
 
     def layer(self, t: int = 1, sequence_parallel: bool = False,
-              recompute: str = "none") -> LayerConfig:
+              recompute: str = "none", *, moe: bool | None = None,
+              etp: int | None = None) -> LayerConfig:
         """The layer on one GPU under tensor-parallel size ``t`` and the
-        storage options of a run (validated by :class:`LayerConfig`)."""
+        storage options of a run (validated by :class:`LayerConfig`): a
+        dense layer (``moe=False``) or an MoE layer under expert
+        tensor-parallel size ``etp`` (``moe=True``; etp default t).
+
+        ``moe=None`` means the kind every layer has: MoE when all layers are
+        MoE layers, dense when none is.
+
+        Raises:
+            ValueError: ``moe=None`` for a model that mixes dense and MoE
+                layers (functions that treat all layers alike, such as
+                :func:`actmem.training_memory`, cannot take it yet);
+                ``moe=True`` for a dense model; invalid values as
+                :class:`LayerConfig`.
+        """
+        if moe is None:
+            kinds = set(self.moe_pattern())
+            if len(kinds) > 1:
+                raise ValueError(f"moe_layer_freq={self.moe_layer_freq!r} mixes dense and MoE "
+                                 "layers; ask for one kind with moe=True or moe=False "
+                                 "(functions that treat all layers alike, such as "
+                                 "training_memory, do not model mixed models yet)")
+            moe = kinds == {1}
+        experts = {}
+        if moe:
+            if self.num_experts is None:
+                raise ValueError("moe=True: this model has no MoE layers (num_experts=None)")
+            experts = dict(num_experts=self.num_experts, moe_router_topk=self.moe_router_topk,
+                           moe_ffn_hidden_size=self.moe_ffn_hidden_size, etp=etp,
+                           moe_shared_expert_intermediate_size=(
+                               self.moe_shared_expert_intermediate_size))
+        elif etp is not None:
+            raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
         return LayerConfig(self.s, self.b, self.h, self.a, t,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
-                           activation=self.activation, dropout=self.dropout)
+                           activation=self.activation, dropout=self.dropout, **experts)
 
     def padded_vocab(self, t: int = 1) -> int:
         """Megatron-LM's padded vocabulary: the smallest multiple of
@@ -120,23 +193,42 @@ class ParameterCount(int):
         positions: learned position table (replicated), or 0.
         output_layer: untied output layer (vocab x h, split), or 0.
         final_norm: the norm after the last layer (replicated).
+        moe_layers: how many of the L layers are MoE layers (0: dense model).
+        moe_split, moe_replicated: per MoE layer, the weights tensor
+            parallelism divides by t (attention, shared experts) and those
+            every rank keeps whole (norms, the router's E x h weights).
+        experts: per MoE layer, the routed experts' weights, E x 3 h f_e
+            (SwiGLU: fc1 of 2 f_e columns, fc2), divided over ep x etp.
     """
 
     def __new__(cls, *, layer_split: dict[str, int], layer_replicated: dict[str, int],
                 L: int, vocab: int, embedding: int, positions: int, output_layer: int,
-                final_norm: int) -> "ParameterCount":
-        per_layer = sum(layer_split.values()) + sum(layer_replicated.values())
-        count = super().__new__(cls, L * per_layer + embedding + positions
-                                + output_layer + final_norm)
+                final_norm: int, moe_layers: int = 0, moe_split: dict[str, int] | None = None,
+                moe_replicated: dict[str, int] | None = None,
+                experts: int = 0) -> "ParameterCount":
+        moe_split, moe_replicated = moe_split or {}, moe_replicated or {}
+        dense = sum(layer_split.values()) + sum(layer_replicated.values())
+        moe = sum(moe_split.values()) + sum(moe_replicated.values()) + experts
+        count = super().__new__(cls, (L - moe_layers) * dense + moe_layers * moe + embedding
+                                + positions + output_layer + final_norm)
         count.__dict__.update(layer_split=layer_split, layer_replicated=layer_replicated,
                               L=L, vocab=vocab, embedding=embedding, positions=positions,
-                              output_layer=output_layer, final_norm=final_norm)
+                              output_layer=output_layer, final_norm=final_norm,
+                              moe_layers=moe_layers, moe_split=moe_split,
+                              moe_replicated=moe_replicated, experts=experts)
         return count
 
     @property
     def per_layer(self) -> int:
-        """All parameters of one layer."""
+        """All parameters of one dense layer."""
         return sum(self.layer_split.values()) + sum(self.layer_replicated.values())
+
+    @property
+    def per_moe_layer(self) -> int:
+        """All parameters of one MoE layer (0 for a dense model)."""
+        if not self.moe_layers:
+            return 0
+        return sum(self.moe_split.values()) + sum(self.moe_replicated.values()) + self.experts
 
     @property
     def total(self) -> int:
@@ -144,7 +236,11 @@ class ParameterCount(int):
         return int(self)
 
     def __repr__(self) -> str:
-        return (f"ParameterCount({int(self)}: {self.L} layers x {self.per_layer}, "
+        layers = f"{self.L} layers x {self.per_layer}"
+        if self.moe_layers:
+            layers = (f"{self.L - self.moe_layers} dense layers x {self.per_layer}, "
+                      f"{self.moe_layers} MoE layers x {self.per_moe_layer}")
+        return (f"ParameterCount({int(self)}: {layers}, "
                 f"embedding {self.embedding}, positions {self.positions}, "
                 f"output layer {self.output_layer}, final norm {self.final_norm})")
 
@@ -156,6 +252,10 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     Per layer: Q (h x h), K and V (h x g*h/a each), the output projection
     (h x h), the MLP (``h x f`` and ``f x h``; SwiGLU has two ``h x f``
     inputs), two norms, and biases on every linear layer when ``bias``.
+    An MoE layer (``moe_pattern``) has, instead of the MLP, the router
+    (E x h), E experts of 3 h f_e each and the shared experts (3 h f_s),
+    as Megatron-LM's ``theoretical_memory_usage.py``:
+    compute_weight_and_optimizer_memory counts them.
 
     Args:
         model: the model.
@@ -168,7 +268,7 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     True
     """
     instance("model", model, ModelConfig, "actmem.PRESETS['llama2-7b']")
-    c, h = model.layer(), model.h
+    c, h = model.layer(moe=False), model.h
     kv = c.g * h // c.a
     f_in = 2 * c.f if c.activation == "swiglu" else c.f
     norm = 2 * h if model.norm == "layernorm" else h
@@ -178,8 +278,18 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     replicated = {"attention": bias * h + norm, "mlp": bias * h + norm}
     vocab = model.vocab_size if vocab is None else positive_int("vocab", vocab)
     table = vocab * h
+    moe = {}
+    if model.num_experts is not None:
+        m = model.layer(moe=True)
+        moe = dict(moe_layers=sum(model.moe_pattern()),
+                   moe_split={"attention": split["attention"],
+                              "shared_experts": 3 * h * (m.moe_shared_expert_intermediate_size
+                                                         or 0)},
+                   moe_replicated={"attention": replicated["attention"], "mlp": norm,
+                                   "router": m.num_experts * h},
+                   experts=m.num_experts * 3 * h * m.f_e)
     return ParameterCount(
         layer_split=split, layer_replicated=replicated, L=model.L, vocab=vocab,
         embedding=table,
         positions=(model.max_positions or model.s) * h if model.positions == "learned" else 0,
-        output_layer=0 if model.tied_embeddings else table, final_norm=norm)
+        output_layer=0 if model.tied_embeddings else table, final_norm=norm, **moe)

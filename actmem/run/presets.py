@@ -60,6 +60,35 @@ PRESETS: dict[str, ModelConfig] = {
 }
 """Model shapes by name; ``PRESETS[name].source`` says where each comes from."""
 
+MOE_PRESETS: dict[str, ModelConfig] = {
+    "mixtral-8x7b": ModelConfig(
+        s=4096, b=1, h=4096, a=32, L=32, vocab_size=32000, ffn_hidden_size=14336,
+        kv_heads=8, num_experts=8, moe_router_topk=2, **_LLAMA,
+        source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), Table 1: "
+               "dim 4096, 32 layers, 32 heads, 8 kv heads, hidden 14336, vocabulary 32000, "
+               "8 experts, top 2; 46,702,792,704 parameters (the safetensors total of "
+               "mistralai/Mixtral-8x7B-v0.1 on Hugging Face, \"46.7B\"; the paper's 47B)"),
+    "deepseek-moe-16b": ModelConfig(
+        s=4096, b=1, h=2048, a=16, L=28, vocab_size=102400, ffn_hidden_size=10944,
+        num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408,
+        moe_shared_expert_intermediate_size=2816, moe_layer_freq=(0,) + (1,) * 27, **_LLAMA,
+        source="Dai et al. 2024 (DeepSeekMoE, arXiv 2401.06066), sec. 5.1 and the config "
+               "of deepseek-ai/deepseek-moe-16b-base: 28 layers (the first dense, "
+               "intermediate 10944), h 2048, 16 heads, 64 routed experts of width 1408, "
+               "top 6, 2 shared experts (2 x 1408), vocabulary 102400; 16,375,728,128 "
+               "parameters (its safetensors total, \"16.4B\"). Its router takes the "
+               "softmax over all 64 experts before top-k (Megatron-LM's "
+               "moe_router_pre_softmax), which keeps 4sbE bytes instead of the ledger's "
+               "4sbk (the default softmax after top-k)"),
+}
+"""Mixture-of-experts models by name, each citing its published parameter count.
+
+Kept apart from :data:`PRESETS` while the planner and the command line have
+no ``ep`` / ``etp`` controls (they would offer MoE runs with t > 1 and no
+sequence parallelism, which Megatron-LM refuses). Use them with
+:func:`actmem.parameter_count`, :func:`actmem.model_states` and, for
+models whose layers are all MoE, :func:`actmem.training_memory`."""
+
 
 def preset(name: str) -> ModelConfig:
     """``PRESETS[name]`` with a clear error for an unknown name.

@@ -22,6 +22,18 @@ Two accountings of mixed-precision Adam (``ACCOUNTINGS``):
 
 A share divided by d is rounded up to whole bytes per rank (each rank
 holds an equal, padded shard).
+
+Mixture-of-experts models (Megatron-LM's ``parallel_state.py``:
+initialize_model_parallel, expert groups): a GPU keeps E/ep of each MoE
+layer's routed experts, each split over etp (the expert tensor-parallel
+size, default t), so ``3 h f_e E / (ep * etp)`` expert parameters per MoE
+layer; the router (E x h) and the norms stay whole on every tensor-parallel
+rank, the attention and the shared experts split over t. The ranks of one
+pipeline stage (t x d of them) are regrouped as etp x ep x e_d, so the
+expert data-parallel size is e_d = t*d/(ep*etp): the distributed optimizer
+(``distributed/distributed_data_parallel.py`` builds a separate buffer for
+expert parameters over the expert data-parallel group) and ZeRO shard the
+expert parameters' states over e_d and the others over d.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from dataclasses import dataclass
 from .model import ModelConfig, ParameterCount, parameter_count
 from .stage_split import split_layers
 from .training import chunk_layers
-from ..validate import choice, flag, integer, lists_keywords, positive_int
+from ..validate import choice, divides, flag, integer, lists_keywords, positive_int
 
 ACCOUNTINGS = ("zero", "megatron")
 OPTIMIZERS = ("adam",)
@@ -47,6 +59,8 @@ class ModelStates:
         parameters: parameters on this GPU (before any ZeRO division).
         weights, gradients, optimizer: bytes of each.
         stage: the pipeline stage this GPU belongs to (0 = first).
+        expert_parameters: how many of ``parameters`` are routed experts'
+            (sharded over the expert data-parallel group).
     """
 
     parameters: int
@@ -54,6 +68,7 @@ class ModelStates:
     gradients: int
     optimizer: int
     stage: int = 0
+    expert_parameters: int = 0
 
     @property
     def total(self) -> int:
@@ -62,30 +77,75 @@ class ModelStates:
 
 
 def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1,
-                     stage_layers=None) -> list[int]:
+                     stage_layers=None, ep: int = 1, etp: int | None = None) -> list[int]:
     """Parameters on one GPU of each pipeline stage (stage 0 first), with
-    the vocabulary padded for t as Megatron-LM pads it.
+    the vocabulary padded for t as Megatron-LM pads it: the sums of
+    :func:`stage_parameter_groups`.
+
+    Raises:
+        TypeError, ValueError: as :func:`stage_parameter_groups`.
+    """
+    return [sum(groups) for groups in stage_parameter_groups(model, t, p, stage_layers,
+                                                             ep, etp)]
+
+
+def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_layers=None,
+                           ep: int = 1, etp: int | None = None) -> list[tuple[int, int]]:
+    """(other parameters, routed experts' parameters) on one GPU of each
+    pipeline stage, stage 0 first; the stages hold consecutive layers.
 
     Args:
         stage_layers: layers per stage (:func:`actmem.split_layers`);
             default ``L/p`` each.
+        ep, etp: expert-parallel and expert tensor-parallel sizes (MoE
+            models only; etp default t).
 
     Raises:
         TypeError, ValueError: t or p invalid for the model (t must divide
-            the split dimensions; without ``stage_layers``, p must divide L).
+            the split dimensions; without ``stage_layers``, p must divide L);
+            ep not dividing num_experts, etp not dividing
+            moe_ffn_hidden_size, or ep/etp given for a dense model.
     """
-    t = model.layer(t).t  # a plain int that divides a, h, kv_heads, f
+    t = model.layer(t, moe=False).t  # a plain int that divides a, h, kv_heads, f
+    ep, etp = expert_sizes(model, t, ep, etp)
     count = parameter_count(model, vocab=model.padded_vocab(t))
     if stage_layers is None:
         stage_layers = [chunk_layers(model.L, p)] * p
     else:
         stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
                                                                stage_layers=stage_layers)]
-    per_layer = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
-    stages = [layers * per_layer for layers in stage_layers]
-    stages[0] += count.embedding // t + count.positions
-    stages[-1] += count.final_norm + _output_weights(count, p) // t
-    return stages
+    dense = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
+    moe = (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values())
+           if count.moe_layers else 0)
+    pattern, first, stages = model.moe_pattern(), 0, []
+    for layers in stage_layers:
+        n_moe = sum(pattern[first:first + layers])
+        stages.append([(layers - n_moe) * dense + n_moe * moe,
+                       n_moe * count.experts // (ep * etp)])
+        first += layers
+    stages[0][0] += count.embedding // t + count.positions
+    stages[-1][0] += count.final_norm + _output_weights(count, p) // t
+    return [tuple(groups) for groups in stages]
+
+
+def expert_sizes(model: ModelConfig, t: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """``(ep, etp)`` checked against the model, etp defaulting to t.
+
+    Raises:
+        TypeError, ValueError: a size is not a positive int; ep does not
+            divide num_experts or etp does not divide moe_ffn_hidden_size (the
+            message lists the valid values); ep or etp for a dense model.
+    """
+    ep = positive_int("ep", ep)
+    if model.num_experts is None:
+        if ep != 1 or etp is not None:
+            raise ValueError(f"ep={ep}, etp={etp}: expert parallelism needs an MoE model "
+                             "(num_experts); a dense model takes ep=1 and etp=None")
+        return 1, 1
+    etp = t if etp is None else positive_int("etp", etp)
+    divides("ep", ep, num_experts=model.num_experts)
+    divides("etp", etp, moe_ffn_hidden_size=model.moe_ffn_hidden_size or model.layer(moe=False).f)
+    return ep, etp
 
 
 def _output_weights(count: ParameterCount, p: int) -> int:
@@ -100,7 +160,8 @@ def _output_weights(count: ParameterCount, p: int) -> int:
 def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
-                 stage: int | None = None, stage_layers=None) -> ModelStates:
+                 stage: int | None = None, stage_layers=None, ep: int = 1,
+                 etp: int | None = None) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -115,10 +176,17 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             embedding and the output layer, unless stages are uneven).
         stage_layers: layers per stage, ``p`` ints summing to L
             (:func:`actmem.split_layers`); default ``L/p`` each.
+        ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
+            model (``--expert-model-parallel-size``,
+            ``--expert-tensor-parallel-size``; etp default t). The routed
+            experts' states are sharded over the expert data-parallel size
+            t*d/(ep*etp), the others over d (module docstring).
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
-            accounting, or t, p invalid for the model.
+            accounting, t, p invalid for the model, ep not dividing
+            num_experts, etp not dividing moe_ffn_hidden_size, ep*etp not
+            dividing t*d, or ep/etp for a dense model.
 
     >>> model_states(7_500_000_000, d=64, zero_stage=1).total / 1e9   # ZeRO Fig. 1
     31.40625
@@ -135,24 +203,51 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     if accounting == "zero" and distributed_optimizer:
         raise ValueError("distributed_optimizer=True belongs to accounting='megatron'; "
                          "with accounting='zero' use zero_stage=1")
-    per_stage = _per_stage(model_or_params, t, p, stage_layers)
+    per_stage = _per_stage(model_or_params, t, p, stage_layers, ep, etp)
     if stage is None:
-        stage = max(range(len(per_stage)), key=per_stage.__getitem__)
+        stage = max(range(len(per_stage)), key=lambda i: sum(per_stage[i]))
     elif integer("stage", stage, "a stage index") not in range(len(per_stage)):
         raise ValueError(f"stage must be an int in 0..{len(per_stage) - 1}, got {stage!r}")
-    n = per_stage[int(stage)]
-    w, g, o = (n * k for k in BYTES_PER_PARAMETER[accounting])
+    dense, experts = per_stage[int(stage)]
+    e_d = expert_data_parallel(model_or_params, t, d, ep, etp) if experts else d
     sharded = {"zero": (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1),
                "megatron": (False, False, distributed_optimizer)}[accounting]
-    w, g, o = (-(-x // d) if cut else x for x, cut in zip((w, g, o), sharded))
-    return ModelStates(n, w, g, o, int(stage))
+    w, g, o = (_share(dense * k, d, cut) + _share(experts * k, e_d, cut)
+               for k, cut in zip(BYTES_PER_PARAMETER[accounting], sharded))
+    return ModelStates(dense + experts, w, g, o, int(stage), experts)
 
 
-def _per_stage(model_or_params, t: int, p: int, stage_layers) -> list[int]:
+def _share(nbytes: int, ranks: int, cut: bool) -> int:
+    return -(-nbytes // ranks) if cut else nbytes
+
+
+def expert_data_parallel(model: ModelConfig, t: int, d: int, ep: int = 1,
+                         etp: int | None = None) -> int:
+    """The expert data-parallel size e_d = t*d/(ep*etp): Megatron-LM
+    regroups a pipeline stage's t*d ranks as etp x ep x e_d
+    (``parallel_state.py``: initialize_model_parallel); d for a dense model.
+
+    Raises:
+        TypeError, ValueError: as :func:`expert_sizes`, or ep*etp not
+            dividing t*d.
+    """
+    ep, etp = expert_sizes(model, t, ep, etp)
+    if (t * d) % (ep * etp):
+        raise ValueError(f"ep*etp={ep * etp} (ep={ep}, etp={etp}) must divide t*d={t * d}: "
+                         "Megatron-LM folds the expert groups over the t*d ranks of a "
+                         "pipeline stage")
+    return t * d // (ep * etp)
+
+
+def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp
+               ) -> list[tuple[int, int]]:
     if isinstance(model_or_params, ModelConfig):
-        return stage_parameters(model_or_params, t, p, stage_layers)
+        return stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp)
     params = positive_int("model_or_params", model_or_params)
     if (positive_int("t", t), positive_int("p", p)) != (1, 1):
         raise ValueError(f"t={t}, p={p}: a bare parameter count cannot be split over "
                          "GPUs; pass a ModelConfig (e.g. actmem.PRESETS[...])")
-    return [params]
+    if positive_int("ep", ep) != 1 or etp is not None:
+        raise ValueError(f"ep={ep}, etp={etp}: a bare parameter count has no experts to "
+                         "split; pass an MoE ModelConfig (e.g. actmem.MOE_PRESETS[...])")
+    return [(params, 0)]
