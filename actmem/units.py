@@ -4,7 +4,9 @@ TB = 10^12.
 Sizes are whole, non-negative numbers of bytes (``int``, or anything with
 ``__index__`` such as NumPy integers); anything else is a clear error, never
 ``'nan MiB'``. Formatting is exact: no float, so a 400-digit size prints
-every digit and a small term is never lost next to a huge one.
+every digit and a small term is never lost next to a huge one. Sizes stop
+below :data:`MAX_BYTES`, so that every one can be printed (Python refuses to
+print integers of more than 4,300 digits).
 """
 
 from __future__ import annotations
@@ -19,12 +21,22 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
 """Bytes per unit."""
 MAX_DIGITS = 20
 """Most decimals :func:`format_value` prints."""
+MAX_BYTES = 10**4000
+"""Sizes (and differences) must be smaller than this: 4,000 digits, which
+:func:`format_value` can print with its 20 decimals within Python's limit
+of 4,300 digits for turning an integer into text."""
+MAX_SIZE_TEXT = 100
+"""Most characters :func:`parse_size` reads."""
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
 
 
 def _whole(name: str, value: object) -> int:
-    return integer(name, value, "a whole number of bytes (an int)")
+    number = integer(name, value, "a whole number of bytes (an int)")
+    if abs(number) >= MAX_BYTES:
+        raise ValueError(f"{name} must be below 10**4000 bytes, got a number of "
+                         f"{number.bit_length()} bits")
+    return number
 
 
 def _size(name: str, value: object) -> int:
@@ -46,8 +58,8 @@ def convert(n_bytes: int, unit: str) -> float:
 
     Raises:
         TypeError: ``n_bytes`` is not a whole number.
-        ValueError: a negative size, an unknown unit, or a size too large
-            for a float.
+        ValueError: a negative size, >= :data:`MAX_BYTES`, an unknown
+            unit, or a size too large for a float.
     """
     n, per = _size("n_bytes", n_bytes), _unit(unit)
     try:
@@ -85,8 +97,8 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
 
     Raises:
         TypeError: ``n_bytes`` not a whole number, ``digits`` not an int.
-        ValueError: a negative size, an unknown unit, or ``digits`` outside
-            0..20.
+        ValueError: a negative size, >= :data:`MAX_BYTES`, an unknown unit,
+            or ``digits`` outside 0..20.
     """
     digits = integer("digits", digits)
     if not 0 <= digits <= MAX_DIGITS:
@@ -123,10 +135,14 @@ def parse_size(name: str, value: object) -> int:
 
     Raises:
         TypeError: not an int or a string (a bool is refused).
-        ValueError: a string that is not a number and a unit, an unknown
-            unit, a size that is not a whole number of bytes, or < 1.
+        ValueError: a string that is not a number and a unit (or longer
+            than :data:`MAX_SIZE_TEXT`), an unknown unit, a size that is not
+            a whole number of bytes, < 1 or >= :data:`MAX_BYTES`.
     """
     if isinstance(value, str):
+        if len(value) > MAX_SIZE_TEXT:
+            raise ValueError(f"{name} is a text of {len(value)} characters; a size is a "
+                             f"number and a unit in at most {MAX_SIZE_TEXT}, e.g. '80GB'")
         match = _SIZE.match(value)
         if not match or match.group(2) not in UNITS:
             raise ValueError(f"{name}={value!r} is not a size: write a number and a unit, "

@@ -16,14 +16,15 @@ import operator
 
 def integer(name: str, value: object, kind: str = "an integer") -> int:
     """``value`` as a plain ``int``: an ``int`` or anything with
-    ``__index__`` (NumPy integer scalars); bools, arrays, floats and the
+    ``__index__`` (NumPy integer scalars); bools, arrays (0-d ones too:
+    they have ``__index__`` but stay arrays in arithmetic), floats and the
     rest are refused. ``kind`` says what was expected, for the message.
 
     Raises:
         TypeError: ``{name} must be {kind}, got ...``.
     """
     try:
-        if type(value).__name__ in ("bool", "bool_"):
+        if type(value).__name__ in ("bool", "bool_", "ndarray"):
             raise TypeError
         return operator.index(value)
     except TypeError:

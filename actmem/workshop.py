@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = write_copies(args.out_dir, args.source)
-    except (FileExistsError, FileNotFoundError) as error:
+    except OSError as error:  # exists, missing, under a file, name too long, disk full
         parser.error(str(error))
     print(f"wrote {len(written) // 2} notebooks to each of {args.out_dir / 'learner'} and "
           f"{args.out_dir / 'instructor'}")

@@ -42,7 +42,7 @@ def test_json_in_bytes(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--a", "52", "--h", "6656", "--t", "8"],
      "actmem: error: t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13, 26, 52\n"),
-    (["--s", "x"], "actmem: error: argument -s/--s: invalid int value: 'x'\n"),
+    (["--s", "x"], "actmem: error: argument -s/--s: 'x' is not an integer of at most 30 digits\n"),
     (["--b", "0"], "actmem: error: b must be a positive integer (>= 1), got 0\n"),
     (["--recompute", "some"], None),
 ])

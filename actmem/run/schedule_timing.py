@@ -48,6 +48,11 @@ def _finishes(op: Op, stage: int) -> tuple[str, int, int]:
 def simulate_times(ops, p: int, v: int, v_shaped: bool):
     """``(op, start, end)`` per GPU, in integer ticks of ``1/v`` unit.
 
+    Each GPU runs its operations in order; one that waits for an event not
+    yet done parks its GPU on that event, and the event's completion wakes
+    it, so every operation is looked at a bounded number of times: the cost
+    is linear in the number of operations, whatever ``p``.
+
     Raises:
         RuntimeError: the orders wait for each other (a deadlock), naming
             the stuck GPUs.
@@ -55,22 +60,28 @@ def simulate_times(ops, p: int, v: int, v_shaped: bool):
     ticks = {kind: int(t) for kind, t in PASS_TIME.items()}
     last = p * v - 1
     done: dict[tuple, int] = {}
+    parked: dict[tuple, list[int]] = {}
     placed: list[list[tuple[Op, int, int]]] = [[] for _ in range(p)]
-    progress = True
-    while progress:
-        progress = False
-        for i in range(p):
-            while len(placed[i]) < len(ops[i]):
-                op = ops[i][len(placed[i])]
-                stage = virtual_stage(i, op.chunk, p, v_shaped)
-                waits = needs(op, stage, last)
-                if any(w not in done for w in waits):
-                    break
-                start = max([placed[i][-1][2] if placed[i] else 0,
-                             *(done[w] for w in waits)])
-                placed[i].append((op, start, start + ticks[op.kind]))
-                done[_finishes(op, stage)] = start + ticks[op.kind]
-                progress = True
+    ready = list(range(p))
+    while ready:
+        i = ready.pop()
+        row, todo = placed[i], ops[i]
+        stages = [virtual_stage(i, chunk, p, v_shaped) for chunk in range(v)]
+        end = row[-1][2] if row else 0
+        while len(row) < len(todo):
+            op = todo[len(row)]
+            stage = stages[op.chunk]
+            waits = needs(op, stage, last)
+            missing = next((w for w in waits if w not in done), None)
+            if missing is not None:
+                parked.setdefault(missing, []).append(i)
+                break
+            start = max([end, *(done[w] for w in waits)])
+            end = start + ticks[op.kind]
+            row.append((op, start, end))
+            event = _finishes(op, stage)
+            done[event] = end
+            ready += parked.pop(event, ())
     stuck = [i for i in range(p) if len(placed[i]) < len(ops[i])]
     if stuck:
         raise RuntimeError(f"deadlock: stages {stuck} wait for each other")

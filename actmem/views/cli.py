@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 
 from . import train_cli
+from .train_cli import count
+from ..language import LANGUAGES, get_language, set_language
 from ..layer.config import ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size
 from ..layer.memory import activation_memory
 from ..run.training import model_activation_memory
@@ -30,9 +33,14 @@ DESCRIPTION = ("Activation memory one Transformer layer keeps for backward, per 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line: ``actmem: error: ...``, and
-    ``-h 4096`` (help followed by a number) is read as a mistyped hidden
+    """argparse, but errors are one line: ``actmem: error: ...``; options are
+    never abbreviated (``--seq`` is not ``--sequence-parallel``); an unknown
+    option before a command is named as such (not as an invalid command);
+    and ``-h 4096`` (help followed by a number) is read as a mistyped hidden
     size: ``-h`` stays help, as in every tool, and the error points to ``--h``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -42,7 +50,18 @@ class _Parser(argparse.ArgumentParser):
         for flag, after in zip(argv, argv[1:]):
             if flag == "-h" and after.isdigit():
                 self.error(f"-h is --help; for the hidden size write --h {after}")
+        self._unknown_options(argv)
         return super().parse_args(argv, namespace)
+
+    def _unknown_options(self, argv: list[str]) -> None:
+        commands = getattr(self, "commands", {})
+        for token in argv:
+            if commands and token in commands:
+                return
+            name = token.split("=")[0] if token.startswith("--") else token[:2]
+            if (token.startswith("-") and not token.lstrip("-").isdecimal()
+                    and name not in self._option_string_actions):
+                self.error(f"unrecognized option {token!r} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,13 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "       %(prog)s train --preset NAME [options]   "
                            "peak training memory per GPU (train --help)")
     size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
-    size.add_argument("-s", "--s", type=int, default=2048, help="sequence length (2048)")
-    size.add_argument("-b", "--b", type=int, default=1, help="micro-batch size (1)")
-    size.add_argument("--h", type=int, default=4096, help="hidden size (4096)")
-    size.add_argument("-a", "--a", type=int, default=32, help="attention heads (32)")
-    size.add_argument("-t", "--t", type=int, nargs="+", default=[1, 2, 4, 8],
+    size.add_argument("-s", "--s", type=count, default=2048, help="sequence length (2048)")
+    size.add_argument("-b", "--b", type=count, default=1, help="micro-batch size (1)")
+    size.add_argument("--h", type=count, default=4096, help="hidden size (4096)")
+    size.add_argument("-a", "--a", type=count, default=32, help="attention heads (32)")
+    size.add_argument("-t", "--t", type=count, nargs="+", default=[1, 2, 4, 8],
                       help="tensor-parallel sizes (1 2 4 8)")
-    size.add_argument("-L", "--layers", type=int, help="add L*M for L layers")
+    size.add_argument("-L", "--layers", type=count, help="add L*M for L layers")
     opts = parser.add_argument_group("storage options")
     opts.add_argument("--sequence-parallel", action="store_true",
                       help="split the replicated tensors along s (needs t | s)")
@@ -66,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="activation recomputation (none)")
     opts.add_argument("--flash-attention", action="store_true",
                       help="fused attention: no s x s map is stored")
-    opts.add_argument("--kv-heads", type=int,
+    opts.add_argument("--kv-heads", type=count,
                       help="grouped-query attention: key/value heads g (a)")
-    opts.add_argument("--ffn-hidden-size", type=int,
+    opts.add_argument("--ffn-hidden-size", type=count,
                       help="MLP width f (4h; for swiglu Megatron-LM's int(8h/3/64)*64)")
     opts.add_argument("--activation", choices=ACTIVATIONS, default="gelu",
                       help="MLP activation (gelu)")
@@ -77,11 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print bytes as JSON")
     sub = parser.add_subparsers(dest="command", metavar="{train,cheatsheet}",
                                 parser_class=_Parser)
+    parser.commands = sub.choices
     train_cli.add_parser(sub)
     sheet = sub.add_parser("cheatsheet", help="write the one-page cheat sheet",
+                           prog="actmem cheatsheet",
                            description="Write the cheat sheet (formulas and common "
                            "mistakes, numbers from actmem) as one landscape A4 page.")
-    sheet.add_argument("out", help="the file to write: .pdf or .png")
+    sheet.add_argument("out", help="the file to write: NAME.pdf or NAME.png")
+    sheet.add_argument("--lang", choices=LANGUAGES, default="en",
+                       help="the sheet's language: English (en, default) or Chinese (zh)")
     return parser
 
 
@@ -134,43 +157,59 @@ def render_table(args, rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns 0, or exits 2 with a one-line error."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    if args.command == "train":
-        return _train(parser, args)
-    if args.command == "cheatsheet":
-        return _cheatsheet(parser, args.out)
+    if args.command is not None:
+        _nothing_before(parser, argv, args.command)
+    run = {"train": _train, "cheatsheet": _cheatsheet}.get(args.command, _table)
     try:
-        rows = compute(args)
+        print(run(args))
     except (TypeError, ValueError) as error:
         parser.error(str(error))
-    if args.json:
-        config = {k: getattr(args, k) for k in ("s", "b", "h", "a", "layers")}
-        print(json.dumps({"unit": "bytes", "config": {**config, **_options(args)},
-                          "rows": rows}, indent=2))
-    else:
-        print(render_table(args, rows))
+    except OSError as error:  # the cheat sheet's file
+        parser.error(f"out={args.out!r} cannot be written: {error.strerror or error}")
     return 0
 
 
-def _cheatsheet(parser, out: str) -> int:
-    if not out.lower().endswith((".pdf", ".png")):
-        parser.error(f"out={out!r} must end in .pdf or .png")
+def _nothing_before(parser, argv: list[str], command: str) -> None:
+    """The table's options before a command would be dropped silently: refuse them."""
+    before = argv[:argv.index(command)]
+    if before:
+        parser.error(f"{' '.join(before)} before {command!r} belongs to the table, not to "
+                     f"{command!r}: write {command}'s options after it "
+                     f"(actmem {command} --help)")
+
+
+def _table(args) -> str:
+    rows = compute(args)
+    if not args.json:
+        return render_table(args, rows)
+    config = {k: getattr(args, k) for k in ("s", "b", "h", "a", "layers")}
+    return json.dumps({"unit": "bytes", "config": {**config, **_options(args)},
+                       "rows": rows}, indent=2)
+
+
+def _cheatsheet(args) -> str:
+    """Write the sheet in ``args.lang`` to ``args.out``, in the format its
+    extension names (given to matplotlib, which would otherwise write
+    ``.pdf`` as ``.pdf.png``: a name with no stem has no extension)."""
+    stem, extension = os.path.splitext(os.path.basename(args.out))
+    if not stem or extension.lower() not in (".pdf", ".png"):
+        raise ValueError(f"out={args.out!r} must be a file name ending in .pdf or .png, "
+                         "e.g. sheet.pdf")
     from .cheatsheet import cheat_sheet_figure
+    previous = get_language()
+    set_language(args.lang)
     try:
-        cheat_sheet_figure().savefig(out)
-    except OSError as error:
-        parser.error(f"out={out!r} cannot be written: {error.strerror}")
-    print(f"wrote {out}")
-    return 0
+        cheat_sheet_figure().savefig(args.out, format=extension[1:].lower())
+    finally:
+        set_language(previous)
+    return f"wrote {args.out}"
 
 
-def _train(parser, args) -> int:
-    try:
-        result = train_cli.compute(args)
-    except (TypeError, ValueError) as error:
-        parser.error(str(error))
-    print(train_cli.as_json(args, result) if args.json else train_cli.render(args, result))
-    return 0
+def _train(args) -> str:
+    result = train_cli.compute(args)
+    return train_cli.as_json(args, result) if args.json else train_cli.render(args, result)
 
 
 if __name__ == "__main__":

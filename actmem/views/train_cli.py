@@ -12,7 +12,9 @@ loaded stage's peak event; with ``--gpu-memory`` (a GPU name such as
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 
 from ..language import english
 from ..layer.config import RECOMPUTE
@@ -20,10 +22,28 @@ from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS, find_gpu
 from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from ..run.timeline import CATEGORIES
+from ..run.model import ModelConfig
 from ..run.presets import PRESETS, preset
 from ..run.schedules import ORDERS, SCHEDULES
 from ..run.states import ACCOUNTINGS
 from ..units import format_bytes, format_change, format_value, parse_size
+
+
+MAX_INT_DIGITS = 30
+"""Most digits an integer option takes (larger sizes describe no real model,
+and Python cannot print integers of more than 4,300 digits)."""
+
+
+def count(text: str) -> int:
+    """argparse type of the integer options: decimal digits (any script's,
+    as :func:`int` reads them), an optional sign, at most
+    :data:`MAX_INT_DIGITS` digits; the model's own checks judge the value."""
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    if not digits.isdecimal() or len(digits) > MAX_INT_DIGITS:
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        raise argparse.ArgumentTypeError(
+            f"{shown!r} is not an integer of at most {MAX_INT_DIGITS} digits")
+    return int(text)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -32,27 +52,27 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               prog="actmem train", description=__doc__.splitlines()[0])
     p.add_argument("--preset", required=True, choices=list(PRESETS),
                    help="published model shape (actmem.PRESETS)")
-    p.add_argument("-s", "--s", type=int, help="sequence length (the preset's)")
-    p.add_argument("-b", "--b", type=int, help="micro-batch size (the preset's: 1)")
+    p.add_argument("-s", "--s", type=count, help="sequence length (the preset's)")
+    p.add_argument("-b", "--b", type=count, help="micro-batch size (the preset's: 1)")
     for name, help_ in (("t", "tensor-parallel size"), ("p", "pipeline stages"),
                         ("d", "data-parallel size"), ("m", "micro-batches per step")):
-        p.add_argument(f"-{name}", f"--{name}", type=int, default=1, help=f"{help_} (1)")
+        p.add_argument(f"-{name}", f"--{name}", type=count, default=1, help=f"{help_} (1)")
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="(1f1b)")
-    p.add_argument("--v", type=int, default=1, help="model chunks per GPU, interleaved (1)")
+    p.add_argument("--v", type=count, default=1, help="model chunks per GPU, interleaved (1)")
     p.add_argument("--order", choices=ORDERS, default="megatron", help="(megatron)")
     p.add_argument("--sequence-parallel", action="store_true")
     p.add_argument("--flash-attention", action=argparse.BooleanOptionalAction,
                    help="fused attention, no s x s map kept (default: the preset's; "
                         "the LLaMA presets use it)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="(none)")
-    p.add_argument("--recompute-num-layers", type=int, default=1,
+    p.add_argument("--recompute-num-layers", type=count, default=1,
                    help="layers per checkpointed group, full recomputation (1)")
     p.add_argument("--accounting", choices=ACCOUNTINGS, default="megatron",
                    help="model-state bytes per parameter (megatron: 18)")
-    p.add_argument("--zero-stage", type=int, default=0, help="ZeRO stage, accounting zero (0)")
+    p.add_argument("--zero-stage", type=count, default=0, help="ZeRO stage, accounting zero (0)")
     p.add_argument("--distributed-optimizer", action="store_true",
                    help="Megatron-LM's distributed optimizer (6 + 12/d bytes)")
-    p.add_argument("--logits-bytes", type=int, default=4,
+    p.add_argument("--logits-bytes", type=count, default=4,
                    help="4 (fp32, default) or 2 (16-bit, with --loss torch)")
     p.add_argument("--loss", choices=LOSSES, default="vocab_parallel",
                    help="cross-entropy: Megatron-LM's vocab-parallel (default), PyTorch's "
@@ -63,7 +83,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-attention-mask", dest="attention_mask", action="store_false",
                    help="the data loader sends no b*s*s attention mask (Megatron-LM's "
                         "--no-create-attention-mask-in-dataloader)")
-    p.add_argument("--reserve", default="0",
+    p.add_argument("--reserve", type=reserve, default="0",
                    help="bytes or a size ('4GiB') or a fraction of --gpu-memory ('0.05')")
     p.add_argument("--gpu-memory", help="a GPU (" + ", ".join(repr(g) for g in GPUS) +
                    "; as its driver reports it), or a size: '80GiB' (2^30 B), '80GB' "
@@ -74,24 +94,36 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _reserve(text: str) -> int | float:
-    if "." in text and text.replace(".", "", 1).isdigit():
-        return float(text)
-    return 0 if text == "0" else parse_size("reserve", text)
+def reserve(text: str) -> int | float:
+    """argparse type of ``--reserve``: bytes (``'5'``), a fraction of the
+    GPU (``'0.05'``) or a size (``'4GiB'``, :func:`actmem.parse_size`)."""
+    plain = text.strip()
+    if plain.isdecimal() and len(plain) <= MAX_INT_DIGITS:
+        return int(plain)
+    if re.fullmatch(r"\d{0,20}\.\d{1,20}", plain):
+        return float(plain)
+    try:
+        return parse_size("--reserve", plain)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def model(args) -> ModelConfig:
+    """The preset with the options ``--s``, ``--b`` and ``--flash-attention`` applied."""
+    return preset(args.preset).with_(
+        **{k: getattr(args, k) for k in ("s", "b", "flash_attention")
+           if getattr(args, k) is not None})
 
 
 def compute(args) -> TrainingMemory:
     """:func:`training_memory` for the parsed ``args``."""
-    model = preset(args.preset).with_(
-        **{k: getattr(args, k) for k in ("s", "b", "flash_attention")
-           if getattr(args, k) is not None})
     return training_memory(
-        model, t=args.t, p=args.p, d=args.d, m=args.m, schedule=args.schedule, v=args.v,
-        order=args.order, sequence_parallel=args.sequence_parallel,
+        model(args), t=args.t, p=args.p, d=args.d, m=args.m, schedule=args.schedule,
+        v=args.v, order=args.order, sequence_parallel=args.sequence_parallel,
         recompute=args.recompute, recompute_num_layers=args.recompute_num_layers,
         accounting=args.accounting, zero_stage=args.zero_stage,
         distributed_optimizer=args.distributed_optimizer, logits_bytes=args.logits_bytes,
-        reserve=_reserve(args.reserve), gpu_memory=args.gpu_memory, loss=args.loss,
+        reserve=args.reserve, gpu_memory=args.gpu_memory, loss=args.loss,
         gradient_buffer=args.gradient_buffer,
         create_attention_mask_in_dataloader=args.attention_mask)
 
@@ -126,7 +158,18 @@ def verdict(result: TrainingMemory, tr=english, gpu=None) -> str:
     word = tr("fits") if result.fits else tr("DOES NOT FIT")
     return tr("{line}, of {gpu}: margin {margin} GiB, {verdict}").format(
         line=line, gpu=gpu_text(result, gpu, tr),
-        margin=format_change(result.margin, "GiB").lstrip("+"), verdict=word)
+        margin=margin_gib(result.margin).lstrip("+"), verdict=word)
+
+
+def margin_gib(margin: int) -> str:
+    """The signed margin in GiB with as many decimals (2 to 20) as it takes
+    for a non-zero margin not to read ``'0'``: ``'-0.0000000009'`` for one
+    byte short."""
+    for digits in range(2, 21):
+        text = format_change(margin, "GiB", digits)
+        if text != "0":
+            return text
+    return text
 
 
 def table(result: TrainingMemory, gpu=None) -> str:
@@ -169,6 +212,12 @@ def render(args, result: TrainingMemory) -> str:
                       table(result, args.gpu_memory)])
 
 
+def _option_names() -> list[str]:
+    """The ``train`` subcommand's own options (``args`` also carries the table's)."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    return [a.dest for a in add_parser(sub)._actions if a.dest != "help"]
+
+
 def _events(stage: StageMemory) -> list[dict]:
     return [{"label": e.label, "op": e.op, "moment": e.moment, "total": e.total,
              "bytes": e.by_category} for e in stage.timeline.events]
@@ -179,9 +228,12 @@ def as_json(args, result: TrainingMemory) -> str:
     event (label, op, moment, total and bytes by category), the most loaded
     stage and the verdict."""
     gpu = find_gpu(args.gpu_memory) if args.gpu_memory else None
+    shape = dataclasses.asdict(model(args))
+    options = {k: getattr(args, k) for k in _option_names() if k not in ("json", "timeline")}
     return json.dumps({
-        "unit": "bytes", "config": {k: v for k, v in vars(args).items()
-                                    if k not in ("json", "command")},
+        "unit": "bytes", "config": {**options, **{k: shape[k] for k in ("s", "b",
+                                                                          "flash_attention")}},
+        "model": shape,
         "stages": [{**s.parts, "total": s.total, "peak": s.peak, "needed": s.needed,
                     "peak_event": s.timeline.peak.label, "events": _events(s)}
                    for s in result.stages],
