@@ -55,6 +55,15 @@ def test_menus_offer_exactly_the_valid_combinations(L):
     assert all(accepted(s, p, m, v, L) for s, p, v, m in plain)
 
 
+@pytest.mark.parametrize("L", L_CHOICES)
+def test_every_offered_combination_builds(L):
+    """Each (schedule, order, p, v, m, N) the explorer's menus offer is
+    simulated: none raises, and each has p stages of m*v forwards."""
+    for schedule, order, p, v, m, N in offered(L, pytorch=True):
+        s = simulate_schedule(schedule, p, m, v, order, N or None)
+        assert len(s.ops) == p and sum(op.kind == "F" for op in s.ops[0]) == m * v
+
+
 def test_worked_example_readouts():
     x = ScheduleExplorer()
     assert x.values() == {"L": 32, "t": 8, "schedule": "1f1b", "p": 4, "v": 1, "m": 8,
