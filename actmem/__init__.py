@@ -27,8 +27,8 @@ from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .run.gpus import GPU, GPUS, gpu_capacity
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
-from .run.presets import PRESETS, preset
-from .run.states import ACCOUNTINGS, ModelStates, model_states
+from .run.presets import MOE_PRESETS, PRESETS, preset
+from .run.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
 from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
                                 gpipe_in_flight, interleaved_factor,
                                 interleaved_factor_holds, interleaved_first_stage_memory,
@@ -47,7 +47,7 @@ __all__ = [
     "gpu_capacity", "loss_bytes", "split_layers", "workspace_bytes",
     "ACCOUNTINGS", "NORMS", "PARTS", "POSITIONS", "PRESETS", "ModelConfig", "ModelStates",
     "ParameterCount", "StageMemory", "TrainingMemory", "model_states", "parameter_count",
-    "parse_size", "preset", "training_memory",
+    "parse_size", "preset", "training_memory", "MOE_PRESETS", "expert_data_parallel",
     "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
     "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
     "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 _MODULES = {
-    **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff"), "layer"),
+    **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
                      "stage_split", "pass_parts"), "run"),

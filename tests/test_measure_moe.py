@@ -1,0 +1,112 @@
+"""The reference MoE layer's saved tensors against the MoE ledger rows, on CPU.
+
+Small layer (s=32, b=2, h=64, a=4, SwiGLU) with 4 experts; one rank, so every
+routed copy stays local and the expert rows are exact whatever the routing.
+Skipped without torch unless CI is set (then torch must be there).
+"""
+
+import os
+
+import pytest
+
+if not os.environ.get("CI"):
+    pytest.importorskip("torch", reason="torch is not installed: "
+                        "pip install torch==2.13.0 --index-url "
+                        "https://download.pytorch.org/whl/cpu")
+
+import torch  # noqa: E402
+
+from actmem import LayerConfig, activation_memory  # noqa: E402
+from actmem.layer.moe import DENSE_MLP_ROWS  # noqa: E402
+from actmem.measure.compare import compare  # noqa: E402
+from actmem.measure.layer import layer_input  # noqa: E402
+from actmem.measure.moe import (ReferenceMoELayer, SwiGLU, WeightedSwiGLU,  # noqa: E402
+                                measure_moe)
+
+s, b, h, a = 32, 2, 64, 4
+N = s * b
+BASE = dict(s=s, b=b, h=h, a=a, activation="swiglu", num_experts=4, moe_ffn_hidden_size=96)
+VARIANTS = {
+    "top2_shared": dict(moe_router_topk=2, moe_shared_expert_intermediate_size=64),
+    "top1": dict(moe_router_topk=1),
+    "top3_no_dropout": dict(moe_router_topk=3, dropout=False),
+    "selective": dict(moe_router_topk=2, recompute="selective"),
+    "full": dict(moe_router_topk=2, recompute="full"),
+}
+LAYERNORM_STATS = 2 * 2 * (N * 2)
+"""Two LayerNorms x (mean, rstd) x s*b bfloat16 elements (CPU), as test_measure."""
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {name: compare(measure_moe(LayerConfig(**BASE, **extra)))
+            for name, extra in VARIANTS.items()}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_every_moe_row_is_measured_exactly(measured, name):
+    c = measured[name]
+    assert all(r.exact for r in c.rows), [r for r in c.rows if not r.exact]
+    config = LayerConfig(**BASE, **VARIANTS[name])
+    assert c.measured_rows_total == c.ledger_total == activation_memory(
+        **vars(config)).total
+
+
+def test_the_moe_rows_bytes_by_hand(measured):
+    k, E, fe, fs = 2, 4, 96, 64
+    rows = {r.key: r.measured_bytes for r in measured["top2_shared"].rows}
+    assert {key: rows[key] for key in rows if key.startswith(("router", "permute", "expert",
+                                                              "shared", "moe"))} == {
+        "moe_input": 2 * N * h, "router_topk_indices": 8 * N * k, "router_probs": 4 * N * k,
+        "permute_probs_index": 8 * N * E, "permute_index": 8 * N * k,
+        "expert_fc1_input": 2 * N * k * h, "expert_fc1_output": 2 * 2 * N * k * fe,
+        "expert_probs": 2 * N * k, "expert_fc2_input": 2 * N * k * fe,
+        "shared_fc1_output": 2 * 2 * N * fs, "shared_fc2_input": 2 * N * fs}
+    assert not set(DENSE_MLP_ROWS) & set(rows)
+
+
+@pytest.mark.parametrize("name", ["top2_shared", "top1", "top3_no_dropout", "selective"])
+def test_the_only_extras_are_the_layernorm_statistics(measured, name):
+    extras = measured[name].extras
+    assert [e.storage.saved_by[0].split(".")[0] for e in extras] == [
+        "NativeLayerNormBackward0"] * 4
+    assert measured[name].extras_total == LAYERNORM_STATS
+
+
+def test_full_recomputation_keeps_only_the_layer_input(measured):
+    c = measured["full"]
+    assert [r.key for r in c.rows] == ["layer_input"] and c.extras == ()
+    assert c.measured_rows_total == 2 * N * h
+
+
+def test_routing_is_uneven_yet_the_copies_are_n_times_k():
+    config = LayerConfig(**BASE, **VARIANTS["top2_shared"])
+    layer = ReferenceMoELayer(config)
+    tokens = layer.norm2(layer_input(config)).view(-1, h)
+    _, routing_map = layer._route(tokens)
+    counts = routing_map.sum(dim=0).tolist()
+    assert sum(counts) == N * 2 and len(set(counts)) > 1  # not balanced, still N*k copies
+
+
+def test_the_fused_functions_have_the_gradients_of_their_formulas():
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randn(5, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.rand(5, 1, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(SwiGLU.apply, (y,))
+    assert torch.autograd.gradcheck(WeightedSwiGLU.apply, (y, w))
+
+
+def test_the_layer_trains_every_expert_that_got_tokens():
+    config = LayerConfig(**BASE, **VARIANTS["top2_shared"])
+    layer = ReferenceMoELayer(config)
+    x = layer_input(config)
+    layer(x).float().sum().backward()
+    assert x.grad is not None and layer.router.grad.abs().sum() > 0
+    assert all(layer.fc1.grad[e].abs().sum() > 0 for e in range(4))
+
+
+def test_the_reference_refuses_what_it_does_not_measure():
+    with pytest.raises(ValueError, match="needs num_experts and t = etp = 1"):
+        ReferenceMoELayer(LayerConfig(s, b, h, a, activation="swiglu"))
+    with pytest.raises(ValueError, match="needs num_experts and t = etp = 1"):
+        ReferenceMoELayer(LayerConfig(**BASE, etp=2))
