@@ -154,6 +154,9 @@ TERMS = (
          "每卡保存 a/t 个完整的注意力头", ("head-split",)),
     Term("sequence-split", "each GPU keeps s/t positions", "按序列切分",
          "每卡保存 s/t 个位置", ("sequence-split",)),
+    Term("expert-routed", "a mixture-of-experts layer's routed copies: each GPU keeps those its "
+         "local experts receive", "按专家路由",
+         "混合专家层中路由出去的副本：每卡保存分给本地专家的那些", ("expert-routed",)),
     Term("data parallelism", "d copies of the model, each on its own data", "数据并行",
          "d 份模型副本，各自处理自己的数据"),
     Term("model states", "weights, gradients and optimizer states", "模型状态",

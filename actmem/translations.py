@@ -433,8 +433,9 @@ ZH = {
         "容量：以驱动报告的为准，{gpu} = {mib} MiB = {gib}",
     "Model states: bytes per parameter x the stage's parameters, / d where sharded":
         "模型状态：每参数字节数 x 该级的参数量，切分的部分再除以 d",
-    "Activations: L/p layers x M x micro-batches in flight; the logits on the last stage":
-        "激活：L/p 层 x M x 在途微批次数；末级还要加上 logits",
+    "Activations: L/p layers x M x peak_in_flight (the micro-batches a stage holds at once, "
+    "not m); the logits on the last stage":
+        "激活：L/p 层 x M x peak_in_flight（一级同时保存的微批次数，不是 m）；末级还要加上 logits",
     "Peak: the largest moment of each stage's step, on the most loaded stage (first or last)":
         "峰值：取每一级在一步训练中最大的时刻，看负载最重的那一级（首级或末级）",
     "Keep a reserve for what the allocator does not see (context, communication buffers, "
@@ -448,9 +449,10 @@ ZH = {
     "weights":
         "LLaMA-2 7B 在 Megatron-LM 下的模型状态是 {total}，而不只是 bf16 权重的 {weights}",
     "micro-batches per step taken as in flight": "把每步的微批次数当成在途微批次数",
-    "with m=64 per step, 1F1B's first stage holds {held} (p={p} in flight), not {all} "
-    "(all 64, as GPipe)":
-        "每步 m=64 时，1F1B 的首级保存 {held}（p={p} 个在途），而不是 {all}（像 GPipe 那样全部 64 个）",
+    "with m=64 per step, 1F1B's first stage holds {held} (peak_in_flight = p = {p}), not "
+    "{all} (all 64, as GPipe)":
+        "每步 m=64 时，1F1B 的首级保存 {held}（peak_in_flight = p = {p}），而不是 {all}"
+        "（像 GPipe 那样全部 64 个）",
     "believing ZeRO-3 shards the activations": "以为 ZeRO-3 也切分激活",
     "it shards model states only: LLaMA-2 7B at d={d} keeps {held} of activations on every "
     "GPU, not {shard}":
@@ -508,4 +510,22 @@ ZH = {
     "is {extra} bytes of LayerNorm statistics.":
         "要点：账本的 {rows} 行在每个 rank 上都测得分毫不差（{equal}）；唯一的额外项是 "
         "LayerNorm 统计量的 {extra} 字节。",
+    # printed conclusions of notebooks 05 and 08
+    "Takeaway: under GPipe every stage holds all m={m} micro-batches at its peak: {held} per "
+    "stage ({m} x {layers} layers x {M}).":
+        "要点：GPipe 下每一级在峰值时都保存全部 m={m} 个微批次：每级 {held}"
+        "（{m} x {layers} 层 x {M}）。",
+    "Takeaway: the same bubble as GPipe, but stage i holds p - i micro-batches instead of m.":
+        "要点：气泡与 GPipe 相同，但第 i 级只保存 p - i 个微批次，而不是 m 个。",
+    "Takeaway: under 1F1B the first stage keeps L*M(t) = {whole} for every p; interleaving "
+    "(next sections) keeps more, except when m = p.":
+        "要点：1F1B 下无论 p 取多少，首级都保存 L*M(t) = {whole}；交错式调度（后面几节）"
+        "保存得更多，m = p 时除外。",
+    "Takeaway: the {size} of layer activations is one box of a capacity estimate; the real "
+    "peak depends on the implementation and the schedule.":
+        "要点：{size} 的层激活只是容量估算中的一项；真正的峰值取决于具体实现和调度。",
+    "Takeaway: stage {stage} is the most loaded (it holds p={p} micro-batches of {layers} "
+    "layers); its peak leaves {margin} of an A100's 80 GiB.":
+        "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
+        "峰值过后，A100 的 80 GiB 还剩 {margin}。",
 }

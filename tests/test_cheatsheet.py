@@ -41,9 +41,30 @@ def test_every_name_actmem_gives_a_reader_is_explained():
 
 
 def test_every_entry_has_a_meaning_and_a_chinese_term():
-    assert all(e.meaning and re.search(r"[\u4e00-\u9fff]", e.chinese) for e in GLOSSARY)
+    """A Chinese term, or the name itself where Chinese keeps it (FlashAttention:
+    闪存 would be flash storage), and the meaning in both languages."""
+    han = re.compile(r"[\u4e00-\u9fff]")
+    assert all(e.meaning and han.search(e.meaning_zh) for e in GLOSSARY)
+    assert all(han.search(e.chinese) or e.chinese == e.term for e in GLOSSARY)
+    assert next(e for e in GLOSSARY if e.term == "FlashAttention").chinese == "FlashAttention"
     assert len({e.term for e in GLOSSARY}) == len(GLOSSARY)
-    assert glossary_table().count("\n") == len(GLOSSARY) + 1
+    assert glossary_table("en").count("\n") == glossary_table("zh").count("\n") == len(GLOSSARY) + 1
+
+
+def test_the_glossary_table_speaks_the_language_asked():
+    english, chinese = glossary_table("en"), glossary_table("zh")
+    assert english.startswith("| term | meaning | 中文 |")
+    assert chinese.startswith("| 符号或术语 | 含义 | 中文术语 |")
+    m = next(e for e in GLOSSARY if e.term == "m")
+    assert "per optimizer step" in m.meaning and "peak_in_flight" in m.meaning
+    assert f"| `m` | {m.meaning_zh} | 每步微批次数 |" in chinese
+    set_language("zh")
+    try:
+        assert glossary_table() == chinese
+    finally:
+        set_language("en")
+    with pytest.raises(ValueError, match="language='fr' is not offered"):
+        glossary_table("fr")
 
 
 def test_cheat_sheet_states_the_published_numbers():
@@ -140,4 +161,4 @@ def test_cli_writes_the_cheat_sheet_and_refuses_other_files(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["cheatsheet", str(tmp_path / "sheet.txt")])
     assert exit_info.value.code == 2
-    assert "must end in .pdf or .png" in capsys.readouterr().err
+    assert "ending in .pdf or .png" in capsys.readouterr().err

@@ -120,6 +120,29 @@ def test_a_chinese_label_draws_without_a_missing_glyph(zh):
         fig.canvas.draw()
 
 
+def test_a_character_outside_the_bundled_subset_comes_from_a_system_font(zh):
+    """昇 (GB 2312 level 2) is not in the bundled font; a system Chinese font
+    listed after it draws it (WenQuanYi here; matplotlib's font cache may
+    predate it, so the test registers the file the system has)."""
+    from matplotlib import font_manager, rcParams
+    from matplotlib.figure import Figure
+
+    from actmem.language import FONT_FAMILY, use_chinese_font
+    assert ord("昇") not in TTFont(FONT_FILE).getBestCmap()
+    files = [f for f in font_manager.findSystemFonts() if "wqy-microhei" in f]
+    if not files:
+        pytest.skip("no WenQuanYi Micro Hei on this machine")
+    font_manager.fontManager.addfont(files[0])
+    use_chinese_font()
+    family = list(rcParams["font.family"])
+    assert family.index("WenQuanYi Micro Hei") == family.index(FONT_FAMILY) + 1
+    fig = Figure()
+    fig.subplots().set_title("昇腾 910B：熵")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.canvas.draw()
+
+
 def _schedule(kind, p, m, v=1):
     return actmem.simulate_schedule(kind, p, m, v)
 
@@ -150,8 +173,8 @@ FIGURES = {
         actmem.training_memory(MODEL.with_(flash_attention=False), p=4, v=2, m=8,
                                schedule="interleaved", recompute="selective")),
     "Table 2": lambda: variant_views.stacked_figure(
-        actmem.table2(2048, 1, 12288, 96, 8), "LLaMA-style layer: GQA, SwiGLU, no dropout, "
-        "FlashAttention"),
+        actmem.table2(2048, 1, 12288, 96, 8), "LLaMA-style layer (s=4096, b=1, h=8192, a=64, "
+        "t=8): 8 KV heads, SwiGLU f=28672, no dropout, FlashAttention"),
     "cheat sheet": lambda: cheatsheet.cheat_sheet_figure(),
 }
 

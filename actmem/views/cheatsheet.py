@@ -170,8 +170,8 @@ def checklist(tr=None) -> list[str]:
         tr("Capacity: what the driver reports, {gpu} = {mib} MiB = {gib}").format(
             gpu=gpu.name, mib=gpu.memory // MiB, gib=format_bytes(gpu.memory, "GiB")),
         tr("Model states: bytes per parameter x the stage's parameters, / d where sharded"),
-        tr("Activations: L/p layers x M x micro-batches in flight; the logits on the last "
-           "stage"),
+        tr("Activations: L/p layers x M x peak_in_flight (the micro-batches a stage holds at "
+           "once, not m); the logits on the last stage"),
         tr("Peak: the largest moment of each stage's step, on the most loaded stage (first "
            "or last)"),
         tr("Keep a reserve for what the allocator does not see (context, communication "
@@ -223,8 +223,8 @@ def mistakes(tr=None) -> list[Mistake]:
                    "of its bf16 weights").format(total=format_bytes(states.total, "GiB"),
                                                  weights=format_bytes(states.weights, "GiB"))),
         Mistake(tr("micro-batches per step taken as in flight"), all_64 - one_f_one_b,
-                tr("with m=64 per step, 1F1B's first stage holds {held} (p={p} in flight), "
-                   "not {all} (all 64, as GPipe)").format(
+                tr("with m=64 per step, 1F1B's first stage holds {held} "
+                   "(peak_in_flight = p = {p}), not {all} (all 64, as GPipe)").format(
                     held=format_bytes(one_f_one_b, "GiB"), p=p,
                     all=format_bytes(all_64, "GiB"))),
         Mistake(tr("believing ZeRO-3 shards the activations"), held - held // d,
