@@ -104,9 +104,10 @@ def _fit_planner(layer, v, image, tr):
     """The verdict (the most loaded stage's peak, its event, the GPU by name)
     and per-stage sums and peaks from actmem.training_memory; menu values
     the probe could not map (labels made after Run All, such as
-    'full, k=5') are read from their label."""
+    'full, k=5' or a stage split's 'last stage 5 layers (...)') are read
+    from their label."""
     from actmem.views.fit_figures import event_label
-    from actmem.views.fit_views import STATES, run_arguments
+    from actmem.views.fit_views import STATES, run_arguments, split_keys, split_options
     values = dict(v)
     recompute = values["recompute"]
     if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N', translated
@@ -116,6 +117,11 @@ def _fit_planner(layer, v, image, tr):
     values["recompute"] = (recompute, 1) if isinstance(recompute, str) else tuple(recompute)
     values["states"] = STATES[values["states"]]
     model = actmem.PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
+    keys = split_keys(model.L, values["p"], values["v"])
+    if values["split"] not in keys:  # a label made after Run All (p or v changed): its key
+        labels = {label.replace("\xa0", " "): key for label, key in
+                  split_options(model.L, values["p"], values["v"], tr)}
+        values["split"] = labels[str(values["split"]).replace("\xa0", " ")]
     result = actmem.training_memory(model, **run_arguments(values))
     top = result.most_loaded
     line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
