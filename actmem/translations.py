@@ -242,7 +242,7 @@ ZH = {
     "backward of {name}: last layer": "{name} 的反向：最后一层",
     "after the backward of {name}": "{name} 的反向之后",
     "optimizer step": "优化器更新",
-    "checkpoints held between passes": "两次计算之间保存的检查点",
+    "checkpoints held between passes": "前向与反向之间保存的检查点",
     "one group recomputed in backward": "反向时重计算的一组",
     "peak: their sum": "峰值：两者之和",
     "lowest peak: k={k}, {size}": "最低峰值：k={k}，{size}",
