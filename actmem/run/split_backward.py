@@ -19,10 +19,10 @@ the rows W needs are those of the same layer without recomputation.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from ..layer.ledger import LedgerRow, ledger_rows
-from ..layer.memory import ActivationMemory
+from ..layer.memory import ActivationMemory, activation_memory
 
 WEIGHT_GRADIENT = "weight gradient"
 """How ``needed_for`` of a row that a weight gradient reads begins."""
@@ -59,3 +59,21 @@ def weight_gradient_bytes(memory: ActivationMemory) -> int:
         TypeError: as :func:`weight_gradient_rows`.
     """
     return sum(r.bytes for r in weight_gradient_rows(memory))
+
+
+def layer_weight_rows(model, t: int, sequence_parallel: bool,
+                      rows: list[tuple[str, int]] | None = None) -> int:
+    """Bytes one layer of ``model`` keeps, per micro-batch and GPU, from its I
+    to its W (:attr:`actmem.run.timeline.LayerMoments.weight_rows`): the rows
+    of :func:`weight_gradient_rows`, those of the layer without
+    recomputation. ``rows``: that layer's (ledger key, bytes) at the run's
+    precision (:func:`actmem.run.precision.layer_rows`); None: the ledger's
+    16-bit bytes.
+
+    Raises:
+        ValueError: as :meth:`actmem.ModelConfig.layer`.
+    """
+    ledger = activation_memory(**asdict(model.layer(t, sequence_parallel, "none")))
+    keys = {row.key for row in weight_gradient_rows(ledger)}
+    rows = [(row.key, row.bytes) for row in ledger.rows] if rows is None else rows
+    return sum(size for key, size in rows if key in keys)
