@@ -4,12 +4,13 @@ from the previous data, limits recomputed)."""
 
 import io
 
+import numpy as np
 import PIL.Image
 import pytest
 
 import actmem
 from actmem import figures, fit_figures, schedule_figures
-from actmem.views.redraw import figure_axes, png
+from actmem.views.redraw import BLIT, figure_axes, png
 from actmem.views.variant_views import stacked_figure
 
 LAYER = dict(s=2048, b=1, h=4096, a=32)
@@ -125,3 +126,33 @@ def test_hidden_axes_do_not_count_as_spilling():
     fig = figures.sharding_figure(t=4, fig=fig)
     fig.canvas.draw()
     assert not _spills(fig)
+
+
+KEPT = {  # two calls whose figures differ only in what the figure marks as changing
+    "sharding": (figures.sharding_figure, dict(**LAYER, t=2), dict(**LAYER, t=4)),
+    "terms_vs_t": (figures.terms_vs_t_figure, dict(**LAYER, highlight=8),
+                   dict(**LAYER, highlight=2)),
+    "stacked": (stacked_figure, *CASES["stacked"][1][:1], dict(
+        results={"a": actmem.activation_memory(**LAYER, t=8), "b":
+                 actmem.activation_memory(**LAYER, t=8, recompute="selective")}, title="one")),
+    "schedule": (schedule_figures.schedule_figure, dict(schedule=schedule(4, 8)),
+                 dict(schedule=schedule(4, 12))),
+}
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_drawing_on_the_kept_background_shows_a_full_drawing(name):
+    """png draws only the changing artists on the kept image of the rest:
+    the same pixels as drawing the whole figure again, but where a redrawn
+    spine's antialiased corner meets a kept axis (at most 2 pixels)."""
+    draw, first, second = KEPT[name]
+    fig = draw(**first)
+    png(fig)
+    key = getattr(fig, BLIT)[0]
+    fig = draw(**second, fig=fig)
+    assert getattr(fig, BLIT)[0] == key  # the background is kept
+    kept = np.asarray(PIL.Image.open(io.BytesIO(png(fig))))
+    fig.canvas.draw()  # everything, in the layout png kept
+    full = np.asarray(fig.canvas.buffer_rgba())
+    assert kept.shape == full.shape
+    assert np.count_nonzero((kept != full).any(axis=2)) <= 2

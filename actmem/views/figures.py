@@ -11,7 +11,7 @@ matplotlib is imported here only, so ``import actmem`` stays light.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.collections import PatchCollection
+from matplotlib.collections import PolyCollection
 from matplotlib.patches import Rectangle
 
 from ..language import tr
@@ -19,7 +19,7 @@ from ..layer.ledger import GROUPS, HEAD_SPLIT, HIDDEN_SPLIT, REPLICATED
 from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_value, to_mib
 from ..validate import common_divisors, positive_int
-from .redraw import figure_axes
+from .redraw import changing_only, figure_axes
 
 OKABE_ITO = {
     "blue": "#0072B2", "orange": "#E69F00", "green": "#009E73",
@@ -77,16 +77,20 @@ def _colour(rank: int | None, column: int | None) -> str:
     return GPU_COLOURS[column] if rank == column else "white"
 
 
+def _box(x: float, y: float, width: float, height: float) -> list[tuple[float, float]]:
+    """The corners of a box, counter-clockwise from its lower left."""
+    return [(x, y), (x + width, y), (x + width, y + height), (x, y + height)]
+
+
 def _draw_matrix(ax, boxes, row, x0, t, column):
     """A (s, b, width) tensor as a box; width h is 1 unit, 4h is 4 units.
-    Its pieces are appended to ``boxes``."""
+    Its pieces are appended to ``boxes`` as (corners, fill, edge width)."""
     width = 4.0 if row.shape[-1] in ("4h", "f") else 1.0
     pieces = 1 if row.placement == REPLICATED else t
     for i in range(pieces):
         rank = None if pieces == 1 else _owner(i, pieces, t)
-        boxes.append(Rectangle((x0 + i * width / pieces, 0), width / pieces, 1,
-                               facecolor=_colour(rank, column),
-                               edgecolor="black", linewidth=0.6))
+        boxes.append((_box(x0 + i * width / pieces, 0, width / pieces, 1),
+                      _colour(rank, column), 0.6))
     ax.text(x0 + width / 2, -0.25, " x ".join(row.shape), ha="center", va="top",
             fontsize=9)
     return x0 + width + 0.5
@@ -94,16 +98,14 @@ def _draw_matrix(ax, boxes, row, x0, t, column):
 
 def _draw_heads(ax, boxes, row, x0, t, a, column):
     """A (b, a, s, s) tensor as ``a`` squares, one whole s x s map per head,
-    appended to ``boxes``."""
+    appended to ``boxes`` as (corners, fill, edge width)."""
     per_line = min(a, 16)
     lines = -(-a // per_line)
     size = min(1.0 / lines, 4.0 / per_line) * 0.9
     for head in range(a):
         x = x0 + (head % per_line) * size / 0.9
         y = 1 - (head // per_line + 1) * size / 0.9
-        boxes.append(Rectangle((x, y), size, size,
-                               facecolor=_colour(_owner(head, a, t), column),
-                               edgecolor="black", linewidth=0.4))
+        boxes.append((_box(x, y, size, size), _colour(_owner(head, a, t), column), 0.4))
     ax.text(x0 + 2, -0.25, tr("{shape} (one square per head)").format(
         shape=" x ".join(row.shape)),
             ha="center", va="top", fontsize=9)
@@ -112,7 +114,7 @@ def _draw_heads(ax, boxes, row, x0, t, a, column):
 
 def _draw_group(ax, result, group, column):
     """Every distinct tensor of ``group``: global view or GPU ``column``.
-    The boxes go in as one collection (fast to add and to draw)."""
+    The boxes go in as one collection (fast to add and to draw); returns it."""
     c = result.config
     x, boxes = 0.0, []
     for row in _group_tensors(result, group):
@@ -120,10 +122,13 @@ def _draw_group(ax, result, group, column):
             x = _draw_heads(ax, boxes, row, x, c.t, c.a, column)
         else:
             x = _draw_matrix(ax, boxes, row, x, c.t, column)
-    ax.add_collection(PatchCollection(boxes, match_original=True), autolim=False)
+    corners, fills, widths = zip(*boxes)
+    pieces = PolyCollection(corners, facecolors=fills, edgecolors="black", linewidths=widths)
+    ax.add_collection(pieces, autolim=False)
     ax.set_xlim(-0.2, 5.7)
     ax.set_ylim(-0.8, 1.4)
     ax.set_axis_off()
+    return pieces
 
 
 def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
@@ -133,13 +138,13 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     Rows are the paper's three groups (fixed, intermediate, attention map);
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
     drawn follows the ledger's ``placement`` field: replicated tensors are
-    whole on every GPU, hidden-split ones keep a 1/t slice of h (Q, K, V, the projection's
-    input) or of the MLP's 4h,
+    whole on every GPU, hidden-split ones keep a 1/t slice of the MLP's 4h,
     head-split attention maps keep a/t whole s x s squares. Shapes are
     logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
     for t > 2 the other ranks are drawn light grey in the global column.
     ``fig``: a Figure this function returned, to redraw in place
-    (:mod:`actmem.views.redraw`).
+    (:mod:`actmem.views.redraw`): the shapes' labels and the global
+    column's titles, the same for every t, are kept as drawn.
 
     Raises:
         TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
@@ -148,6 +153,7 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     fig, axes = figure_axes(fig, (12, 6.5), 3, 3)
     titles = (tr("global tensor"), "GPU 0", "GPU 1" if t == 2 else
               tr("GPU 1 (of {t})").format(t=t))
+    changing = []  # what depends on t (see redraw.changing_only)
     for r, group in enumerate(GROUPS):
         per_gpu = tr("{size} per GPU").format(size=format_bytes(result.group_bytes(group)))
         placement = _group_tensors(result, group)[-1].placement
@@ -155,16 +161,21 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
             ax = axes[r, col]
             if col == 2 and t == 1:
                 ax.set_axis_off()
-                ax.text(0.5, 0.5, tr("t = 1: no GPU 1"), ha="center",
-                        transform=ax.transAxes)
+                changing.append(ax.text(0.5, 0.5, tr("t = 1: no GPU 1"), ha="center",
+                                        transform=ax.transAxes))
                 continue
-            _draw_group(ax, result, group, None if col == 0 else col - 1)
+            changing.append(_draw_group(ax, result, group, None if col == 0 else col - 1))
             label = tr(TERM_LABELS[group]) if col == 0 else \
                 tr("{placement}: {size}").format(placement=tr(PLACEMENT_LABELS[placement]),
                                                  size=per_gpu)
             ax.set_title(f"{titles[col]}\n{label}" if r == 0 else label, fontsize=9)
+            if col > 0:
+                changing.append(ax.title)
     fig.suptitle(tr("Who keeps what at t = {t} (s={s}, b={b}, h={h}, a={a}); "
                     "logical shapes, not to scale").format(t=t, s=s, b=b, h=h, a=a))
+    kept = tuple((ax.get_title(), *(text.get_text() for text in ax.texts))
+                 for ax in axes.flat if ax.title not in changing)
+    changing_only(fig, (t == 1, kept), [*changing, fig._suptitle])
     return fig
 
 
@@ -331,7 +342,12 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     ax.set_ylabel(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"))
     ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a})").format(
         s=s, b=b, h=h, a=a))
-    ax.legend(fontsize=8)
+    legend = ax.legend(fontsize=8)
+    # a new highlight changes the bars' outline and the legend (drawn over
+    # the bars); the axes and title are kept by png while they stay
+    changing_only(fig, (ax.get_xlim(), ax.get_ylim(), tuple(map(str, ts)), ax.get_title(),
+                        ax.get_xlabel(), ax.get_ylabel()),
+                  [*ax.patches, *ax.texts, *ax.lines, legend, *ax.spines.values()])
     return fig
 
 

@@ -109,7 +109,7 @@ def png(fig: Figure) -> bytes:
         setattr(fig, _BACKGROUND, ((key, tuple(fig.bbox.size)),
                                    fig.canvas.copy_from_bbox(fig.bbox)) if artists else None)
     renderer = fig.canvas.get_renderer()
-    for artist in artists:
+    for artist in sorted(artists, key=lambda a: a.get_zorder()):  # as Axes.draw does
         if artist.get_visible():
             artist.draw(renderer)
     buffer = io.BytesIO()

@@ -14,12 +14,17 @@ not already hold.
 
 from __future__ import annotations
 
+import functools
+
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch
+from matplotlib.transforms import IdentityTransform
 
 from ..language import tr
 from .figures import OKABE_ITO
-from .redraw import figure_axes
+from .redraw import changing_only, figure_axes
 from ..layer.memory import ActivationMemory
 from ..run.schedules import (BACKWARD, FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule,
                              simulate_schedule)
@@ -41,6 +46,16 @@ TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B",
           "dualpipev": "DualPipe V", "looped-bfs": "looped breadth-first"}
 
 
+@functools.lru_cache(maxsize=None)
+def _number(text: str) -> tuple:
+    """A micro-batch number as a marker (what ``scatter(marker="$7$")``
+    draws): its path and its area in points^2, digits about 6 pt high (a
+    marker spans its larger side). Built once per number."""
+    marker = MarkerStyle(f"${text}$")
+    return marker.get_path().transformed(marker.get_transform()), \
+        (6 * max(1.0, 0.6 * len(text))) ** 2
+
+
 def _chart(ax, schedule: PipelineSchedule) -> None:
     """Gantt chart: one row per stage, stage 0 on top; one ``broken_barh``
     per stage, pass and chunk kind, so large schedules draw quickly."""
@@ -60,12 +75,12 @@ def _chart(ax, schedule: PipelineSchedule) -> None:
                            hatch="//" if later_chunk else None)
     if labelled:  # one marker per micro-batch number: far faster than a text per box
         for microbatch, centres in labels.items():
-            xs, ys = zip(*centres)
-            text = str(microbatch)
-            # a marker spans its larger side: digits about 6 pt high
-            size = 6 * max(1.0, 0.6 * len(text))
-            ax.scatter(xs, ys, marker=f"${text}$", s=size ** 2, c="black",
-                       linewidths=0, zorder=3)
+            path, area = _number(str(microbatch))
+            numbers = PathCollection([path], [area], offsets=centres, linewidths=0, zorder=3,
+                                     offset_transform=ax.transData, facecolors="black",
+                                     edgecolors="face")
+            numbers.set_transform(IdentityTransform())  # as scatter: the path is in points
+            ax.add_collection(numbers, autolim=False)  # the limits are set below
     ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))
@@ -125,7 +140,17 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
                                      height_ratios=[max(schedule.p, 2), 2])
     _chart(chart, schedule)
     _in_flight(held, schedule)
+    # what changes with m (and the order) while p, v and the kinds of pass
+    # stay; the rest (legends, stage names, the count's axis) is kept by png
+    changing_only(fig, (_legend_labels(chart), _legend_labels(held), held.get_ylim(),
+                        held.get_ylabel(), held.get_xlabel()),
+                  [*chart.collections, *held.lines, chart.title, chart.xaxis, held.xaxis,
+                   *chart.spines.values(), *held.spines.values()])
     return fig
+
+
+def _legend_labels(ax) -> tuple[str, ...]:
+    return tuple(text.get_text() for text in ax.get_legend().get_texts())
 
 
 def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:

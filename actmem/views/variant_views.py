@@ -32,7 +32,7 @@ from ..layer.memory import ActivationMemory, activation_memory
 from ..units import format_bytes, format_change, format_value, to_mib
 from ..validate import common_divisors, flag, positive_int
 from .readouts import HTML, TEXT
-from .redraw import figure_axes
+from .redraw import changing_only, figure_axes
 from .widgets import _dropdown, _Explorer, _with, head_choices
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
@@ -215,7 +215,11 @@ def stacked_figure(results: dict[str, ActivationMemory], title: str, fig=None):
     ax.set_xlim(0, max(left) * 1.12)
     ax.set_xlabel(tr("activation memory per layer, per micro-batch, per GPU (MiB)"))
     ax.set_title(tr(title))
-    ax.legend(fontsize=8, loc="lower right")
+    legend = ax.legend(fontsize=8, loc="lower right")
+    # the bars, totals and legend (drawn over the bars) change with the
+    # options; the axes, bar names and title are kept by png while they stay
+    changing_only(fig, (ax.get_xlim(), tuple(labels), ax.get_title(), ax.get_xlabel()),
+                  [*ax.patches, *ax.texts, legend, *ax.spines.values()])
     return fig
 
 

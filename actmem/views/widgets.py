@@ -39,7 +39,7 @@ from ..layer.coefficients import coefficient_units, coefficients
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
-from ..validate import flag, positive_int
+from ..validate import flag, lists_keywords, positive_int
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""
@@ -160,6 +160,12 @@ class _Explorer:
     CSS class ``actmem-explorer`` and each readout ``actmem-readout-<name>``.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        """Every explorer names its options when given an unknown keyword."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = lists_keywords(cls.__init__)
+
     def __init__(self, controls: dict, readouts: dict[str, str], image: bool,
                  layout: list | None = None):
         self.language = get_language()  # of the labels, fixed at construction
@@ -168,11 +174,16 @@ class _Explorer:
         self.readouts = self.panel.readouts
         self.image = widgets.Image(format="png") if image else None
         self._figure = None  # redrawn in place by show_figure
+        self._drawn = None  # what it shows: (draw, args, kwargs, language)
         self._held = None  # the controls' held updates, see _controls_held
         self._busy = False
         self.cause = None  # the control whose change is being applied
+        self._offered = {name: list(c.options) for name, c in controls.items()
+                         if hasattr(c, "options")}  # set by the explorer only
         for control in controls.values():
             control.observe(self._changed, names="value")
+            if hasattr(control, "options"):
+                control.observe(self._options_changed, names="options")
         if layout is None:
             layout = [widgets.HBox(list(controls.values()))]
         children = [*layout, self.panel.widget]
@@ -187,6 +198,7 @@ class _Explorer:
     def _changed(self, change) -> None:
         if not self._busy:
             self.cause = next(k for k, c in self.controls.items() if c is change["owner"])
+            self._refuse_foreign_options(self.cause, change["old"])
             self._refuse_invalid(change)
             with self._controls_held():
                 self._busy = True
@@ -214,6 +226,30 @@ class _Explorer:
         held, self._held = self._held, None
         if held is not None:
             held.close()
+
+    def _options_changed(self, change) -> None:
+        if not self._busy:
+            name = next(k for k, c in self.controls.items() if c is change["owner"])
+            self._refuse_foreign_options(name, change["owner"].value)
+
+    def _refuse_foreign_options(self, name: str, value) -> None:
+        """Menus set from code (``.options = ...``) are put back, with the
+        value, and refused: the explorer offers only values valid with the
+        other controls, so that the readouts always match the controls."""
+        control, offered = self.controls[name], self._offered.get(name)
+        if offered is None or list(control.options) == offered:
+            return
+        given = list(control.options)
+        self._busy = True
+        try:
+            control.options = offered
+            control.value = closest(value, _option_values(offered))
+        finally:
+            self._busy = False
+        raise ValueError(f"{name}.options={given!r} refused: the explorer offers only "
+                         f"values valid with the other controls "
+                         f"({', '.join(str(v) for v in _option_values(offered))}); "
+                         f"set {name}.value instead")
 
     def _refuse_invalid(self, change) -> None:
         """A value set from code that the control does not offer (None, or
@@ -254,12 +290,18 @@ class _Explorer:
         (:mod:`actmem.views.redraw`). Call it after the readouts are set:
         they are sent first, and reach the browser before drawing starts,
         because in a Jupyter kernel ``sys.stdout.flush()`` waits until the
-        kernel's output thread has sent every message queued before it."""
+        kernel's output thread has sent every message queued before it.
+        Nothing is drawn when ``draw`` and its arguments (compared with
+        ``==``) are those of the figure shown."""
         self.panel.send()
         self._release_controls()
+        what = (draw, args, kwargs, get_language())
+        if what == self._drawn:  # the same figure (a control it does not show changed)
+            return
         sys.stdout.flush()
         self._figure = draw(*args, fig=self._figure, **kwargs)
         self.image.value = png(self._figure)
+        self._drawn = what
 
     def restrict(self) -> None:
         """Narrow dependent options to valid values (override); ``cause``
@@ -272,6 +314,7 @@ class _Explorer:
         control = self.controls[name]
         value = closest(control.value if prefer is None else prefer,
                         _option_values(options))
+        self._offered[name] = list(options)
         if list(control.options) != options:
             control.options = options
         control.value = value
