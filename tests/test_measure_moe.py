@@ -32,6 +32,10 @@ VARIANTS = {
     "top3_no_dropout": dict(moe_router_topk=3, dropout=False),
     "selective": dict(moe_router_topk=2, recompute="selective"),
     "full": dict(moe_router_topk=2, recompute="full"),
+    "capacity_no_drop": dict(moe_router_topk=2, moe_expert_capacity_factor=2.0),
+    "capacity_drop": dict(moe_router_topk=2, moe_expert_capacity_factor=0.5),
+    "capacity_padded": dict(moe_router_topk=2, moe_expert_capacity_factor=1.3,
+                            moe_pad_expert_input_to_capacity=True),
 }
 LAYERNORM_STATS = 2 * 2 * (N * 2)
 """Two LayerNorms x (mean, rstd) x s*b bfloat16 elements (CPU), as test_measure."""
@@ -65,12 +69,21 @@ def test_the_moe_rows_bytes_by_hand(measured):
     assert not set(DENSE_MLP_ROWS) & set(rows)
 
 
-@pytest.mark.parametrize("name", ["top2_shared", "top1", "top3_no_dropout", "selective"])
+@pytest.mark.parametrize("name", ["top2_shared", "top1", "top3_no_dropout", "selective",
+                                  "capacity_drop", "capacity_padded"])
 def test_the_only_extras_are_the_layernorm_statistics(measured, name):
     extras = measured[name].extras
     assert [e.storage.saved_by[0].split(".")[0] for e in extras] == [
         "NativeLayerNormBackward0"] * 4
     assert measured[name].extras_total == LAYERNORM_STATS
+
+
+def test_capacity_padding_gives_each_expert_exactly_its_capacity(measured):
+    capacity = 42  # ceil(64 tokens * 2 / 4 experts * 1.3)
+    rows = {r.key: r.measured_bytes for r in measured["capacity_padded"].rows}
+    assert rows["expert_fc1_input"] == 2 * 4 * capacity * h
+    assert rows["permute_index"] == rows["permute_probs_index"] == 8 * 4 * capacity
+    assert rows["router_capacity_mask"] == N * 4  # bool
 
 
 def test_full_recomputation_keeps_only_the_layer_input(measured):

@@ -79,6 +79,22 @@ def test_recomputation_and_dropout_act_on_moe_rows_as_on_the_others():
     assert "mlp_out_dropout_mask" not in rows(dropout=False)
 
 
+@pytest.mark.parametrize("factor, pad, copies", [
+    (1.0, False, N * K),      # balanced share N*k/E = 512 fits the capacity 512: no drop
+    (0.5, False, E * 256),    # capacity 256 below the share: each expert keeps 256
+    (1.25, True, E * 640),    # padded to capacity ceil(512 * 1.25) = 640, exactly
+    (8, True, E * N),         # capacity 4096 above the 2048 tokens: every token, every expert
+])
+def test_capacity_factor_caps_or_pads_the_routed_copies(factor, pad, copies):
+    r = rows(moe_expert_capacity_factor=factor, moe_pad_expert_input_to_capacity=pad)
+    assert r["router_capacity_mask"].bytes == N * E  # bool, the probabilities' mask
+    assert r["expert_fc1_input"].bytes == 2 * copies * H
+    assert r["expert_fc1_output"].bytes == 2 * 2 * copies * FE
+    assert r["expert_fc2_input"].bytes == 2 * copies * FE
+    assert r["permute_index"].bytes == 8 * copies
+    assert r["permute_probs_index"].bytes == (8 * copies if pad else 8 * N * E)
+
+
 def test_mixtral_parameter_count_is_the_published_one():
     # Jiang et al. 2024, Table 1; the Hugging Face safetensors total of Mixtral-8x7B-v0.1
     count = parameter_count(MIXTRAL)
@@ -139,6 +155,12 @@ def test_training_memory_takes_ep_and_the_moe_rows():
      r"moe_ffn_hidden_size given without num_experts"),
     (lambda: activation_memory(S, B, H, A, **{**MOE, "etp": 3}),
      r"etp=3 must divide moe_ffn_hidden_size=14336; valid etp: 1, 2, 4, 7"),
+    (lambda: activation_memory(S, B, H, A, **MOE, moe_pad_expert_input_to_capacity=True),
+     r"moe_pad_expert_input_to_capacity=True needs moe_expert_capacity_factor"),
+    (lambda: activation_memory(S, B, H, A, **MOE, moe_expert_capacity_factor=0),
+     r"moe_expert_capacity_factor must be None \(dropless\) or a finite number > 0, got 0"),
+    (lambda: activation_memory(S, B, H, A, **MOE, moe_expert_capacity_factor=float("inf")),
+     r"moe_expert_capacity_factor must be None"),
     (lambda: model_states(MIXTRAL, ep=3), r"ep=3 must divide num_experts=8; valid ep: 1, 2, 4, 8"),
     (lambda: model_states(MIXTRAL, t=2, d=2, ep=8),
      r"ep\*etp=16 \(ep=8, etp=2\) must divide t\*d=4"),

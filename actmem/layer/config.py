@@ -8,6 +8,7 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, fields
 
@@ -139,6 +140,12 @@ class LayerConfig:
             width (``--moe-shared-expert-intermediate-size``), or ``None``.
         etp: expert tensor-parallel size (``--expert-tensor-parallel-size``);
             ``None`` means t, Megatron-LM's default. Must divide f_e.
+        moe_expert_capacity_factor: ``None`` (dropless, Megatron-LM's
+            default) or c > 0: each expert takes at most
+            ceil(N_r*k/E * c) copies from each rank of N_r tokens
+            (``--moe-expert-capacity-factor``).
+        moe_pad_expert_input_to_capacity: pad every expert's input to that
+            capacity (``--moe-pad-expert-input-to-capacity``; needs c).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -164,6 +171,8 @@ class LayerConfig:
     moe_ffn_hidden_size: int | None = None
     moe_shared_expert_intermediate_size: int | None = None
     etp: int | None = None
+    moe_expert_capacity_factor: int | float | None = None
+    moe_pad_expert_input_to_capacity: bool = False
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -219,9 +228,10 @@ STORAGE_OPTIONS = tuple(f.name for f in fields(LayerConfig))[5:]
 """The keyword options of a layer beyond s, b, h, a, t (sequence_parallel,
 recompute, flash_attention, kv_heads, ffn_hidden_size, activation,
 dropout, and the MoE options num_experts, moe_router_topk,
-moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp)."""
+moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp,
+moe_expert_capacity_factor, moe_pad_expert_input_to_capacity)."""
 
-MOE_OPTIONS = STORAGE_OPTIONS[-5:]
+MOE_OPTIONS = STORAGE_OPTIONS[-7:]
 """The options that only a mixture-of-experts layer takes."""
 
 
@@ -237,7 +247,7 @@ def check_moe(c: LayerConfig) -> None:
             experts' width.
     """
     if c.num_experts is None:
-        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2)]
+        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2, False)]
         if given:
             raise ValueError(f"{', '.join(given)} given without num_experts: these options "
                              "describe a mixture-of-experts layer; pass num_experts too")
@@ -259,5 +269,15 @@ def check_moe(c: LayerConfig) -> None:
         if getattr(c, name) is not None:
             positive_int(name, getattr(c, name))
     divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
+    flag("moe_pad_expert_input_to_capacity", c.moe_pad_expert_input_to_capacity)
+    factor = c.moe_expert_capacity_factor
+    if factor is None:
+        if c.moe_pad_expert_input_to_capacity:
+            raise ValueError("moe_pad_expert_input_to_capacity=True needs "
+                             "moe_expert_capacity_factor: padding is to that capacity")
+    elif isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+            or not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"moe_expert_capacity_factor must be None (dropless) or a finite "
+                         f"number > 0, got {factor!r}")
     if c.moe_shared_expert_intermediate_size is not None:
         divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)

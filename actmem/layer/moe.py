@@ -30,13 +30,20 @@ expected bytes; an uneven router does (a rank's experts can receive up to
 all N*k*etp*ep/t copies), so the expert rows are expectations, exact when
 ep = 1 (every copy stays local, whatever the routing). A capacity factor c
 (``--moe-expert-capacity-factor``) caps each expert at
-ceil(N*k*c/(t*E)) copies per source rank (``moe_utils.py``: get_capacity):
-drops leave the balanced expectation unchanged for c >= 1, and
-``--moe-pad-expert-input-to-capacity`` makes T exactly E/ep*ep*etp times
-that cap; neither is modelled here.
+ceil(N*k*c/(t*E)) copies per source rank (``moe_utils.py``: get_capacity,
+apply_router_token_dropping), an option here (:func:`routed_copies`):
+dropping keeps the balanced
+expectation for c >= 1 and caps each expert at the capacity below it, and
+the masking of the probabilities keeps an N x E boolean mask;
+``--moe-pad-expert-input-to-capacity`` makes every expert's input exactly
+the capacity (T = E*capacity*etp per rank, not an expectation) and
+permutes with two int64 indices of E*capacity each (``permute`` and
+``unpermute`` with ``drop_and_pad``).
 """
 
 from __future__ import annotations
+
+import math
 
 from .config import LayerConfig
 from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
@@ -56,6 +63,8 @@ SOURCES = {
                            ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
     "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
                      "and unpermute (scatter_add_ with the same indices)",
+    "router_capacity_mask": _MOE + "moe_utils.py: apply_router_token_dropping "
+                            "(final_probs = routing_probs * final_map)",
     "expert_fc1_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc1 on the tokens "
                         "token_dispatcher.py: MoEAlltoAllTokenDispatcher dispatched)",
     "expert_fc1_output": "megatron/core/fusions/fused_bias_swiglu.py: "
@@ -83,6 +92,8 @@ NEEDED_FOR = {
     "permute_index": "backward of permute and unpermute: each routed copy's gradient is "
                      "summed back into its token, and the output's gradient gathered to "
                      "each copy",
+    "router_capacity_mask": "backward of the capacity masking: the probabilities' gradient "
+                            "is multiplied by the same mask",
     "expert_fc1_input": "weight gradient of each expert's first linear: dW_e = X_e^T dY_e",
     "expert_fc1_output": "weighted SwiGLU backward: d(up) and d(gate) need gate and up",
     "expert_probs": "weighted SwiGLU backward: the gradient is scaled by each copy's "
@@ -112,11 +123,16 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     tokens' permutation index 8Nk (int64). Routed copies (``EXPERT_ROUTED``,
     per rank over t): fc1 input 2Nk*etp*h, fc1 output 2*2Nk*f_e, the copies'
     probabilities 2Nk*etp (bf16, the logits' dtype), fc2 input 2Nk*f_e.
-    Shared experts (hidden-split over t): fc1 output 2*2N*f_s, fc2 input
+    With a capacity factor: an N x E bool mask more, and Nk replaced by the
+    copies of :func:`routed_copies` (times t); padded to capacity, both
+    permutation indices hold those copies' E*capacity entries. Shared
+    experts (hidden-split over t): fc1 output 2*2N*f_s, fc2 input
     2N*f_s.
     """
     N, E, k, h, f, x = c.s * c.b, c.num_experts, c.moe_router_topk, c.h, c.f_e, c.expert_t
-    fe = ("s", "b", "k", "f_e")
+    T, padded = routed_copies(c) * c.t, c.moe_pad_expert_input_to_capacity
+    copies = ("s", "b", "k") if T == N * k else ("E", "capacity")
+    gathered = (*copies[:-1], copies[-1] + "*etp")
     rows = [
         _row(c, "moe_input", "input of the MoE layer (router and shared experts)",
              ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
@@ -124,18 +140,24 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
              ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
         _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
              ("s", "b", "k"), N * k, 4, REPLICATED, "fixed"),
+    ]
+    if c.moe_expert_capacity_factor is not None:
+        rows.append(_row(c, "router_capacity_mask", "capacity mask of the probabilities (bool)",
+                         ("s", "b", "E"), N * E, 1, REPLICATED, "fixed"))
+    rows += [
         _row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
-             ("E", "s", "b"), N * E, 8, REPLICATED, "fixed"),
+             copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
+             "fixed"),
         _row(c, "permute_index", "permutation index of the tokens (int64)",
-             ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
+             copies, T, 8, REPLICATED, "fixed"),
         _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
-             ("s", "b", "k*etp", "h"), N * k * x * h, 2, EXPERT_ROUTED, "intermediate"),
+             (*gathered, "h"), T * x * h, 2, EXPERT_ROUTED, "intermediate"),
         _row(c, "expert_fc1_output", "experts' fc1 output (SwiGLU gate and up)",
-             ("s", "b", "k", "2f_e"), 2 * N * k * f, 2, EXPERT_ROUTED, "intermediate"),
+             (*copies, "2f_e"), 2 * T * f, 2, EXPERT_ROUTED, "intermediate"),
         _row(c, "expert_probs", "routing probability of each routed copy",
-             ("s", "b", "k*etp"), N * k * x, 2, EXPERT_ROUTED, "intermediate"),
+             gathered, T * x, 2, EXPERT_ROUTED, "intermediate"),
         _row(c, "expert_fc2_input", "input of the experts' second linear",
-             fe, N * k * f, 2, EXPERT_ROUTED, "intermediate"),
+             (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate"),
     ]
     fs = c.moe_shared_expert_intermediate_size
     if fs:
@@ -146,6 +168,24 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
                  ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
         ]
     return tuple(rows)
+
+
+def routed_copies(c: LayerConfig) -> int:
+    """Copies one rank sends to the experts (T before the etp all-gather):
+    N_r*k for dropless routing, N_r = s*b/t the rank's tokens; with a
+    capacity factor c each expert takes at most
+    ``capacity = ceil(N_r*k/E * c)`` (Megatron-LM's get_capacity, in its
+    floating-point arithmetic), and no more than the N_r tokens there are:
+    E*capacity when padded to capacity or when the balanced share N_r*k/E
+    is above the capacity (the rest are dropped), else N_r*k.
+    """
+    tokens, E, k = c.s * c.b // c.t, c.num_experts, c.moe_router_topk
+    if c.moe_expert_capacity_factor is None:
+        return tokens * k
+    capacity = min(math.ceil((tokens * k / E) * c.moe_expert_capacity_factor), tokens)
+    if c.moe_pad_expert_input_to_capacity or tokens * k > E * capacity:
+        return E * capacity
+    return tokens * k
 
 
 def with_moe(rows, c: LayerConfig):

@@ -27,6 +27,8 @@ row key of :mod:`actmem.layer.moe`.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -128,13 +130,16 @@ class ReferenceMoELayer(ReferenceLayer):
 
     def _moe(self, tokens):
         probs, routing_map = self._route(tokens)
-        n, k = tokens.shape[0], self.config.moe_router_topk
-        flat = routing_map.T.contiguous().reshape(-1).argsort(descending=True, stable=True)
-        flat = named("permute_probs_index", flat)[:n * k]
-        index = named("permute_index", flat % n)
-        permuted_probs = probs.T.contiguous().reshape(-1)[flat]
+        if self.config.moe_pad_expert_input_to_capacity:
+            index, permuted_probs, counts = self._permute_padded(probs, routing_map)
+        else:
+            n = tokens.shape[0]
+            flat = routing_map.T.contiguous().reshape(-1).argsort(descending=True, stable=True)
+            flat = named("permute_probs_index", flat)[:int(routing_map.sum())]
+            index = named("permute_index", flat % n)
+            permuted_probs = probs.T.contiguous().reshape(-1)[flat]
+            counts = routing_map.sum(dim=0).tolist()
         permuted = tokens.index_select(0, index)
-        counts = routing_map.sum(dim=0).tolist()
         permuted = torch.cat(torch.split(permuted, counts))      # permutation 2
         permuted_probs = torch.cat(torch.split(permuted_probs, counts))
         outputs = self._experts(named("expert_fc1_input", permuted),
@@ -150,7 +155,41 @@ class ReferenceMoELayer(ReferenceLayer):
         top = named("router_topk_indices", top)
         probs = torch.zeros_like(logits).scatter(1, top, probs.type_as(logits))
         routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
-        return probs, routing_map
+        if self.config.moe_expert_capacity_factor is None:
+            return probs, routing_map
+        return self._drop(probs, routing_map)
+
+    def _capacity(self, n):
+        c = self.config
+        return math.ceil((n * c.moe_router_topk / c.num_experts) * c.moe_expert_capacity_factor)
+
+    def _drop(self, probs, routing_map):
+        """apply_router_token_dropping (drop_policy "probs"). Its top-k over
+        the tokens runs on detached probabilities here: in Megatron-LM that
+        node's values are discarded, so the node and its indices are freed at
+        once, which the recorder (it keeps every saved tensor) would not see."""
+        n, capacity = probs.shape[0], self._capacity(probs.shape[0])
+        if capacity > n:
+            mask = torch.ones_like(probs).bool()
+        else:
+            _, index = torch.topk(probs.detach(), k=capacity, dim=0, sorted=False)
+            mask = torch.zeros_like(probs).scatter(0, index, 1).bool()
+        if not self.config.moe_pad_expert_input_to_capacity:
+            mask = torch.logical_and(routing_map, mask)
+        return probs * named("router_capacity_mask", mask), mask
+
+    def _permute_padded(self, probs, routing_map):
+        """permute with drop_and_pad: each expert's first ``capacity`` tokens
+        of the (padded) routing map, probabilities gathered by flat index."""
+        n, E = probs.shape
+        rows = routing_map.to(torch.int8).T.contiguous()
+        chosen = rows.argsort(dim=-1, descending=True, stable=True)[:, :self._capacity(n)]
+        chosen = chosen.contiguous()
+        flat = named("permute_probs_index",
+                     (torch.arange(E).unsqueeze(-1) * n + chosen).view(-1))
+        permuted_probs = probs.T.contiguous().view(-1).index_select(0, flat)
+        return (named("permute_index", chosen.view(-1)), permuted_probs,
+                [chosen.shape[1]] * E)
 
     def _experts(self, tokens, probs, counts):
         outs = []

@@ -42,7 +42,8 @@ class ModelConfig:
             multiple of this times t (default 128).
         source: where the numbers come from (presets cite a paper or card).
         num_experts, moe_router_topk, moe_ffn_hidden_size,
-        moe_shared_expert_intermediate_size: the MoE layers' options, as
+        moe_shared_expert_intermediate_size, moe_expert_capacity_factor,
+        moe_pad_expert_input_to_capacity: the MoE layers' options, as
             :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case).
         moe_layer_freq: which layers are MoE (``--moe-layer-freq``): an int
             N (layer i is MoE when i % N == 0, Megatron-LM's rule) or a tuple
@@ -76,6 +77,8 @@ class ModelConfig:
     moe_ffn_hidden_size: int | None = None
     moe_shared_expert_intermediate_size: int | None = None
     moe_layer_freq: int | tuple[int, ...] = 1
+    moe_expert_capacity_factor: int | float | None = None
+    moe_pad_expert_input_to_capacity: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
@@ -157,7 +160,10 @@ class ModelConfig:
             experts = dict(num_experts=self.num_experts, moe_router_topk=self.moe_router_topk,
                            moe_ffn_hidden_size=self.moe_ffn_hidden_size, etp=etp,
                            moe_shared_expert_intermediate_size=(
-                               self.moe_shared_expert_intermediate_size))
+                               self.moe_shared_expert_intermediate_size),
+                           moe_expert_capacity_factor=self.moe_expert_capacity_factor,
+                           moe_pad_expert_input_to_capacity=(
+                               self.moe_pad_expert_input_to_capacity))
         elif etp is not None:
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
         return LayerConfig(self.s, self.b, self.h, self.a, t,
