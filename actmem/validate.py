@@ -33,16 +33,17 @@ def integer(name: str, value: object, kind: str = "an integer") -> int:
 
 
 def lists_keywords(function):
-    """Decorate ``function`` so that an unknown keyword argument raises a
-    ``TypeError`` that lists the keywords it takes (Python's own message
-    names only the unknown one)."""
-    known = tuple(inspect.signature(function).parameters)
+    """Decorate ``function`` (or a class's ``__init__``) so that an unknown
+    keyword argument raises a ``TypeError`` that lists the keywords it takes
+    (Python's own message names only the unknown one)."""
+    known = tuple(name for name in inspect.signature(function).parameters if name != "self")
 
     @functools.wraps(function)
     def checked(*args, **kwargs):
         unknown = [name for name in kwargs if name not in known]
         if unknown:
-            raise TypeError(f"{function.__name__}() got unknown keyword argument"
+            raise TypeError(f"{function.__qualname__.removesuffix('.__init__')}() got "
+                            f"unknown keyword argument"
                             f"{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
                             f"it takes {', '.join(known)}")
         return function(*args, **kwargs)

@@ -289,3 +289,126 @@ def test_swiglu_without_a_width_notes_megatron_lms_default(capsys):
         main(["--h", "1280", "--a", "20", "--t", "5", "--activation", "swiglu"])
     assert exit_info.value.code == 2
     assert "t=5 must divide" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ issue 21: kinds of fault
+
+def error_of(argv, capsys) -> str:
+    """The one-line error ``main(argv)`` exits 2 with."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "llama2-70b", "gpt2-large"])
+def test_train_json_reports_the_models_shape_and_only_trains_options(name, capsys):
+    main(["train", "--preset", name, "--json", "--b", "2"])
+    out = json.loads(capsys.readouterr().out)
+    model = actmem.PRESETS[name]
+    assert out["model"]["h"] == model.h and out["model"]["a"] == model.a
+    assert out["model"]["L"] == model.L and out["model"]["b"] == 2
+    assert out["config"]["s"] == model.s and out["config"]["b"] == 2
+    assert out["config"]["preset"] == name
+    assert not {"h", "a", "layers", "kv_heads", "activation", "command"} & set(out["config"])
+
+
+@pytest.mark.parametrize("argv, before, command", [
+    (["--json", "train", "--preset", "llama2-7b"], "--json", "train"),
+    (["--flash-attention", "train", "--preset", "llama2-7b"], "--flash-attention", "train"),
+    (["--s", "4096", "train", "--preset", "llama2-7b"], "--s 4096", "train"),
+    (["-L", "2", "cheatsheet", "x.pdf"], "-L 2", "cheatsheet"),
+])
+def test_table_options_before_a_command_are_refused(argv, before, command, capsys):
+    assert f"error: {before} before '{command}' belongs to the table" in error_of(argv, capsys)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--seq", "4096"], "--seq"), (["--sequence", "4096"], "--sequence"),
+    (["--nope"], "--nope"), (["-q", "3"], "-q"),
+    (["train", "--preset", "llama2-7b", "--seq", "4096"], "--seq"),
+    (["train", "--preset", "llama2-7b", "--gpu", "80GB"], "--gpu"),
+])
+def test_unknown_options_are_named_never_abbreviated(argv, option, capsys):
+    err = error_of(argv, capsys)
+    assert option in err and "invalid choice" not in err
+
+
+@pytest.mark.parametrize("command", ["train", "cheatsheet"])
+def test_subcommand_usage_names_the_subcommand(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert capsys.readouterr().out.startswith(f"usage: actmem {command} [-h]")
+    err = error_of([command], capsys)
+    assert err.startswith(f"actmem {command}: error: the following arguments are required")
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 4299, "9" * 31, "1" * 10000, "4e3", "0x10", "²"])
+@pytest.mark.parametrize("option", [["--s"], ["--h"], ["train", "--preset", "llama2-7b", "-m"]])
+def test_integer_options_refuse_what_is_not_a_short_integer(option, value, capsys):
+    err = error_of([*option, value], capsys)
+    assert "is not an integer of at most 30 digits" in err and len(err) < 300
+
+
+def test_integer_options_take_any_scripts_digits(capsys):
+    main(["--s", "٤٠٩٦", "--t", "8", "--json"])   # Arabic-Indic 4096
+    assert json.loads(capsys.readouterr().out)["config"]["s"] == 4096
+
+
+@pytest.mark.parametrize("reserve, extra", [("5", 5), ("0", 0), (str(2**30), 2**30),
+                                            ("1GiB", 2**30), ("0.5", 40 * 2**30)])
+def test_reserve_takes_bytes_sizes_and_fractions(reserve, extra, capsys):
+    main(["train", "--preset", "llama2-7b", "-t", "2", "--json", "--gpu-memory", "80GiB",
+          "--reserve", reserve])
+    stage = json.loads(capsys.readouterr().out)["stages"][0]
+    assert stage["needed"] == stage["peak"] + extra
+
+
+@pytest.mark.parametrize("delta", [-1, -2**20, -2**29, 0, 1, 2**20])
+def test_verdict_margin_keeps_its_sign(delta):
+    from actmem.views.train_cli import verdict
+    top = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=2, p=2, m=4)
+    need = max(s.needed for s in top.stages)
+    result = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=2, p=2, m=4,
+                                    gpu_memory=need + delta)
+    line = verdict(result)
+    margin = line.split("margin ")[1].split(" GiB")[0]
+    assert float(margin) * 2**30 == pytest.approx(delta, abs=0.51 * 2**30 * 10**-len(
+        margin.split(".")[-1]) if "." in margin else 0.5)
+    assert (delta < 0) == margin.startswith("-") == line.endswith("DOES NOT FIT")
+
+
+@pytest.mark.parametrize("name", [".pdf", ".png", "sheet", "sheet.pdf.txt", "dir/.PDF"])
+def test_cheat_sheet_needs_a_name_and_a_pdf_or_png_extension(name, tmp_path, capsys):
+    err = error_of(["cheatsheet", str(tmp_path / name)], capsys)
+    assert "must end in .pdf or .png after a name" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cheat_sheet_file_errors_are_one_line_before_drawing(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file" / "x.pdf", tmp_path / ("x" * 300 + ".pdf"),
+                tmp_path / "missing" / "x.png"):
+        assert "cannot be written" in error_of(["cheatsheet", str(out)], capsys)
+
+
+def test_cheat_sheet_in_chinese_in_the_format_its_name_gives(tmp_path, capsys):
+    from actmem.language import get_language
+    out = tmp_path / "SHEET.PDF"
+    assert main(["cheatsheet", str(out), "--lang", "zh"]) == 0
+    assert out.read_bytes().startswith(b"%PDF") and list(tmp_path.iterdir()) == [out]
+    assert get_language() == "en"   # the process's language is left as it was
+    assert capsys.readouterr().out == f"wrote {out}\n"
+
+
+def test_workshop_file_errors_are_one_line(tmp_path, capsys):
+    from actmem.workshop import main as workshop
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file" / "w", tmp_path / ("w" * 300)):
+        with pytest.raises(SystemExit) as exit_info:
+            workshop([str(out)])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and err.splitlines()[-1].startswith(
+            "python -m actmem.workshop: error:")

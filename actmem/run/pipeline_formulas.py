@@ -19,6 +19,7 @@ from fractions import Fraction
 
 from ..layer.memory import ActivationMemory
 from .dualpipe import dualpipe_in_flight, dualpipe_parameter_copies
+from .schedule_orders import interleaved_group
 from .schedules import SCHEDULES, stage_index
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
 from ..validate import choice, positive_int
@@ -34,6 +35,15 @@ def _checked(p: int, i: object) -> tuple[int, int]:
     """(p, i) as plain ints, i a stage index."""
     p = positive_int("p", p)
     return p, stage_index(i, p)
+
+
+def _chunks(v: object) -> int:
+    """``v`` as a plain int, checked for the interleaved schedule (v >= 2)."""
+    v = positive_int("v", v)
+    if v < 2:
+        raise ValueError(f"v={v}: the interleaved schedule needs v >= 2 model chunks "
+                         "per GPU (v=1 is 1F1B: one_f_one_b_in_flight)")
+    return v
 
 
 def gpipe_in_flight(p: int, m: int, i: int) -> int:
@@ -62,13 +72,21 @@ def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = No
     count plus one, with ``N`` micro-batches per group (``group``; default
     ``p``, Megatron-LM's). Each holds ``L/(p*v)`` layers.
 
+    Raises:
+        TypeError, ValueError: a value not a positive int, ``i`` not a
+            stage, ``v < 2``, or a ``group`` that is neither PyTorch's
+            (``m // max(1, m // p)``) nor one Megatron-LM accepts
+            (:func:`actmem.simulate_schedule`).
+
     >>> interleaved_in_flight(4, 8, 2, 0)   # (v+1)*p - 1
     11
     """
     p, i = _checked(p, i)
-    v = positive_int("v", v)
+    m, v = positive_int("m", m), _chunks(v)
     group = p if group is None else positive_int("group", group)
-    return min(2 * (p - i - 1) + (v - 1) * group + 1, positive_int("m", m) * v)
+    if group != interleaved_group(p, m, v, "pytorch"):
+        interleaved_group(p, m, v, "megatron", group)
+    return min(2 * (p - i - 1) + (v - 1) * group + 1, m * v)
 
 
 def interleaved_factor(p: int, v: int) -> Fraction:
@@ -79,7 +97,7 @@ def interleaved_factor(p: int, v: int) -> Fraction:
     >>> interleaved_factor(4, 2)
     Fraction(11, 8)
     """
-    p, v = positive_int("p", p), positive_int("v", v)
+    p, v = positive_int("p", p), _chunks(v)
     return 1 + Fraction(p - 1, p * v)
 
 
@@ -90,7 +108,7 @@ def interleaved_factor_holds(p: int, m: int, v: int) -> bool:
     2p``. At ``m = p`` every pass is warm-up and the first stage holds
     ``m*v`` chunk passes, i.e. ``L*M`` (factor 1).
     """
-    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
+    p, m, v = positive_int("p", p), positive_int("m", m), _chunks(v)
     return m * v >= (v + 1) * p - 1
 
 
@@ -118,9 +136,10 @@ def interleaved_first_stage_memory(per_layer: ActivationMemory | int, L: int,
     :func:`interleaved_factor_holds`.
 
     Raises:
-        TypeError, ValueError: a value is not a positive int, or ``p*v``
-            does not divide ``L``.
+        TypeError, ValueError: a value is not a positive int, ``v < 2``,
+            or ``p*v`` does not divide ``L``.
     """
+    p, v = positive_int("p", p), _chunks(v)
     return ((v + 1) * p - 1) * chunk_layers(L, p, v) * layer_bytes(per_layer)
 
 
@@ -136,6 +155,10 @@ def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fracti
     """
     p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     choice("schedule", schedule, SCHEDULES)
+    if schedule == "interleaved":
+        _chunks(v)
+    elif v != 1:
+        raise ValueError(f"v={v}: schedule {schedule!r} runs one model chunk per GPU (v=1)")
     return Fraction(p - 1, (v if schedule == "interleaved" else 1) * m)
 
 

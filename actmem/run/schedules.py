@@ -152,15 +152,13 @@ class PipelineSchedule:
                 step, measured by :mod:`actmem.measure.pipeline`).
 
         Raises:
-            ValueError: a bad ``i``, or not one dict per chunk.
+            TypeError, ValueError: a bad ``i``, or not one dict (part name ->
+                bytes, an int >= 0) per chunk.
         """
         pending = parts if pending is None else pending
         after_weight = [{}] * self.v if after_weight is None else after_weight
-        states = (parts, pending, after_weight)
-        for name, given in zip(("parts", "pending", "after_weight"), states):
-            if len(given) != self.v:
-                raise ValueError(f"{name} needs one dict per model chunk (v={self.v}), "
-                                 f"got {len(given)}")
+        states = tuple(_chunk_parts(name, given, self.v) for name, given in zip(
+            ("parts", "pending", "after_weight"), (parts, pending, after_weight)))
         names = list(dict.fromkeys(n for per_chunk in states for d in per_chunk for n in d))
         counts = [[0, 0, 0] for _ in range(self.v)]   # per chunk: before I/B, I..W, after W
         moves = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
@@ -208,6 +206,24 @@ class PipelineSchedule:
         GPU computes (m forwards of 1 unit and m backwards of 2)."""
         ideal = self.m * (PASS_TIME[FORWARD] + PASS_TIME[BACKWARD])
         return (self.makespan() - ideal) / ideal
+
+
+def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:
+    """``given`` checked: a list of ``v`` dicts, str -> bytes (int >= 0)."""
+    if not isinstance(given, (list, tuple)) or len(given) != v:
+        raise ValueError(f"{name} needs a list of one dict per model chunk (v={v}), "
+                         f"got {given!r}")
+    checked = []
+    for c, parts in enumerate(given):
+        if not isinstance(parts, dict):
+            raise TypeError(f"{name}[{c}] must be a dict (part name -> bytes), got {parts!r}")
+        for key, n in parts.items():
+            if not isinstance(key, str) or integer(f"{name}[{c}][{key!r}]", n,
+                                                   "bytes (an int >= 0)") < 0:
+                raise ValueError(f"{name}[{c}] must map part names (str) to bytes >= 0, "
+                                 f"got {key!r}: {n!r}")
+        checked.append({key: int(n) for key, n in parts.items()})
+    return checked
 
 
 def stage_index(i: object, p: int) -> int:

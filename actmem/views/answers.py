@@ -26,7 +26,14 @@ def hidden_answers(summary: str = SUMMARY):
 
     Output: one display with ``text/html`` (``<details>`` with the text in
     ``<pre>``) and ``text/plain`` (the text itself).
+
+    Raises:
+        TypeError: ``summary`` is not a str, before the block runs (so
+            nothing it prints is lost).
     """
+    if not isinstance(summary, str):
+        raise TypeError(f"summary must be a str (the line a learner clicks), got "
+                        f"{summary!r} ({type(summary).__name__})")
     from IPython.display import display
 
     buffer = io.StringIO()

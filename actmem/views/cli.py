@@ -195,15 +195,16 @@ def _cheatsheet(args) -> str:
     ``.pdf`` as ``.pdf.png``: a name with no stem has no extension)."""
     stem, extension = os.path.splitext(os.path.basename(args.out))
     if not stem or extension.lower() not in (".pdf", ".png"):
-        raise ValueError(f"out={args.out!r} must be a file name ending in .pdf or .png, "
+        raise ValueError(f"out={args.out!r} must end in .pdf or .png after a name, "
                          "e.g. sheet.pdf")
     from .cheatsheet import cheat_sheet_figure
     previous = get_language()
-    set_language(args.lang)
-    try:
-        cheat_sheet_figure().savefig(args.out, format=extension[1:].lower())
-    finally:
-        set_language(previous)
+    with open(args.out, "wb") as file:  # a path that cannot be written fails before drawing
+        set_language(args.lang)
+        try:
+            cheat_sheet_figure().savefig(file, format=extension[1:].lower())
+        finally:
+            set_language(previous)
     return f"wrote {args.out}"
 
 

@@ -34,7 +34,7 @@ from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule
 from .train_cli import verdict
 from ..run.stage_split import split_layers
 from ..units import format_value
-from ..validate import common_divisors, flag
+from ..validate import choice, common_divisors, flag
 from .readouts import HTML, TEXT
 from .widgets import _dropdown, _Explorer
 
@@ -168,6 +168,13 @@ def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
                     for k in common_divisors(layers)]
 
 
+def interleaving_chunks(L: int, p: int) -> list[int]:
+    """The v of :func:`actmem.schedule_views.chunk_choices` for which the
+    planner offers some m (at most 32, a multiple of p): none for p > 32,
+    so that interleaving is offered only where it can run."""
+    return [v for v in chunk_choices(L, p) if microbatch_choices("interleaved", p, v)]
+
+
 def run_arguments(values: dict) -> dict:
     """The planner's control values as :func:`actmem.training_memory`
     arguments (model excluded)."""
@@ -226,7 +233,7 @@ class FitPlanner(_Explorer):
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB"):
-        shape = preset(model)
+        shape = preset(choice("model", model, tuple(PRESETS)))
         if flash_attention is None:
             flash_attention = shape.flash_attention
         flag("flash_attention", flash_attention)
@@ -237,7 +244,7 @@ class FitPlanner(_Explorer):
              "p": _dropdown("p", pipeline_choices(shape.L), p,
                             f"p <= {P_MAX} and p <= L={shape.L}"),
              "d": _dropdown("d", D_CHOICES, d)}
-        chunks = chunk_choices(shape.L, p)
+        chunks = interleaving_chunks(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
         c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
         c["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m)
@@ -281,7 +288,7 @@ class FitPlanner(_Explorer):
         shape = self.model()
         self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
         p = self._set_options("p", pipeline_choices(shape.L))
-        restrict_schedule(self, chunk_choices(shape.L, p), p)
+        restrict_schedule(self, interleaving_chunks(shape.L, p), p)
         v = self.controls["v"].value
         keys = split_keys(shape.L, p, v)
         split = self.controls["split"].value
