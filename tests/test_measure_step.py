@@ -5,9 +5,10 @@ Every difference between a measured moment and its timeline event is
 written out below as the tensors that make it, in exact bytes (module
 docstring of actmem.measure.step and the report): Adam's fp32 ``step``
 tensors, the batch's position ids, labels and fp32 loss mask, LayerNorm's
-bf16 mean and rstd on CPU, the cross-entropy's (b, s) temporaries, and the
-fp32 gradient copies of a plain-PyTorch step. Skipped without torch unless
-CI is set.
+mean and rstd on CPU (in the parameters' dtype), the cross-entropy's (b, s)
+temporaries, and the fp32 gradient copies of a bf16 step without a buffer.
+``--device cuda`` is refused here without a GPU (tests never need one).
+Skipped without torch unless CI is set.
 """
 
 import os
@@ -20,6 +21,8 @@ if not os.environ.get("CI"):
                         "https://download.pytorch.org/whl/cpu")
 
 import torch  # noqa: E402
+
+import actmem  # noqa: E402
 
 from actmem.measure import __main__ as cli  # noqa: E402
 from actmem.measure import step  # noqa: E402
@@ -55,9 +58,12 @@ def norms_kept(name, *, in_loss):
 
 
 def stats(name, norms):
-    """LayerNorm's mean and rstd, bf16, (b, s, 1) each, per norm (CPU)."""
+    """LayerNorm's mean and rstd, (b, s, 1) each, per norm, on CPU in the
+    norm's input dtype: bf16, or fp32 (the fp32 residual stream) in fp32
+    and under autocast."""
     m = CONFIGS[name].model
-    return norms * 2 * 2 * m.s * m.b
+    dtype = 2 if CONFIGS[name].precision == "bf16" else 4
+    return norms * 2 * dtype * m.s * m.b
 
 
 def test_memtracker_and_the_counter_agree_to_the_byte(data):
@@ -66,10 +72,13 @@ def test_memtracker_and_the_counter_agree_to_the_byte(data):
 
 
 def test_peak_within_one_percent_at_the_event_the_timeline_names(data):
+    """The measured peak's phase is the timeline's peak event, or the phase
+    it is inside (``"backward of micro-batch 0: the last layer's MLP"``)."""
     assert set(data["configs"]) == set(CONFIGS)
     for name, c in data["configs"].items():
         assert abs(c["relative_difference"]) <= 0.01, (name, c["relative_difference"])
-        assert c["counter_peak_moment"] == c["timeline_peak_event"], name
+        phase = c["timeline_peak_event"].partition(": ")[0]
+        assert c["counter_peak_moment"] == phase, name
 
 
 def test_before_the_step_only_adams_step_tensors_are_extra(data):
@@ -85,9 +94,11 @@ def targets(name):
     """What the loss keeps for its targets beyond the timeline's 9 bytes
     per token: none for Megatron-LM's (int64 masked targets and the bool
     target mask); F.cross_entropy keeps the int64 labels and nll_loss's
-    fp32 total_weight scalar but no mask (-1 byte per token, +4 bytes)."""
+    fp32 total_weight scalar but no mask (-1 byte per token, +4 bytes); the
+    fused loss keeps the int64 labels (-1 byte per token)."""
     m = CONFIGS[name].model
-    return 0 if CONFIGS[name].loss == "vocab_parallel" else 4 - m.s * m.b
+    return {"vocab_parallel": 0, "torch": 4 - m.s * m.b, "fused": -m.s * m.b}[
+        CONFIGS[name].loss]
 
 
 def test_after_each_forward_the_extras_are_named(data):
@@ -120,12 +131,14 @@ def test_at_megatrons_loss_the_cross_entropy_temporaries_are_the_rest(data):
 
 
 def test_the_optimizer_step_of_plain_pytorch_copies_the_gradients_to_fp32(data):
-    """Without a persistent fp32 buffer, the fp32 main parameters need fp32
-    gradients at the step: 4 bytes per parameter the timeline lacks."""
+    """Without a persistent fp32 buffer, bf16 parameters' fp32 main copies
+    need fp32 gradients at the step: 4 bytes per parameter the timeline
+    lacks; fp32 parameters (fp32, autocast) step on their own gradients."""
     for name, c in data["configs"].items():
         opt = next(e for e in c["events"] if e["label"] == "optimizer step")
         copies = 0
-        if CONFIGS[name].gradient_buffer == "backward":
+        config = CONFIGS[name]
+        if config.gradient_buffer == "backward" and config.precision == "bf16":
             with torch.device("meta"):
                 copies = 4 * sum(p.numel() for p in GPT(CONFIGS[name].model).parameters())
         assert opt["measured"] - opt["timeline"] == 4 * tensors(name) + copies, name
@@ -137,7 +150,7 @@ def test_the_stored_measurement_equals_a_fresh_one(data):
 
 def test_cli_prints_the_table_and_refuses_an_unknown_configuration(data, monkeypatch,
                                                                    capsys):
-    monkeypatch.setattr(step, "measurement", lambda names: {
+    monkeypatch.setattr(step, "measurement", lambda names, device: {
         "torch": data["torch"], "configs": {n: data["configs"][n] for n in names}})
     assert cli.main(["step", "--config", "megatron"]) == 0
     out = capsys.readouterr().out
@@ -145,3 +158,25 @@ def test_cli_prints_the_table_and_refuses_an_unknown_configuration(data, monkeyp
     assert "megatron" in out and "loss of micro-batch 0" in out
     with pytest.raises(SystemExit, match="unknown configuration 'nope'"):
         cli.main(["step", "--config", "nope"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
+def test_device_cuda_without_a_gpu_names_the_option_and_what_is_allowed(capsys):
+    with pytest.raises(SystemExit, match="--device cuda needs a CUDA GPU.*allowed here: "
+                                         "--device cpu"):
+        cli.main(["step", "--device", "cuda"])
+    with pytest.raises(SystemExit):
+        cli.main(["step", "--device", "tpu"])
+    assert "argument --device: invalid choice: 'tpu' (choose from 'cpu', 'cuda')" in (
+        capsys.readouterr().err)
+    with pytest.raises(ValueError, match="--device 'tpu' is not allowed; choose from cpu, cuda"):
+        step.measure("megatron", device="tpu")
+
+
+def test_on_cuda_only_configurations_without_dropout_run_with_the_gpus_workspaces():
+    from actmem.measure.step_device import device_configs
+    assert device_configs("cuda") == ["megatron_flash", "megatron_flash_full"]
+    args = CONFIGS["megatron_flash"].timeline_args("cuda", ":4096:8")
+    r = actmem.training_memory(CONFIGS["megatron_flash"].model, **args)
+    workspace = r.stages[0].timeline.events[0].by_category["workspace"]
+    assert workspace == 2 * 32 * 2**20   # two cuBLAS handles, no Transformer Engine

@@ -15,6 +15,11 @@ V = GPT.padded_vocab(1)  # 1024
 SBV = 512 * 2 * V
 FREED = 2 * 2 * 512 * 2 * 256 + 9 * 512 * 2 + 4 * SBV  # the output layer's inputs,
 # the targets and the saved softmax: freed before the layers' backward
+TIED = 2 * V * 256  # the tied output weight's bf16 gradient, waiting for the embedding's
+UNFUSED = dict(gradient_accumulation_fusion=False)  # weight gradients are tensors
+SBH = 512 * 2 * 256
+MLP = 2 * SBH + 2 * SBH + 2 * 4 * SBH + 2 * 4 * 256 * 256  # at the MLP's second linear's
+# backward: the layer output's and the dropout's gradients, its input's and weight's
 
 
 def events(result, stage=0):
@@ -34,10 +39,14 @@ def test_the_loss_holds_the_logits_and_their_fp32_copy():
 
 def test_the_loss_gradient_by_implementation():
     after = "after the forward of micro-batch 0"
+    # fused: one chunk's logits (bf16) and their fp32 copy, Liger-Kernel's
+    # chunk of ceil(1024 / ceil(V / h)) = 256 tokens; the output layer's
+    # input gradient (2sbh) and weight gradient (2Vh), made inside the loss
+    fused = (2 + 4) * 256 * V + 2 * 512 * 2 * 256 + 2 * V * 256
     for loss, logits_bytes, extra in (("vocab_parallel", 4, 2 * SBV),   # cast back to bf16
                                       ("torch", 4, 8 * SBV),            # two fp32 gradients
                                       ("torch", 2, 4 * SBV),
-                                      ("fused", 4, 0)):
+                                      ("fused", 4, fused)):
         e = events(training_memory(GPT, loss=loss, logits_bytes=logits_bytes))
         gap = e["loss backward of micro-batch 0"].total - e[after].total
         assert gap == extra, loss
@@ -78,15 +87,16 @@ def test_the_data_loaders_mask_lives_through_each_forward_on_data_stages():
     on = training_memory(GPT, p=2, m=2)
     off = training_memory(GPT, p=2, m=2, create_attention_mask_in_dataloader=False)
     mask = 2 * 512 * 512
+    scores = "forward of micro-batch 1: attention scores beside the softmax"
     for stage in (0, 1):
-        gap = on.stages[stage].peak - off.stages[stage].peak
+        gap = events(on, stage)[scores].total - events(off, stage)[scores].total
         assert gap == mask
     label = "end of the forward of micro-batch 1, its batch still loaded"
     assert events(on)[label].by_category["transient"] == mask
 
 
 def test_scores_beside_the_softmax_and_the_softmax_gradient():
-    r = training_memory(GPT, create_attention_mask_in_dataloader=False)
+    r = training_memory(GPT, create_attention_mask_in_dataloader=False, **UNFUSED)
     e = events(r)
     layer = actmem.activation_memory(512, 2, 256, 4)
     rows = {row.key: row.bytes for row in layer.rows}
@@ -99,23 +109,28 @@ def test_scores_beside_the_softmax_and_the_softmax_gradient():
     assert forward - start == embedding + 3 * layer.total + sum(rows[k] for k in upto) + scores
     backward = e["backward of micro-batch 0: softmax gradient"]
     held = e["after the forward of micro-batch 0"].total
-    assert backward.total - held == 2 * scores - (layer.total - sum(rows[k] for k in upto)) - FREED
+    assert backward.total - held == (2 * scores - (layer.total - sum(rows[k] for k in upto))
+                                     - FREED + TIED)
 
 
 def test_full_recomputation_rebuilds_a_layer_from_its_checkpoint():
     flash = GPT.with_(flash_attention=True)
-    r = training_memory(flash, recompute="full", create_attention_mask_in_dataloader=False)
+    r = training_memory(flash, recompute="full", create_attention_mask_in_dataloader=False,
+                        **UNFUSED)
     e = events(r)
     full = actmem.activation_memory(512, 2, 256, 4, flash_attention=True).total
     checkpoint = 2 * 512 * 2 * 256
     gap = (e["backward of micro-batch 0: last layer, recomputing"].total
            - e["after the forward of micro-batch 0"].total)
-    assert gap == full - checkpoint - FREED  # the checkpoint is the layer's input
+    assert gap == full - checkpoint - FREED + TIED  # the checkpoint is the layer's input
     assert r.stages[0].recompute_working_set == full - checkpoint
-    # the loss and the recomputed layer never coexist: the peak is one of them
+    # the loss and the recomputed layer never coexist: the peak is the
+    # recomputed layer's MLP backward, beside its gradients (MLP below)
     loss = e["loss of micro-batch 0"].total
-    assert r.stages[0].peak == max(loss, e["after the forward of micro-batch 0"].total + gap)
-    assert r.stages[0].peak < loss + gap
+    mlp = e["backward of micro-batch 0: the last layer's MLP"].total
+    assert mlp - e["after the forward of micro-batch 0"].total == gap + MLP
+    assert r.stages[0].peak == mlp > loss
+    assert r.stages[0].peak < loss + r.stages[0].recompute_working_set  # not a sum
 
 
 def test_peak_is_an_event_and_at_most_the_sum_of_parts_plus_transients():
@@ -153,3 +168,85 @@ def test_megatron_lm_gpt3_7b_pp4_interleaved_last_stage_within_2_percent():
     assert stage.timeline.peak.label == "loss of micro-batch 0, chunk 7"
     # the sum of parts misses the loss's copies and buffers: 4.5 % low
     assert (measured - stage.total) / measured > 0.04
+
+
+MAP = 2 * 4 * 512 * 512  # b*a*s*s elements of one attention map
+BF16_LAYER = actmem.activation_memory(512, 2, 256, 4).total
+
+
+def test_fp32_doubles_every_16_bit_row_and_keeps_16_bytes_per_parameter():
+    r = training_memory(GPT, precision="fp32", loss="torch", gradient_buffer="backward",
+                        create_attention_mask_in_dataloader=False)
+    n = actmem.parameter_count(GPT, vocab=V)
+    stage = r.stages[0]
+    assert (stage.weights, stage.gradients, stage.optimizer) == (4 * n, 4 * n, 8 * n)
+    masks = MAP + 2 * SBH   # the 1-byte dropout masks stay 1 byte
+    layer = 2 * (BF16_LAYER - masks) + masks
+    e = events(r)
+    after = e["after the forward of micro-batch 0"].by_category
+    assert after["activations"] == 8 * 1024 + SBH + 4 * layer + 4 * SBH + 4 * SBH + 9 * 1024
+    assert after["logits_loss"] == 4 * SBV           # the saved fp32 log-probs
+    # fp32 logits and the log-probs: .float() of fp32 logits is the same tensor
+    assert e["loss of micro-batch 0"].by_category["logits_loss"] == 8 * SBV
+    # the tied output weight's fp32 gradient waits for the embedding's
+    softmax = e["backward of micro-batch 0: softmax gradient"].by_category
+    assert softmax["gradients"] == 4 * V * 256   # .grad is made in this backward
+
+
+def test_autocast_rows_follow_pytorchs_op_lists_and_cached_weight_copies():
+    kw = dict(precision="autocast", loss="torch", create_attention_mask_in_dataloader=False)
+    n = actmem.parameter_count(GPT, vocab=V)
+    weights = 2 * 12 * 256 * 256    # one layer's linear weights, bf16 copies
+    biases = 2 * 7 * 256            # the QKV and fc1 biases (column-parallel)
+    output = 2 * V * 256            # the tied output layer's weight
+    for device, fused, extra in (("cuda", True, 4 * SBH + 2 * MAP),   # fp32 norms, softmax
+                                 ("cuda", False, 8 * SBH + 2 * MAP),  # 3 casts of the input
+                                 ("cpu", False, 8 * SBH)):            # CPU: softmax bf16
+        r = training_memory(GPT, autocast_device=device, fused_projections=fused, **kw)
+        e = events(r)
+        stage = r.stages[0]
+        assert stage.weights == 4 * n and stage.optimizer == 8 * n
+        after = e["after the forward of micro-batch 0"].by_category
+        # fp32 final norm input (the residual stream), bf16 output layer input
+        assert after["activations"] == (8 * 1024 + SBH + 4 * (BF16_LAYER + extra)
+                                        + 4 * SBH + 2 * SBH + 9 * 1024)
+        assert after["weights"] == 4 * n + 4 * weights + output      # saved by the linears
+        loss = e["loss of micro-batch 0"].by_category
+        assert loss["weights"] == 4 * n + 4 * (weights + biases) + output  # still cached
+        # bf16 logits, their fp32 copy and the fp32 log-probs
+        assert loss["logits_loss"] == (2 + 4 + 4) * SBV
+
+
+def test_the_tied_output_weights_gradient_waits_only_beside_the_embedding():
+    label = "backward of micro-batch 0: softmax gradient"
+    untied = GPT.with_(tied_embeddings=False)
+    for model, p, stage, extra in ((GPT, 1, 0, TIED), (untied, 1, 0, 0), (GPT, 2, 1, 0)):
+        r = training_memory(model, p=p, **UNFUSED)
+        grads = events(r, stage)[label].by_category["gradients"]
+        assert grads == r.stages[stage].gradients + extra
+
+
+def test_gradient_accumulation_fusion_makes_no_weight_gradient_tensors():
+    """Megatron-LM's default adds weight gradients into main_grad inside the
+    GEMM: no tied gradient waits, the MLP's moment has no weight gradient."""
+    fused, unfused = (events(training_memory(GPT, gradient_accumulation_fusion=f))
+                      for f in (None, False))
+    mlp = "backward of micro-batch 0: the last layer's MLP"
+    assert unfused[mlp].total - fused[mlp].total == TIED + 2 * 4 * 256 * 256
+    with pytest.raises(ValueError, match="gradient_accumulation_fusion=True contradicts"):
+        training_memory(GPT, gradient_buffer="backward", gradient_accumulation_fusion=True)
+    with pytest.raises(TypeError, match="gradient_accumulation_fusion"):
+        training_memory(GPT, gradient_accumulation_fusion="yes")
+
+
+def test_precision_options_refuse_what_contradicts():
+    with pytest.raises(ValueError, match="precision.*'fp16'"):
+        training_memory(GPT, precision="fp16")
+    with pytest.raises(ValueError, match="logits_bytes=2 contradicts precision='fp32'"):
+        training_memory(GPT, precision="fp32", logits_bytes=2, loss="torch")
+    with pytest.raises(ValueError, match="loss_chunk_tokens=64 is for loss='fused'"):
+        training_memory(GPT, loss_chunk_tokens=64)
+    with pytest.raises(ValueError, match="autocast_device.*'tpu'"):
+        training_memory(GPT, precision="autocast", autocast_device="tpu")
+    with pytest.raises(ValueError, match="loss_chunk_tokens"):
+        training_memory(GPT, loss="fused", loss_chunk_tokens=0)

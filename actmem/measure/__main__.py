@@ -16,7 +16,8 @@ small GPT per configuration (:mod:`.step`) and prints the peak measured by
 PyTorch's MemTracker and by actmem's live-storage counter beside
 ``training_memory``'s timeline peak, the event that sets each, and their
 relative difference; ``--json`` prints the bytes (the stored copy is
-``actmem/data/step_measured.json``).
+``actmem/data/step_measured.json``). ``--device cuda`` runs them on a CUDA GPU
+and compares with ``torch.cuda.max_memory_allocated()`` (:mod:`.step_device`).
 """
 
 from __future__ import annotations
@@ -51,19 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
                           "training_memory's stage-0 timeline.")
     step.add_argument("--json", action="store_true", help="print bytes as JSON")
     step.add_argument("--config", nargs="+", default=None, metavar="NAME",
-                      help="configurations to measure (default: all)")
+                      help="configurations to measure (default: all that run on the device)")
+    step.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                      help="where to run: cpu (MemTracker), or cuda (also "
+                      "torch.cuda.max_memory_allocated(), with the GPU's workspaces)")
     return p
 
 
 def step_main(args) -> int:
-    """``python -m actmem.measure step [--json] [--config NAME ...]``."""
+    """``python -m actmem.measure step [--json] [--config NAME ...] [--device D]``."""
     from .step import CONFIGS, measurement, step_table
 
     unknown = [n for n in args.config or () if n not in CONFIGS]
     if unknown:
         raise SystemExit(f"python -m actmem.measure step: error: unknown configuration "
                          f"{unknown[0]!r}; choose from {', '.join(CONFIGS)}")
-    data = measurement(args.config)
+    try:
+        data = measurement(args.config, args.device)
+    except ValueError as err:
+        raise SystemExit(f"python -m actmem.measure step: error: {err}") from None
     print(json.dumps(data, indent=1) if args.json else step_table(data))
     return 0
 

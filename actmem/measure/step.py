@@ -1,15 +1,17 @@
 """One whole training step measured two ways, against ``training_memory``'s timeline.
 
 The model of :mod:`.step_model` (embedding, reference layers, final norm,
-tied output layer, Megatron-LM's cross-entropy, gradient buffer, fp32 main
-parameters and fused Adam) trains one step of ``m`` micro-batches (gradient
-accumulation, p = 1) on CPU. The bytes alive are tracked by
+tied output layer, a loss of :mod:`.step_losses`, and Megatron-LM's
+gradient buffer with fp32 main parameters and fused Adam, or plain
+PyTorch's Adam on fp32 parameters, in fp32 or under ``torch.autocast``)
+trains one step of ``m`` micro-batches (gradient accumulation, p = 1). The
+bytes alive are tracked by
 
 1. PyTorch's own ``torch.distributed._tools.mem_tracker.MemTracker`` (a
    ``TorchDispatchMode``: every storage an operation returns is added, and
    subtracted by a weak-reference callback when it is freed; its peak is
    taken after each operation), and
-2. :class:`LiveBytes`, written here: the same principle, keyed by the C++
+2. :class:`~.live_bytes.LiveBytes`: the same principle, keyed by the C++
    storage, with the step's moments labelled (:func:`train_step`), so the
    peak of each moment can be set beside the timeline's event of the same
    name (:mod:`actmem.run.timeline`).
@@ -18,104 +20,44 @@ What neither sees: memory an operator allocates and frees inside itself
 (below the dispatcher). Checked with the profiler's CPU allocator events:
 ``torch.optim.Adam(fused=True)``'s CPU kernel allocates 12 bytes of scalars
 per step, nothing parameter-sized; but ``main_grad.add_(grad)`` (fp32 +=
-bf16) makes a hidden fp32 copy of the gradient on CPU (TensorIterator
-casts a mixed-dtype input; CUDA casts inside the kernel). Device workspaces do not exist on CPU: the timeline is asked for
-none (``transformer_engine=False``, ``cublas_workspace_config=":0:0"``).
+bf16) makes a hidden fp32 copy of the gradient on CPU (TensorIterator casts
+a mixed-dtype input; CUDA casts inside the kernel). Device workspaces do not
+exist on CPU: the timeline is asked for none (``transformer_engine=False``,
+``cublas_workspace_config=":0:0"``); on a CUDA GPU see :mod:`.step_device`.
 The configurations are :data:`CONFIGS` (:mod:`.stored_step`).
 """
-
 from __future__ import annotations
 
 import warnings
-import weakref
 from contextlib import nullcontext
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map_only
 
 from ..run.peak import training_memory
+from .live_bytes import LiveBytes
+from .step_device import check_device, device_configs, workspace_config
 from .stored_step import CONFIGS, StepConfig, step_table
-from .step_model import (GPT, LOSS_FUNCTIONS, GradientBuffer, MixedPrecisionAdam,
-                         get_batch, reduce_loss)
+from .step_losses import LOSS_FUNCTIONS, fused_loss
+from .step_model import (GPT, GradientBuffer, MixedPrecisionAdam, PlainAdam, get_batch,
+                         reduce_loss)
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "autocast": torch.float32}
+"""The parameters' dtype under each ``precision``."""
 
 __all__ = ["CONFIGS", "LiveBytes", "measure", "measurement", "step_table", "train_step"]
-
-
-class LiveBytes(TorchDispatchMode):
-    """Bytes of tensor storage alive now: every storage an operation
-    returns (and every tensor given to :meth:`track`) is added once, and
-    subtracted when PyTorch frees it.
-
-    Attributes:
-        bytes: alive now. peak: the most alive after any operation.
-        phase: the moment now (set with :meth:`enter`); peaks: phase ->
-            the most alive during it; marks: (label, bytes) in order;
-        after_op: (phase, operator name) -> bytes alive after its first
-            and after its last call in that phase (e.g. ``"_softmax"``).
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.bytes = self.peak = 0
-        self.phase, self.peak_phase = "before the step", "before the step"
-        self.peaks: dict[str, int] = {}
-        self.marks: list[tuple[str, int]] = []
-        self.after_op: dict[tuple[str, str], list[int]] = {}
-        self._live: dict[int, int] = {}
-
-    def track(self, *tensors: torch.Tensor) -> None:
-        """Count the storages of ``tensors`` (made before the step)."""
-        for t in tensors:
-            self._add(t)
-        self._update()
-
-    def _add(self, t: torch.Tensor) -> None:
-        storage = t.untyped_storage()
-        key = storage._cdata
-        if key in self._live or not storage.nbytes():
-            return
-        self._live[key] = storage.nbytes()
-        self.bytes += storage.nbytes()
-        weakref.finalize(storage, self._free, key)
-
-    def _free(self, key: int) -> None:
-        self.bytes -= self._live.pop(key)
-
-    def _update(self) -> None:
-        if self.bytes > self.peak:
-            self.peak, self.peak_phase = self.bytes, self.phase
-        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), self.bytes)
-
-    def enter(self, phase: str) -> None:
-        """From now on the step is at moment ``phase``."""
-        self.phase = phase
-        self._update()
-
-    def mark(self, label: str) -> None:
-        """Record the bytes alive now as moment ``label``."""
-        self.marks.append((label, self.bytes))
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        tree_map_only(torch.Tensor, self._add, out)
-        self._update()
-        seen = self.after_op.setdefault((self.phase, func.overloadpacket.__name__),
-                                        [self.bytes, self.bytes])
-        seen[1] = self.bytes
-        return out
 
 
 def build(config: StepConfig, gpt: GPT | None = None):
     """``(gpt, optimizer, tensors alive before the step)``, Adam's states
     made (:meth:`MixedPrecisionAdam.init_states`)."""
-    gpt = gpt or GPT(config.model, config.recompute)
+    gpt = gpt or GPT(config.model, config.recompute, dtype=DTYPES[config.precision])
     params = list(gpt.parameters())
     buffer = GradientBuffer(params) if config.gradient_buffer == "persistent" else None
-    optimizer = MixedPrecisionAdam(params, buffer)
+    optimizer = (MixedPrecisionAdam(params, buffer) if config.precision == "bf16"
+                 else PlainAdam(params))
     optimizer.init_states()
     kept = params + optimizer.tensors() + ([buffer.data] if buffer else [])
     return gpt, optimizer, kept
@@ -129,7 +71,7 @@ def fake_gpt(config: StepConfig, mode) -> GPT:
     torch 2.13 (it swaps the parameters, and a fake ``nn.Parameter`` has a
     weak reference, so ``torch.utils.swap_tensors`` refuses)."""
     with torch.device("meta"):
-        gpt = GPT(config.model, config.recompute)
+        gpt = GPT(config.model, config.recompute, dtype=DTYPES[config.precision])
     convert = mode.fake_tensor_converter.from_meta_and_device
     with mode:
         for module in gpt.modules():
@@ -163,7 +105,9 @@ def train_step(gpt: GPT, optimizer: MixedPrecisionAdam, config: StepConfig,
 
 def _forward(gpt, config, i, live):
     """Micro-batch ``i``'s forward step: batch, model, loss (Megatron-LM's
-    ``forward_step``; the batch dies with it). The final norm starts the
+    ``forward_step``; the batch dies with it), under ``torch.autocast`` (bf16)
+    for ``precision="autocast"``, the loss inside it as PyTorch's AMP recipe
+    has it. The final norm starts the
     loss's moment (its input is the timeline's output activation); the
     backward moments are entered by gradient hooks."""
     name = f"micro-batch {i}"
@@ -176,23 +120,33 @@ def _forward(gpt, config, i, live):
 
     hooks = (gpt.norm.register_forward_pre_hook(at_norm),
              gpt.norm.register_forward_hook(after_norm))
-    batch = get_batch(config.model, i)
-    logits = gpt(batch["tokens"], batch["position_ids"])
-    for hook in hooks:
-        hook.remove()
-    logits.register_hook(lambda grad: live.enter(f"output layer backward of {name}"))
-    losses = LOSS_FUNCTIONS[config.loss](logits, batch["labels"])
-    tokens = config.model.s * config.model.b
-    return reduce_loss(losses, batch["loss_mask"], tokens * config.m)
+    device = torch.get_default_device()
+    batch = {k: v.to(device) for k, v in get_batch(config.model, i).items()}
+    autocast = torch.autocast(device.type, torch.bfloat16,
+                              enabled=config.precision == "autocast")
+    with autocast:
+        out = gpt(batch["tokens"], batch["position_ids"], logits=config.loss != "fused")
+        for hook in hooks:
+            hook.remove()
+        if config.loss == "fused":
+            losses = fused_loss(out, gpt.word.weight, batch["labels"], config.chunk())
+        else:
+            out.register_hook(lambda grad: live.enter(f"output layer backward of {name}"))
+            losses = LOSS_FUNCTIONS[config.loss](out, batch["labels"])
+        tokens = config.model.s * config.model.b
+        return reduce_loss(losses, batch["loss_mask"], tokens * config.m)
 
 
-def run(config: StepConfig, fake: bool = False) -> dict:
+def run(config: StepConfig, fake: bool = False, device: str = "cpu") -> dict:
     """Measure one step of ``config``: MemTracker's peak, :class:`LiveBytes`'
     peak and its moments (bytes). ``fake``: under ``FakeTensorMode``
-    (nothing is allocated; the configuration must have no dropout)."""
+    (nothing is allocated; the configuration must have no dropout).
+    ``device="cuda"``: on the GPU, adding ``cuda_max_memory_allocated``
+    (:mod:`.step_device`)."""
     mode = FakeTensorMode() if fake else nullcontext()
     gpt = fake_gpt(config, mode) if fake else None
-    with mode, warnings.catch_warnings():
+    cuda = device == "cuda"
+    with mode, torch.device(device), warnings.catch_warnings():
         # MemTracker's post-accumulate hook runs after the gradient buffer's
         # hook has set .grad to None (it only relabels; bytes are unchanged)
         warnings.filterwarnings("ignore", "Expected a tensor", UserWarning)
@@ -200,11 +154,15 @@ def run(config: StepConfig, fake: bool = False) -> dict:
         live, tracker = LiveBytes(), MemTracker()
         live.track(*kept)
         tracker.track_external(gpt, optimizer.adam, *kept)
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         with tracker, live:
             train_step(gpt, optimizer, config, _Resetting(live, tracker))
+    allocator = {"cuda_max_memory_allocated": torch.cuda.max_memory_allocated()} if cuda else {}
     return {"memtracker_peak": max(tracker._peak_mem.values()),
             "counter_peak": live.peak, "counter_peak_moment": live.peak_phase,
-            "moments": _moments(live)}
+            **allocator, "moments": _moments(live)}
 
 
 class _Resetting:
@@ -243,31 +201,38 @@ def _moments(live: LiveBytes) -> dict[str, int]:
     return moments
 
 
-def timeline(config: StepConfig):
-    """``training_memory``'s stage-0 timeline for ``config`` (no workspace)."""
-    return training_memory(config.model, **config.timeline_args()).stages[0].timeline
+def timeline(config: StepConfig, args: dict | None = None):
+    """``training_memory``'s stage-0 timeline for ``config`` (``args``: its
+    keyword arguments, default the CPU's: no workspace)."""
+    args = config.timeline_args() if args is None else args
+    return training_memory(config.model, **args).stages[0].timeline
 
 
-def measure(name: str) -> dict:
+def measure(name: str, device: str = "cpu") -> dict:
     """Configuration ``name`` measured and set beside its timeline: bytes,
-    the relative difference at the peak, and per timeline event the
-    measured bytes of the moment with the same label.
+    the relative difference at the peak (against MemTracker on CPU,
+    ``torch.cuda.max_memory_allocated()`` on CUDA), and per timeline event
+    the measured bytes of the moment with the same label.
 
     Raises:
-        KeyError: an unknown name (:data:`CONFIGS`).
+        KeyError: an unknown name (:data:`CONFIGS`). ValueError: a
+            ``device`` that is not here or cannot run it (:mod:`.step_device`).
     """
     config = CONFIGS[name]
-    measured = run(config, fake=config.fake)
-    line = timeline(config)
+    check_device(device, [name])
+    measured = run(config, fake=config.fake, device=device)
+    args = config.timeline_args(device, workspace_config(device))
+    line = timeline(config, args)
     peak = line.peak
+    reference = measured.get("cuda_max_memory_allocated", measured["memtracker_peak"])
     events = [{"label": e.label, "timeline": e.total,
                "measured": _measured_at(measured["moments"], e.label)}
               for e in line.events]
     return {"name": name, "title": config.title, "fake": config.fake,
-            "model": config.model_args(), "training_memory": config.timeline_args(),
+            "device": device, "model": config.model_args(), "training_memory": args,
             **{k: v for k, v in measured.items() if k != "moments"},
             "timeline_peak": peak.total, "timeline_peak_event": peak.label,
-            "relative_difference": (measured["memtracker_peak"] - peak.total) / peak.total,
+            "relative_difference": (reference - peak.total) / peak.total,
             "events": events, "moments": measured["moments"]}
 
 
@@ -284,9 +249,14 @@ def _measured_at(moments: dict[str, int], label: str) -> int | None:
     return moments.get(f"{phase}: {key}")
 
 
-def measurement(names=None) -> dict:
-    """Every configuration (or ``names``) measured: ``{"torch": version,
-    "configs": {name: measure(name)}}``."""
-    names = list(CONFIGS) if names is None else list(names)
-    return {"torch": torch.__version__.split("+")[0],
-            "configs": {n: measure(n) for n in names}}
+def measurement(names=None, device: str = "cpu") -> dict:
+    """Every configuration that runs on ``device`` (or ``names``) measured:
+    ``{"torch": version, "device": device, "configs": {name: measure(name)}}``.
+
+    Raises:
+        ValueError: as :func:`measure`, before anything runs.
+    """
+    names = device_configs(device) if names is None else list(names)
+    check_device(device, names)
+    return {"torch": torch.__version__.split("+")[0], "device": device,
+            "configs": {n: measure(n, device) for n in names}}

@@ -20,9 +20,13 @@ The defaults reproduce Megatron-LM, the paper's framework.
     ``_log_softmax_backward_data`` the logits' gradient, while the saved
     log-probabilities are alive (``aten/src/ATen/native/LossNLL.cpp``,
     ``SoftMax.cpp``).
-  - ``"fused"``: a loss that never materialises the logits (cut cross-entropy,
-    Wijmans et al. 2024, arXiv 2411.09009): it keeps the log-sum-exp, 4 bytes
-    per token.
+  - ``"fused"``: the output layer and the loss in one, never keeping the
+    logits (cut cross-entropy, Wijmans et al. 2024, arXiv 2411.09009): it
+    keeps the fp32 log-sum-exp, 4 bytes per token, and recomputes the logits
+    in backward; the logits of one chunk of tokens are materialised at a
+    time (Liger-Kernel's chunks, :func:`fused_loss_chunk`), in the logits'
+    dtype and as an fp32 copy, and its backward makes the output layer's
+    input and weight gradients.
 
 * ``gradient_buffer`` (``GRADIENT_BUFFERS``): ``"persistent"``, Megatron-LM's
   ``DistributedDataParallel`` allocates its gradient buffer when the model is
@@ -30,6 +34,17 @@ The defaults reproduce Megatron-LM, the paper's framework.
   in the forward pass; ``"backward"``, plain PyTorch with
   ``optimizer.zero_grad(set_to_none=True)``: ``AccumulateGrad`` creates each
   ``.grad`` during the first backward pass of the step.
+
+* ``gradient_accumulation_fusion`` (Megatron-LM's flag, on by default):
+  ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+  (``megatron/core/tensor_parallel/layers.py``) adds each weight gradient
+  into the fp32 ``main_grad`` inside the GEMM (``wgrad_gemm_accum_fp32``), so
+  no weight-gradient tensor is made (Transformer Engine's ``get_dummy_wgrad``
+  hands autograd one reused dummy). Without it (``False``, and always
+  without a persistent buffer) a linear layer's weight gradient is a tensor
+  autograd passes to ``AccumulateGrad``: the MLP's sits beside its input
+  gradient, and a tied output weight's waits for the embedding's
+  (:mod:`actmem.run.timeline`).
 
 * Workspaces, allocated once through PyTorch's caching allocator:
   :func:`torch_cublas_workspace` and :func:`te_cublas_workspace`.
@@ -55,7 +70,8 @@ MiB = 2**20
 
 
 def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
-               loss_dtype: int = 4) -> dict[str, int]:
+               loss_dtype: int = 4, chunk: int | None = None,
+               output_gradients: int = 0) -> dict[str, int]:
     """Bytes the loss holds at its three moments, for ``logits`` elements on
     this GPU (``s*b*V/t``, V padded) and ``tokens`` tokens (``s*b``).
 
@@ -67,6 +83,12 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             16-bit activations, sec. 4.1). loss_dtype: bytes per element the
             loss computes in and keeps (4: fp32; ``"vocab_parallel"`` always
             4; ``"torch"`` 4 under autocast or in fp32, 2 in bf16).
+        chunk: ``"fused"`` only: tokens per chunk whose logits are
+            materialised (:func:`fused_loss_chunk`; None: none, as cut
+            cross-entropy's kernel keeps its blocks on chip).
+            output_gradients: ``"fused"`` only:
+            bytes of the output layer's input and weight gradients, which
+            the fused loss's backward makes.
 
     Returns:
         ``{"forward": ..., "saved": ..., "backward": ...}``: the most alive
@@ -83,7 +105,12 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
         if isinstance(value, bool) or value not in (2, 4):
             raise ValueError(f"{name} must be 2 or 4 bytes, got {value!r}")
     if loss == "fused":
-        return {"forward": 4 * tokens, "saved": 4 * tokens, "backward": 4 * tokens}
+        # one chunk's logits and their fp32 copy; per token the fp32
+        # log-sum-exp it keeps and, in forward, the fp32 target logit
+        window = (logits_dtype + (4 if logits_dtype != 4 else 0)) * (chunk or 0) * (
+            logits // tokens)
+        return {"forward": 8 * tokens + window, "saved": 4 * tokens,
+                "backward": 4 * tokens + window + output_gradients}
     if loss == "vocab_parallel" and loss_dtype != 4:
         raise ValueError("loss='vocab_parallel' keeps fp32 logits (logits_bytes=4): "
                          "Megatron-LM's cross-entropy always calls .float(); for 16-bit "
@@ -98,36 +125,78 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             "saved": loss_dtype * logits, "backward": 3 * loss_dtype * logits}
 
 
-def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
-                           cublas_workspace_config: str | None = None) -> int:
-    """Bytes of one cuBLAS workspace PyTorch allocates per (handle, stream).
-
-    PyTorch ``aten/src/ATen/cuda/CublasHandlePool.cpp``,
-    ``parseChosenWorkspaceSize``: the environment variable
-    ``CUBLAS_WORKSPACE_CONFIG`` (``":SIZE_KiB:COUNT"`` pairs, summed), or by
-    default ``:4096:8`` (32 MiB) on compute capability 9.x to 12.x and
-    ``:4096:2:16:8`` (8 MiB + 128 KiB) before; on ROCm (``compute_capability``
-    None: the MI300X, gfx942) 128 MiB. Handles are per thread, so a
-    training step has two: the Python thread's (forward) and autograd's device
-    thread (backward).
+def gradient_fusion(gradient_accumulation_fusion: bool | None, gradient_buffer: str) -> bool:
+    """Whether weight gradients are fused into the gradient buffer: the
+    option, or by default Megatron-LM's (on) with the persistent buffer.
 
     Raises:
-        ValueError: a config with no ``:SIZE:COUNT`` pair.
+        TypeError: not a bool or None. ValueError: ``True`` without the
+            persistent buffer, whose ``main_grad`` the fused GEMM writes.
     """
-    if cublas_workspace_config is not None:
-        if not isinstance(cublas_workspace_config, str):
-            raise TypeError(f"cublas_workspace_config must be a string such as ':4096:8' "
-                            f"or None, got {cublas_workspace_config!r}")
-        pairs = re.findall(r":([0-9]+):([0-9]+)", cublas_workspace_config)
-        if not pairs:
-            raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "
-                             f"(e.g. ':4096:8'), got {cublas_workspace_config!r}")
-        return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    if gradient_accumulation_fusion is None:
+        return gradient_buffer == "persistent"
+    if not isinstance(gradient_accumulation_fusion, bool):
+        raise TypeError(f"gradient_accumulation_fusion must be True, False or None, "
+                        f"got {gradient_accumulation_fusion!r}")
+    if gradient_accumulation_fusion and gradient_buffer != "persistent":
+        raise ValueError(f"gradient_accumulation_fusion=True contradicts gradient_buffer="
+                         f"{gradient_buffer!r}: the fused GEMM adds into the persistent "
+                         "buffer's main_grad; use gradient_buffer='persistent' or False")
+    return gradient_accumulation_fusion
+
+
+def fused_loss_chunk(tokens: int, vocab: int, h: int) -> int:
+    """Tokens per chunk of a fused linear + cross-entropy loss whose chunk's
+    logits are about the size of its input: Liger-Kernel's rule
+    (``src/liger_kernel/ops/fused_linear_cross_entropy.py``,
+    ``fused_linear_cross_entropy_forward``): ``next_power_of_2(ceil(tokens /
+    ceil(V / h)))``, at most ``tokens``.
+
+    Args:
+        tokens: tokens per micro-batch (``s*b``). vocab: the vocabulary on
+            this GPU (``V/t``, padded). h: hidden size.
+
+    >>> fused_loss_chunk(4096 * 4, 32000, 4096)   # Liger-Kernel's example
+    2048
+    """
+    growth = -(-vocab // h)
+    return min(tokens, 1 << (-(-tokens // growth) - 1).bit_length())
+
+
+def default_cublas_workspace_config(compute_capability: tuple[int, int] | None = (9, 0)) -> str:
+    """PyTorch's default ``CUBLAS_WORKSPACE_CONFIG`` for a GPU (PyTorch
+    ``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``parseChosenWorkspaceSize``):
+    ``":4096:8"`` (32 MiB) on compute capability 9.x to 12.x, ``":4096:2:16:8"``
+    (8 MiB + 128 KiB) before; on ROCm (``compute_capability`` None: the MI300X,
+    gfx942) hipBLAS's 128 MiB, written ``":131072:1"``."""
     if compute_capability is None:
-        return 128 * MiB
-    if 9 <= compute_capability[0] <= 12:
-        return 4096 * 1024 * 8
-    return 4096 * 1024 * 2 + 16 * 1024 * 8
+        return ":131072:1"
+    return ":4096:8" if 9 <= compute_capability[0] <= 12 else ":4096:2:16:8"
+
+
+def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
+                           cublas_workspace_config: str | None = None) -> int:
+    """Bytes of one cuBLAS workspace PyTorch allocates per (handle, stream):
+    the environment variable ``CUBLAS_WORKSPACE_CONFIG`` (``":SIZE_KiB:COUNT"``
+    pairs, summed), or :func:`default_cublas_workspace_config`. Handles are
+    per thread, so a training step has two: the Python thread's (forward) and
+    autograd's device thread (backward).
+
+    Raises:
+        TypeError: a config that is not a string. ValueError: a config with
+            no ``:SIZE:COUNT`` pair.
+    """
+    config = cublas_workspace_config
+    if config is None:
+        config = default_cublas_workspace_config(compute_capability)
+    if not isinstance(config, str):
+        raise TypeError(f"cublas_workspace_config must be a string such as ':4096:8' "
+                        f"or None, got {config!r}")
+    pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+    if not pairs:
+        raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "
+                         f"(e.g. ':4096:8'), got {config!r}")
+    return sum(int(size) * 1024 * int(count) for size, count in pairs)
 
 
 def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> int:

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
+from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
+                        workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
-from .pass_parts import embedding_activations, layer_moments, layer_parts, output_activations
+from .pass_parts import embedding_activations, output_activations
+from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
+                        moment_parts, precision_moments, precision_outputs)
 from .schedules import simulate_schedule
 from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
@@ -133,7 +136,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     decoder_first_pipeline_num_layers: int | None = None,
                     decoder_last_pipeline_num_layers: int | None = None,
                     account_for_embedding_in_pipeline_split: bool = False,
-                    account_for_loss_in_pipeline_split: bool = False) -> TrainingMemory:
+                    account_for_loss_in_pipeline_split: bool = False,
+                    precision: str = "bf16", fused_projections: bool = True,
+                    autocast_device: str = "cuda",
+                    loss_chunk_tokens: int | None = None,
+                    gradient_accumulation_fusion: bool | None = None) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
     The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
@@ -177,6 +184,19 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split: uneven pipeline stages, as
             :func:`actmem.split_layers` (default: ``L/(p*v)`` per chunk).
+        precision: ``"bf16"`` (Megatron-LM's ``--bf16``), ``"fp32"`` or
+            ``"autocast"`` (fp32 parameters under ``torch.autocast``, bf16):
+            :mod:`actmem.run.precision`; fp32 and autocast need
+            ``logits_bytes=4``. fused_projections: under autocast, Q/K/V
+            (and SwiGLU's gate/up) are one linear, which casts its input once.
+            autocast_device: whose autocast op lists apply, ``"cuda"`` or
+            ``"cpu"`` (where softmax stays bf16).
+        loss_chunk_tokens: tokens per chunk of ``loss="fused"`` (default
+            :func:`actmem.run.framework.fused_loss_chunk`, Liger-Kernel's).
+        gradient_accumulation_fusion: Megatron-LM's: weight gradients are
+            added into the fp32 buffer inside the GEMM (default: with the
+            persistent buffer, which it needs; :mod:`actmem.run.framework`).
+
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -192,6 +212,20 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     flag("transformer_engine", transformer_engine)
     choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
     choice("loss", loss, LOSSES)
+    choice("precision", precision, PRECISIONS)
+    choice("autocast_device", autocast_device, AUTOCAST_DEVICES)
+    fusion = gradient_fusion(gradient_accumulation_fusion, gradient_buffer)
+    flag("fused_projections", fused_projections)
+    if loss_chunk_tokens is not None and loss != "fused":
+        raise ValueError(f"loss_chunk_tokens={loss_chunk_tokens!r} is for loss='fused' "
+                         f"(got loss={loss!r}); leave it None")
+    if precision != "bf16" and getattr(model, "num_experts", None) is not None:
+        raise ValueError(f"precision={precision!r} is modelled for dense models only; "
+                         f"this model has num_experts={model.num_experts}: use 'bf16'")
+    if precision != "bf16" and logits_bytes != 4:
+        raise ValueError(f"logits_bytes={logits_bytes!r} contradicts precision={precision!r}: "
+                         "the loss keeps fp32 logits in fp32 and under autocast "
+                         "(log_softmax runs in fp32); use logits_bytes=4")
     k = positive_int("recompute_num_layers", recompute_num_layers)
     expert_data_parallel(model, t, d, ep, etp)
     if etp is not None and etp != t:
@@ -211,16 +245,24 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     plan = simulate_schedule(schedule, p, m, v, order)
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
-    last = output_activations(model, t, sequence_parallel, logits_bytes)
+    last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes),
+                             precision)
     shape = model.layer(t, moe=False)  # s, b, h
-    losses = loss_bytes(loss, last["logits"] // logits_bytes, shape.s * shape.b,
-                        loss_dtype=logits_bytes)
+    tokens, vocab = shape.s * shape.b, model.padded_vocab(t) // t
+    chunk = (fused_loss_chunk(tokens, vocab, shape.h) if loss_chunk_tokens is None
+             else loss_chunk_tokens)
+    losses = loss_bytes(loss, tokens * vocab, tokens, 4 if precision == "fp32" else 2,
+                        logits_bytes, positive_int("loss_chunk_tokens", chunk),
+                        last["output layer input"] + (2 + 2 * (precision != "bf16")) * vocab
+                        * shape.h)
     last["logits"] = losses["saved"]
-    moments = layer_moments(model, t, sequence_parallel, recompute, k)
+    tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
+    moments = precision_moments(model, t, sequence_parallel, recompute, k, precision,
+                                fused_projections, autocast_device, not fusion)
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
-        parts = [layer_parts(model, t, sequence_parallel, recompute, k, n) for n in split[i]]
+        parts = [moment_parts(moments, n) for n in split[i]]
         passes = [_pass(i, c, p, v, first, last) for c in range(v)]
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                    "output_activations": one.output + one.logits_loss}
@@ -228,10 +270,15 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
+        if precision != "bf16":
+            states = replace(states, **full_precision_states(
+                states.parameters, d, zero_stage, distributed_optimizer))
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=passes,
-            layers=list(split[i]), layer=moments, loss=losses, mask=mask)
+            layers=list(split[i]), layer=moments, loss=losses, mask=mask,
+            copies=autocast_copies(model, t, precision),
+            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion))
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks),
                                   recompute_working_set=max(w for _, w in parts),

@@ -18,11 +18,18 @@ moment that can set the peak, adds the bytes alive by category
   forward (the logits and their copies);
 * inside a backward pass: first, on the last stage, the loss's backward;
   then the chunk's last layer being differentiated (the loss's and the output
-  layer's saved tensors are freed by then): with a stored map its
+  layer's saved tensors are freed by then): its MLP's second linear, beside
+  the gradients of the layer output, the dropout, that linear's input and,
+  unless fused into the buffer, its weight (``LayerMoments.mlp_gradients``);
+  with a stored map its
   softmax gradient (``dP`` and ``dS``, each the map's size, beside the saved
   ``P`` and the rows before it), and what recomputation rebuilds (selective:
   the layer's attention core; full: the group's layers from its checkpoint,
-  whose input *is* the checkpoint);
+  whose input *is* the checkpoint); a tied output weight's gradient waits
+  there for the embedding's on a GPU that holds both (``tied_gradient``);
+* under autocast, the bf16 copies of the weights (``copies``): all of them
+  cached through the forward and the loss, the weights' saved by their
+  linears until each one's backward;
 * after every operation: what stays (the ledger's rows of the passes in
   flight, Korthikanti et al. 2022 sec. 4.2.3), and gradients once the first
   backward pass has created them when they are not persistent;
@@ -33,117 +40,22 @@ moment that can set the peak, adds the bytes alive by category
   updates in place).
 
 The peak is the largest event, and the event that sets it is named.
-Activation gradients smaller than a layer's ``sbh`` tensors are not modelled.
+Activation gradients smaller than a layer's ``sbh`` tensors are not modelled,
+nor, in a first backward that creates them, the gradients made so far.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .schedules import FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule
+from .timeline_events import CATEGORIES, Event, LayerMoments, Pass, StageTimeline
 
-CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits_loss",
-              "transient", "workspace")
-"""What bytes are for, in the order figures stack them."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One moment of a stage's training step and the bytes alive then.
-
-    Attributes:
-        label: what happens, e.g. ``"loss of micro-batch 3"``.
-        op: the schedule's operation as printed (``"F3"``, ``"B0/1"``), or
-            ``""`` before the step and for the optimizer.
-        moment: ``"during"`` (inside an operation) or ``"after"``.
-        bytes: bytes alive by category, in :data:`CATEGORIES` order.
-    """
-
-    label: str
-    op: str
-    moment: str
-    bytes: tuple[int, ...]
-
-    @property
-    def by_category(self) -> dict[str, int]:
-        """Category -> bytes."""
-        return dict(zip(CATEGORIES, self.bytes))
-
-    @property
-    def total(self) -> int:
-        """All bytes alive at this moment (what the allocator holds)."""
-        return sum(self.bytes)
-
-
-@dataclass(frozen=True)
-class LayerMoments:
-    """One layer's bytes at the moments the timeline looks at (one GPU, one
-    micro-batch).
-
-    Attributes:
-        kept: the layer's saved bytes under the run's recomputation.
-        full: the layer's saved bytes without recomputation.
-        to_softmax: the rows without recomputation up to and including the
-            softmax output (0 without a stored map).
-        scores: one pre-softmax score tensor, the map's size (0 with
-            FlashAttention).
-        checkpoint: bytes of a full-recomputation checkpoint (the layer input).
-        recompute: ``"none"``, ``"selective"`` or ``"full"``; group: layers per
-            checkpointed group (full).
-        weight_rows: bytes of the layer's rows its weight-gradient step (W)
-            reads, held from the input-gradient step (I) to W
-            (:func:`actmem.run.split_backward.weight_gradient_bytes`); None:
-            the whole pass stays until W, as PyTorch 2.13 keeps it (measured,
-            :mod:`actmem.measure.pipeline`).
-    """
-
-    kept: int
-    full: int
-    to_softmax: int
-    scores: int
-    checkpoint: int
-    recompute: str
-    group: int
-    weight_rows: int | None = None
-
-
-@dataclass(frozen=True)
-class Pass:
-    """What one forward pass through a model chunk keeps until its backward,
-    besides its layers: ``embedding`` (first chunk of the first stage),
-    ``output`` (the output layer's inputs and the loss's targets) and
-    ``logits_loss`` (what the loss saved), both on the last chunk of the last
-    stage; ``loads_data``: the stage loads the micro-batch for this chunk (its
-    attention mask is alive during the forward); ``last``: the loss runs here."""
-
-    embedding: int = 0
-    output: int = 0
-    logits_loss: int = 0
-    loads_data: bool = False
-    last: bool = False
-
-
-@dataclass(frozen=True)
-class StageTimeline:
-    """The events of one stage's training step, in order.
-
-    Attributes:
-        stage: the pipeline stage (0 = first). events: the :class:`Event` s.
-    """
-
-    stage: int
-    events: tuple[Event, ...]
-
-    @property
-    def peak(self) -> Event:
-        """The first event with the largest total."""
-        return max(self.events, key=lambda e: e.total)
+__all__ = ["CATEGORIES", "Event", "LayerMoments", "Pass", "StageTimeline", "stage_timeline"]
 
 
 def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                    persistent_gradients: bool, workspace: int, passes: list[Pass],
                    layers: list[int], layer: LayerMoments, loss: dict[str, int],
-                   mask: int) -> StageTimeline:
+                   mask: int, copies=None, tied_gradient: int = 0) -> StageTimeline:
     """Stage ``i``'s events for one optimizer step.
 
     Args:
@@ -154,8 +66,18 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
         layers: layers of each model chunk. layer: :class:`LayerMoments`.
         loss: :func:`actmem.framework.loss_bytes` of this run.
         mask: bytes of one micro-batch's attention mask (0 if none).
+        copies: autocast's bf16 parameter copies
+            (:class:`actmem.run.precision.AutocastCopies`), or None.
+        tied_gradient: bytes of the output layer's weight gradient that
+            waits for the embedding's when the two share one weight on this
+            GPU (PyTorch's autograd engine, ``torch/csrc/autograd/engine.cpp``
+            and ``input_buffer.cpp``: a node runs once all its inputs have
+            arrived, so the tied weight's ``AccumulateGrad`` holds the first
+            gradient in its input buffer until the embedding's backward).
     """
-    step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask)
+    step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask,
+                 copies or _NoCopies())
+    step.tied = tied_gradient
     events = [Event("before the step", "", "after", step.alive())]
     for op in plan.ops[i]:
         name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
@@ -176,15 +98,22 @@ def _vec(**parts: int) -> tuple[int, ...]:
     return tuple(parts.get(name, 0) for name in CATEGORIES)
 
 
+class _NoCopies:
+    """No parameter copies (training without autocast)."""
+
+    weights = biases = qkv_weights = qkv_biases = output = 0
+
+
 class _Step:
     """The running state of one stage's step: passes held, gradients made."""
 
     def __init__(self, states, persistent_gradients, workspace, passes, layers, layer,
-                 loss, mask):
+                 loss, mask, copies):
         self.states, self.passes, self.layers, self.layer = states, passes, layers, layer
-        self.loss, self.mask = loss, mask
+        self.loss, self.mask, self.copies = loss, mask, copies
         self.workspace = workspace
         self.gradients_exist = persistent_gradients
+        self.tied = self.tied_waiting = 0
         self.held = [0] * len(passes)
         self.waiting = [0] * len(passes)   # passes between their I and their W
         self._kept = [self.kept(c) for c in range(len(passes))]
@@ -193,15 +122,18 @@ class _Step:
         """Count ``op``: a forward holds a pass, a backward (B) frees it; an
         I frees all but what its W reads, which that W frees."""
         c = op.chunk
+        if op.kind != FORWARD and self.passes[c].embedding:
+            self.tied_waiting = 0   # the embedding's gradient arrived: summed
         self.held[c] += {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)
         self.waiting[c] += {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)
         self.gradients_exist |= op.kind != FORWARD
 
-    def _waiting(self, chunk: int) -> tuple[int, int]:
-        """(activations, logits_loss) a pass through ``chunk`` keeps from I to W."""
+    def _waiting(self, chunk: int) -> tuple[int, int, int]:
+        """(activations, logits_loss, weight copies) a pass through ``chunk``
+        keeps from I to W (W reads no weight: I frees their copies)."""
         if self.layer.weight_rows is None:
             return self._kept[chunk]
-        return self.layers[chunk] * self.layer.weight_rows, 0
+        return self.layers[chunk] * self.layer.weight_rows, 0, 0
 
     def _layer_bytes(self, chunk: int) -> int:
         """What one pass keeps for the chunk's layers."""
@@ -210,36 +142,47 @@ class _Step:
             return -(-self.layers[chunk] // layer.group) * layer.checkpoint
         return self.layers[chunk] * layer.kept
 
-    def kept(self, chunk: int) -> tuple[int, int]:
-        """(activations, logits_loss) one pass through ``chunk`` keeps."""
-        p = self.passes[chunk]
-        return p.embedding + self._layer_bytes(chunk) + p.output, p.logits_loss
+    def kept(self, chunk: int) -> tuple[int, int, int]:
+        """(activations, logits_loss, weight copies) one pass through ``chunk``
+        keeps: autocast's copies of the weights its linears saved (none
+        inside a full-recomputation checkpoint, whose forward saves nothing)."""
+        p, copies = self.passes[chunk], self.copies
+        layers = 0 if self.layer.recompute == "full" else self.layers[chunk]
+        return (p.embedding + self._layer_bytes(chunk) + p.output, p.logits_loss,
+                layers * copies.weights + (copies.output if p.last else 0))
 
-    def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0):
+    def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0,
+              weights: int = 0):
         """Bytes alive now by category, plus the given extra bytes."""
         kept = [tuple(n * x for x in k) for n, k in zip(self.held, self._kept)]
         kept += [tuple(n * x for x in self._waiting(c)) for c, n in enumerate(self.waiting) if n]
-        return _vec(weights=self.states["weights"], optimizer=self.states["optimizer"],
-                    gradients=self.states["gradients"] if self.gradients_exist else 0,
+        return _vec(weights=self.states["weights"] + weights + sum(k[2] for k in kept),
+                    optimizer=self.states["optimizer"],
+                    gradients=self.tied_waiting + (
+                        self.states["gradients"] if self.gradients_exist else 0),
                     workspace=self.workspace, transient=transient,
                     activations=activations + sum(k[0] for k in kept),
                     logits_loss=logits_loss + sum(k[1] for k in kept))
 
     def forward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a forward pass through ``chunk``."""
-        p, layer = self.passes[chunk], self.layer
+        p, layer, copies = self.passes[chunk], self.layer, self.copies
         mask = self.mask if p.loads_data else 0
+        cast = self.layers[chunk] * (copies.weights + copies.biases)  # cached till the end
         if layer.scores and self.layers[chunk]:
             earlier = self._forward_layers_before_last(chunk)
             yield (f"forward of {name}: attention scores beside the softmax",
                    self.alive(p.embedding + earlier + layer.to_softmax,
-                              transient=mask + layer.scores))
+                              transient=mask + layer.scores,
+                              weights=cast - copies.weights - copies.biases
+                              + copies.qkv_weights + copies.qkv_biases))
         if p.last:
             yield (f"loss of {name}",
-                   self.alive(self._kept[chunk][0], self.loss["forward"], transient=mask))
+                   self.alive(self._kept[chunk][0], self.loss["forward"], transient=mask,
+                              weights=cast + copies.output))
         elif mask:
             yield (f"end of the forward of {name}, its batch still loaded",
-                   self.alive(*self._kept[chunk], transient=mask))
+                   self.alive(*self._kept[chunk][:2], transient=mask, weights=cast))
 
     def _forward_layers_before_last(self, chunk: int) -> int:
         """Bytes the chunk's earlier layers hold when its last layer computes
@@ -258,26 +201,51 @@ class _Step:
         if p.last:
             yield (f"loss backward of {name}",
                    self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
+            self.tied_waiting = self.tied   # the output layer's weight gradient
         if not self.layers[chunk]:
             return
         # by now the loss and the output layer are differentiated: their
         # saved tensors (the softmax, the output layer's inputs) are freed
-        extra = self._backward_layers(chunk) - self._layer_bytes(chunk) - p.output
+        kept = self._layer_bytes(chunk) + p.output
+        if layer.mlp_gradients:
+            mlp = self._backward_layers(chunk, layer.full) if layer.recompute == "full" \
+                else self._layer_bytes(chunk)
+            yield (f"backward of {name}: the last layer's MLP",
+                   self.alive(mlp - kept, -p.logits_loss, transient=layer.mlp_gradients,
+                              weights=self._backward_copies(chunk, mlp=True)))
+        this = layer.to_softmax if layer.scores else layer.full
+        extra = self._backward_layers(chunk, this) - kept
         if extra or layer.scores:
             label = "softmax gradient" if layer.scores else "last layer"
             label += ", recomputing" if layer.recompute != "none" else ""
             yield (f"backward of {name}: {label}",
-                   self.alive(extra, -p.logits_loss, transient=2 * layer.scores))
+                   self.alive(extra, -p.logits_loss, transient=layer.softmax_gradients,
+                              weights=self._backward_copies(chunk)))
 
-    def _backward_layers(self, chunk: int) -> int:
+    def _backward_copies(self, chunk: int, mlp: bool = False) -> int:
+        """Autocast's weight copies alive while the chunk's last layer is
+        differentiated (at its MLP, or at its softmax), less those the pass
+        keeps: the output layer's copy is freed by then, and at the softmax
+        the last layer's projection and MLP copies (their backward is done);
+        under full recomputation the recomputed group's layers cast their
+        weights again."""
+        p, copies, layer = self.passes[chunk], self.copies, self.layer
+        freed = (copies.output if p.last else 0) + (
+            0 if mlp else copies.weights - copies.qkv_weights)
+        if layer.recompute != "full":
+            return -freed
+        groups = -(-self.layers[chunk] // layer.group)
+        last_group = self.layers[chunk] - (groups - 1) * layer.group
+        return last_group * copies.weights - freed
+
+    def _backward_layers(self, chunk: int, this: int) -> int:
         """Bytes the pass's layers hold while the chunk's last layer is
         differentiated: the other layers' kept bytes (full recomputation: the
         other groups' checkpoints and the last group's recomputed layers), and
-        the last layer's rows up to the softmax (all its rows without a stored
-        map), recomputed where needed. The last group's checkpoint is the
-        input of its first recomputed layer, so it is counted once."""
+        ``this``, the last layer's rows still alive (recomputed where
+        needed). The last group's checkpoint is the input of its first
+        recomputed layer, so it is counted once."""
         layer, layers = self.layer, self.layers[chunk]
-        this = layer.to_softmax if layer.scores else layer.full
         if layer.recompute != "full":
             return (layers - 1) * layer.kept + this
         groups = -(-layers // layer.group)

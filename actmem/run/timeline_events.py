@@ -1,0 +1,121 @@
+"""The data of a timeline: its events, its byte categories, and what a pass
+and a layer hold at the moments :mod:`actmem.run.timeline` looks at.
+
+:func:`actmem.run.timeline.stage_timeline` walks a stage's operations and
+makes the :class:`Event` s; :mod:`actmem.run.pass_parts` and
+:mod:`actmem.run.precision` fill :class:`LayerMoments` and :class:`Pass`
+from the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits_loss",
+              "transient", "workspace")
+"""What bytes are for, in the order figures stack them."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One moment of a stage's training step and the bytes alive then.
+
+    Attributes:
+        label: what happens, e.g. ``"loss of micro-batch 3"``.
+        op: the schedule's operation as printed (``"F3"``, ``"B0/1"``), or
+            ``""`` before the step and for the optimizer.
+        moment: ``"during"`` (inside an operation) or ``"after"``.
+        bytes: bytes alive by category, in :data:`CATEGORIES` order.
+    """
+
+    label: str
+    op: str
+    moment: str
+    bytes: tuple[int, ...]
+
+    @property
+    def by_category(self) -> dict[str, int]:
+        """Category -> bytes."""
+        return dict(zip(CATEGORIES, self.bytes))
+
+    @property
+    def total(self) -> int:
+        """All bytes alive at this moment (what the allocator holds)."""
+        return sum(self.bytes)
+
+
+@dataclass(frozen=True)
+class LayerMoments:
+    """One layer's bytes at the moments the timeline looks at (one GPU, one
+    micro-batch).
+
+    Attributes:
+        kept: the layer's saved bytes under the run's recomputation.
+        full: the layer's saved bytes without recomputation.
+        to_softmax: the rows without recomputation up to and including the
+            softmax output (0 without a stored map).
+        scores: one pre-softmax score tensor, the map's size (0 with
+            FlashAttention).
+        checkpoint: bytes of a full-recomputation checkpoint (the layer input).
+        recompute: ``"none"``, ``"selective"`` or ``"full"``; group: layers per
+            checkpointed group (full).
+        score_gradients: bytes of the softmax's gradients ``dP`` and ``dS``
+            together (None: twice ``scores``, as in 16-bit training).
+        mlp_gradients: bytes alive beside the rows while the MLP's second
+            linear is differentiated (its output's gradient, the dropout's,
+            its input's and its weight's gradient), or 0: not looked at.
+        weight_rows: bytes of the layer's rows its weight-gradient step (W)
+            reads, held from the input-gradient step (I) to W
+            (:func:`actmem.run.split_backward.weight_gradient_bytes`); None:
+            the whole pass stays until W, as PyTorch 2.13 keeps it (measured,
+            :mod:`actmem.measure.pipeline`).
+    """
+
+    kept: int
+    full: int
+    to_softmax: int
+    scores: int
+    checkpoint: int
+    recompute: str
+    group: int
+    weight_rows: int | None = None
+    score_gradients: int | None = None
+    mlp_gradients: int = 0
+
+    @property
+    def softmax_gradients(self) -> int:
+        """Bytes of ``dP`` and ``dS`` beside the saved rows (0 without a map)."""
+        return 2 * self.scores if self.score_gradients is None else self.score_gradients
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one forward pass through a model chunk keeps until its backward,
+    besides its layers: ``embedding`` (first chunk of the first stage),
+    ``output`` (the output layer's inputs and the loss's targets) and
+    ``logits_loss`` (what the loss saved), both on the last chunk of the last
+    stage; ``loads_data``: the stage loads the micro-batch for this chunk (its
+    attention mask is alive during the forward); ``last``: the loss runs here."""
+
+    embedding: int = 0
+    output: int = 0
+    logits_loss: int = 0
+    loads_data: bool = False
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class StageTimeline:
+    """The events of one stage's training step, in order.
+
+    Attributes:
+        stage: the pipeline stage (0 = first). events: the :class:`Event` s.
+    """
+
+    stage: int
+    events: tuple[Event, ...]
+
+    @property
+    def peak(self) -> Event:
+        """The first event with the largest total."""
+        return max(self.events, key=lambda e: e.total)
