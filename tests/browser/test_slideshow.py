@@ -1,9 +1,10 @@
 """A notebook presented as slides with jupyterlab-rise (issue 12): the
 /rise/ page renders one reveal.js slide per slide cell of the notebook's
-slideshow metadata, and arrow keys move through them. A widget on a slide
-does not render yet (an upstream bug, marked as an expected failure)."""
+slideshow metadata, and arrow keys move through them; on the pins of the
+``workshop`` extra a widget on a slide renders and responds (issue 24)."""
 
 import json
+import re
 import time
 
 import pytest
@@ -35,21 +36,39 @@ def test_a_notebook_presents_as_its_slides(lab_server, browser):
         page.close()
 
 
-@pytest.mark.xfail(strict=True, reason="jupyterlab_rise 0.43.1 shows ipywidgets 8 widgets as "
-                   "text (jupyterlab-contrib/rise#126, #119); remove this mark once it renders")
-def test_a_widget_on_a_slide_responds(lab_server, browser, runs):
-    runs.get(NOTEBOOK)  # run and saved in JupyterLab: the slideshow shares its kernel
+def explorer_slide(name: str) -> int:
+    """Index (from 0) of the slide that shows the notebook's first explorer."""
+    cells = json.loads((NOTEBOOKS / name).read_text())["cells"]
+    slide = -1
+    for cell in cells:
+        slide += cell["metadata"].get("slideshow", {}).get("slide_type") == "slide"
+        if "display(explorer.box)" in "".join(cell["source"]):
+            return slide
+    raise ValueError(f"{name} displays no explorer")
+
+
+@pytest.mark.parametrize("notebook", ["01_variables.ipynb", NOTEBOOK])
+def test_a_widget_on_a_slide_responds(lab_server, browser, runs, notebook):
+    """The pins of the ``workshop`` extra: with jupyterlab_widgets 3.0.11 or
+    newer the /rise/ page lacks the shared module @jupyterlab/console that the
+    widget manager requires, and every widget shows as text."""
+    runs.get(notebook)  # run and saved in JupyterLab: the slideshow shares its kernel
     page = browser.new_page()
     try:
-        page.goto(f"{lab_server.url}/rise/{NOTEBOOK}", timeout=60_000)
+        page.goto(f"{lab_server.url}/rise/{notebook}", timeout=60_000)
         page.wait_for_selector(".reveal .slides > section", timeout=60_000)
-        for _ in range(slide_count(NOTEBOOK)):  # to the explorer's slide
+        slide = explorer_slide(notebook)
+        for _ in range(slide):
             page.keyboard.press("ArrowRight")
-            time.sleep(0.5)
-        page.wait_for_selector(".actmem-explorer select", state="visible", timeout=15_000)
-        page.locator(".actmem-explorer select").first.select_option("8")
-        readout = page.locator(".actmem-readout-attention_map").first
-        page.wait_for_function("el => el.innerText.includes('80 MiB')", arg=readout.element_handle(),
-                               timeout=15_000)
+            time.sleep(0.3)
+        page.wait_for_function(f"() => location.hash === '#/slide-{slide}-0'", timeout=10_000)
+        shown = ".reveal .slides > section.present .actmem-explorer"
+        t = page.locator(f"{shown} .widget-dropdown").filter(
+            has=page.locator("label", has_text=re.compile(r"^t$"))).locator("select")
+        t.wait_for(state="visible", timeout=15_000)
+        t.select_option("8")
+        page.wait_for_function(  # the readout's <div> is replaced, so query it each time
+            f"() => [...document.querySelectorAll('{shown} .actmem-readout-attention_map')]"
+            ".some(el => el.innerText.includes('80 MiB'))", timeout=15_000)
     finally:
         page.close()
