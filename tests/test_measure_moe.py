@@ -34,6 +34,7 @@ VARIANTS = {
     "full": dict(moe_router_topk=2, recompute="full"),
     "capacity_no_drop": dict(moe_router_topk=2, moe_expert_capacity_factor=2.0),
     "capacity_drop": dict(moe_router_topk=2, moe_expert_capacity_factor=0.5),
+    "aux_loss": dict(moe_router_topk=2, moe_aux_loss_coeff=0.01),
     "capacity_padded": dict(moe_router_topk=2, moe_expert_capacity_factor=1.3,
                             moe_pad_expert_input_to_capacity=True),
 }
@@ -84,6 +85,17 @@ def test_capacity_padding_gives_each_expert_exactly_its_capacity(measured):
     assert rows["expert_fc1_input"] == 2 * 4 * capacity * h
     assert rows["permute_index"] == rows["permute_probs_index"] == 8 * 4 * capacity
     assert rows["router_capacity_mask"] == N * 4  # bool
+
+
+def test_the_load_balancing_loss_adds_its_softmax_and_two_tiny_extras(measured):
+    c = measured["aux_loss"]
+    rows = {r.key: r for r in c.rows}
+    assert rows["router_aux_scores"].measured_bytes == 4 * N * 4  # fp32 over 4 experts
+    assert rows["router_aux_scores"].measured_dtype == "float32"
+    tiny = [(e.storage.saved_by[0], e.storage.dtype, e.storage.nbytes) for e in c.extras
+            if not e.storage.saved_by[0].startswith("NativeLayerNorm")]
+    assert tiny == [("MulBackward0.other", "int64", 8 * 4),  # tokens per expert
+                    ("AuxLossAutoScalerBackward.saved_tensors", "float32", 4)]  # the loss
 
 
 def test_full_recomputation_keeps_only_the_layer_input(measured):

@@ -95,6 +95,15 @@ def test_capacity_factor_caps_or_pads_the_routed_copies(factor, pad, copies):
     assert r["permute_probs_index"].bytes == (8 * copies if pad else 8 * N * E)
 
 
+def test_the_load_balancing_loss_keeps_the_softmax_over_all_experts():
+    r = rows(moe_aux_loss_coeff=0.01)
+    assert r["router_aux_scores"].bytes == 4 * N * E  # fp32, every expert's probability
+    assert list(r).index("router_aux_scores") == list(r).index("router_probs") + 1
+    four = rows(moe_aux_loss_coeff=0.01, t=4, sequence_parallel=True)
+    assert four["router_aux_scores"].bytes == 4 * N * E // 4
+    assert "router_aux_scores" not in rows()  # Megatron-LM's default coefficient 0
+
+
 def test_mixtral_parameter_count_is_the_published_one():
     # Jiang et al. 2024, Table 1; the Hugging Face safetensors total of Mixtral-8x7B-v0.1
     count = parameter_count(MIXTRAL)
@@ -161,6 +170,11 @@ def test_training_memory_takes_ep_and_the_moe_rows():
      r"moe_expert_capacity_factor must be None \(dropless\) or a finite number > 0, got 0"),
     (lambda: activation_memory(S, B, H, A, **MOE, moe_expert_capacity_factor=float("inf")),
      r"moe_expert_capacity_factor must be None"),
+    (lambda: activation_memory(S, B, H, A, **MOE, moe_aux_loss_coeff=-0.01),
+     r"moe_aux_loss_coeff must be a finite number >= 0 \(0: no load-balancing loss\), "
+     r"got -0.01"),
+    (lambda: activation_memory(S, B, H, A, moe_aux_loss_coeff=0.01),
+     r"moe_aux_loss_coeff given without num_experts"),
     (lambda: model_states(MIXTRAL, ep=3), r"ep=3 must divide num_experts=8; valid ep: 1, 2, 4, 8"),
     (lambda: model_states(MIXTRAL, t=2, d=2, ep=8),
      r"ep\*etp=16 \(ep=8, etp=2\) must divide t\*d=4"),

@@ -119,7 +119,8 @@ def test_unknown_option_names_the_function_and_lists_the_options():
                                         r"moe_router_topk, moe_ffn_hidden_size, "
                                         r"moe_shared_expert_intermediate_size, etp, "
                                         r"moe_expert_capacity_factor, "
-                                        r"moe_pad_expert_input_to_capacity$"):
+                                        r"moe_pad_expert_input_to_capacity, "
+                                        r"moe_aux_loss_coeff$"):
         activation_memory(2048, 1, 4096, 32, 8, flash=True)
     with pytest.raises(TypeError, match=r"^table2\(\) got unknown option"):
         actmem.table2(2048, 1, 4096, 32, 8, flash=True)

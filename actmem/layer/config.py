@@ -146,6 +146,10 @@ class LayerConfig:
             (``--moe-expert-capacity-factor``).
         moe_pad_expert_input_to_capacity: pad every expert's input to that
             capacity (``--moe-pad-expert-input-to-capacity``; needs c).
+        moe_aux_loss_coeff: the load-balancing loss's weight
+            (``--moe-aux-loss-coeff``, Megatron-LM's default 0: off); > 0
+            keeps the router's softmax over all E experts (load-balancing
+            type ``"aux_loss"``).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -173,6 +177,7 @@ class LayerConfig:
     etp: int | None = None
     moe_expert_capacity_factor: int | float | None = None
     moe_pad_expert_input_to_capacity: bool = False
+    moe_aux_loss_coeff: int | float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -229,9 +234,10 @@ STORAGE_OPTIONS = tuple(f.name for f in fields(LayerConfig))[5:]
 recompute, flash_attention, kv_heads, ffn_hidden_size, activation,
 dropout, and the MoE options num_experts, moe_router_topk,
 moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp,
-moe_expert_capacity_factor, moe_pad_expert_input_to_capacity)."""
+moe_expert_capacity_factor, moe_pad_expert_input_to_capacity,
+moe_aux_loss_coeff)."""
 
-MOE_OPTIONS = STORAGE_OPTIONS[-7:]
+MOE_OPTIONS = STORAGE_OPTIONS[-8:]
 """The options that only a mixture-of-experts layer takes."""
 
 
@@ -247,7 +253,7 @@ def check_moe(c: LayerConfig) -> None:
             experts' width.
     """
     if c.num_experts is None:
-        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2, False)]
+        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2, False, 0)]
         if given:
             raise ValueError(f"{', '.join(given)} given without num_experts: these options "
                              "describe a mixture-of-experts layer; pass num_experts too")
@@ -270,6 +276,11 @@ def check_moe(c: LayerConfig) -> None:
             positive_int(name, getattr(c, name))
     divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
     flag("moe_pad_expert_input_to_capacity", c.moe_pad_expert_input_to_capacity)
+    coeff = c.moe_aux_loss_coeff
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) \
+            or not (coeff >= 0 and math.isfinite(coeff)):
+        raise ValueError(f"moe_aux_loss_coeff must be a finite number >= 0 (0: no "
+                         f"load-balancing loss), got {coeff!r}")
     factor = c.moe_expert_capacity_factor
     if factor is None:
         if c.moe_pad_expert_input_to_capacity:

@@ -63,6 +63,9 @@ SOURCES = {
                            ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
     "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
                      "and unpermute (scatter_add_ with the same indices)",
+    "router_aux_scores": _MOE + "moe_utils.py: compute_routing_scores_for_aux_loss "
+                         "(torch.softmax(logits, dtype=torch.float32)), called by router.py: "
+                         "TopKRouter.routing when the aux loss is on",
     "router_capacity_mask": _MOE + "moe_utils.py: apply_router_token_dropping "
                             "(final_probs = routing_probs * final_map)",
     "expert_fc1_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc1 on the tokens "
@@ -92,6 +95,8 @@ NEEDED_FOR = {
     "permute_index": "backward of permute and unpermute: each routed copy's gradient is "
                      "summed back into its token, and the output's gradient gathered to "
                      "each copy",
+    "router_aux_scores": "load-balancing loss backward through the softmax over all E "
+                         "experts: dS = P * (dP - rowsum(dP * P)) needs P",
     "router_capacity_mask": "backward of the capacity masking: the probabilities' gradient "
                             "is multiplied by the same mask",
     "expert_fc1_input": "weight gradient of each expert's first linear: dW_e = X_e^T dY_e",
@@ -123,6 +128,9 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     tokens' permutation index 8Nk (int64). Routed copies (``EXPERT_ROUTED``,
     per rank over t): fc1 input 2Nk*etp*h, fc1 output 2*2Nk*f_e, the copies'
     probabilities 2Nk*etp (bf16, the logits' dtype), fc2 input 2Nk*f_e.
+    With the load-balancing loss (``moe_aux_loss_coeff`` > 0): the softmax
+    over all experts, 4NE (fp32); its loss keeps E int64 token counts and a
+    0-d fp32 loss besides, 8E + 4 bytes left out (not split along s).
     With a capacity factor: an N x E bool mask more, and Nk replaced by the
     copies of :func:`routed_copies` (times t); padded to capacity, both
     permutation indices hold those copies' E*capacity entries. Shared
@@ -141,6 +149,9 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
         _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
              ("s", "b", "k"), N * k, 4, REPLICATED, "fixed"),
     ]
+    if c.moe_aux_loss_coeff > 0:
+        rows.append(_row(c, "router_aux_scores", "router's softmax over all experts (fp32)",
+                         ("s", "b", "E"), N * E, 4, REPLICATED, "fixed"))
     if c.moe_expert_capacity_factor is not None:
         rows.append(_row(c, "router_capacity_mask", "capacity mask of the probabilities (bool)",
                          ("s", "b", "E"), N * E, 1, REPLICATED, "fixed"))

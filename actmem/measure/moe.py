@@ -79,6 +79,22 @@ class WeightedSwiGLU(torch.autograd.Function):
         return dy, dw
 
 
+class AuxLossAutoScaler(torch.autograd.Function):
+    """Attach the load-balancing loss to the probabilities: the identity,
+    saving the 0-d loss so its backward can seed the loss's gradient with 1
+    (``moe_utils.py``: MoEAuxLossAutoScaler)."""
+
+    @staticmethod
+    def forward(ctx, output, aux_loss):
+        ctx.save_for_backward(aux_loss)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad):
+        (aux_loss,) = ctx.saved_tensors
+        return grad, torch.ones_like(aux_loss)
+
+
 class ReferenceMoELayer(ReferenceLayer):
     """One GPT layer whose MLP is a mixture of experts, on one rank.
 
@@ -155,9 +171,24 @@ class ReferenceMoELayer(ReferenceLayer):
         top = named("router_topk_indices", top)
         probs = torch.zeros_like(logits).scatter(1, top, probs.type_as(logits))
         routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
-        if self.config.moe_expert_capacity_factor is None:
-            return probs, routing_map
-        return self._drop(probs, routing_map)
+        if self.config.moe_expert_capacity_factor is not None:
+            probs, routing_map = self._drop(probs, routing_map)
+        if self.config.moe_aux_loss_coeff > 0:
+            probs = AuxLossAutoScaler.apply(probs, self._aux_loss(logits))
+        return probs, routing_map
+
+    def _aux_loss(self, logits):
+        """The switch load-balancing loss on one rank (``moe_utils.py``:
+        compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func):
+        the softmax over all experts in fp32, its own top-k routing map (on
+        detached scores: the values are discarded, see :meth:`_drop`), the
+        tokens per expert, E * coeff / (k * n^2) * sum(P_i * count_i)."""
+        c, n = self.config, logits.shape[0]
+        scores = named("router_aux_scores", torch.softmax(logits, dim=-1, dtype=torch.float32))
+        _, top = torch.topk(scores.detach(), c.moe_router_topk, dim=1)
+        counts = torch.zeros_like(logits).int().scatter(1, top, 1).bool().sum(dim=0)
+        scale = c.num_experts * c.moe_aux_loss_coeff / (c.moe_router_topk * n * n)
+        return torch.sum(scores.sum(dim=0) * counts) * scale
 
     def _capacity(self, n):
         c = self.config

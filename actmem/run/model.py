@@ -43,7 +43,8 @@ class ModelConfig:
         source: where the numbers come from (presets cite a paper or card).
         num_experts, moe_router_topk, moe_ffn_hidden_size,
         moe_shared_expert_intermediate_size, moe_expert_capacity_factor,
-        moe_pad_expert_input_to_capacity: the MoE layers' options, as
+        moe_pad_expert_input_to_capacity, moe_aux_loss_coeff: the MoE layers'
+            options, as
             :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case).
         moe_layer_freq: which layers are MoE (``--moe-layer-freq``): an int
             N (layer i is MoE when i % N == 0, Megatron-LM's rule) or a tuple
@@ -79,6 +80,7 @@ class ModelConfig:
     moe_layer_freq: int | tuple[int, ...] = 1
     moe_expert_capacity_factor: int | float | None = None
     moe_pad_expert_input_to_capacity: bool = False
+    moe_aux_loss_coeff: int | float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
@@ -163,7 +165,8 @@ class ModelConfig:
                                self.moe_shared_expert_intermediate_size),
                            moe_expert_capacity_factor=self.moe_expert_capacity_factor,
                            moe_pad_expert_input_to_capacity=(
-                               self.moe_pad_expert_input_to_capacity))
+                               self.moe_pad_expert_input_to_capacity),
+                           moe_aux_loss_coeff=self.moe_aux_loss_coeff)
         elif etp is not None:
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
         return LayerConfig(self.s, self.b, self.h, self.a, t,
