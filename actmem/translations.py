@@ -240,6 +240,7 @@ ZH = {
     "backward of {name}: softmax gradient, recomputing": "{name} 的反向：softmax 的梯度，正在重计算",
     "backward of {name}: last layer, recomputing": "{name} 的反向：最后一层，正在重计算",
     "backward of {name}: last layer": "{name} 的反向：最后一层",
+    "backward of {name}: the last layer's MLP": "{name} 的反向：最后一层的 MLP",
     "after the backward of {name}": "{name} 的反向之后",
     "optimizer step": "优化器更新",
     "checkpoints held between passes": "前向与反向之间保存的检查点",

@@ -248,7 +248,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes),
                              precision)
     shape = model.layer(t, moe=False)  # s, b, h
-    tokens, vocab = shape.s * shape.b, model.padded_vocab(t) // t
+    tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
     chunk = (fused_loss_chunk(tokens, vocab, shape.h) if loss_chunk_tokens is None
              else loss_chunk_tokens)
     losses = loss_bytes(loss, tokens * vocab, tokens, 4 if precision == "fp32" else 2,
