@@ -180,3 +180,13 @@ def test_on_cuda_only_configurations_without_dropout_run_with_the_gpus_workspace
     r = actmem.training_memory(CONFIGS["megatron_flash"].model, **args)
     workspace = r.stages[0].timeline.events[0].by_category["workspace"]
     assert workspace == 2 * 32 * 2**20   # two cuBLAS handles, no Transformer Engine
+
+
+def test_the_table_adds_the_allocators_peak_on_cuda():
+    from actmem.measure.stored_step import step_table
+    row = {"memtracker_peak": 10, "counter_peak": 10, "cuda_max_memory_allocated": 110,
+           "timeline_peak": 100, "relative_difference": 0.1, "counter_peak_moment": "loss",
+           "timeline_peak_event": "loss"}
+    lines = step_table({"device": "cuda", "configs": {"megatron_flash": row}}).splitlines()
+    assert "CUDA max allocated" in lines[0]
+    assert lines[1].split()[1:6] == ["10", "10", "110", "100", "+10.0000%"]
