@@ -528,5 +528,5 @@ ZH = {
     "Takeaway: stage {stage} is the most loaded (it holds p={p} micro-batches of {layers} "
     "layers); its peak leaves {margin} of an A100's 80 GiB.":
         "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
-        "峰值过后，A100 的 80 GiB 还剩 {margin}。",
+        "峰值之外还剩 {margin}（A100 共 80 GiB）。",
 }
