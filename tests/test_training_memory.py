@@ -84,13 +84,19 @@ def test_llama2_7b_on_8_gpus_by_hand():
     # last stage, one pass: 2sbh + 2sbh + fp32 logits 4*s*b*V/t + 9sb
     assert last.output_activations == 2 * 33_554_432 + 262_144_000 + 9 * 4096
     assert first.embedding_activations == 2 * 8 * 4096  # token ids of the 2 passes held
-    # stage 0's peak: the end of its second forward, with that micro-batch's
-    # b*s*s mask still loaded, beside model states and an A100's workspaces
-    # (two of PyTorch's 8 MiB + 128 KiB, Transformer Engine's 4 MiB)
+    # stage 0's peak: the backward of micro-batch 0 at its last layer's MLP,
+    # with both passes held, beside model states and an A100's workspaces
+    # (two of PyTorch's 8 MiB + 128 KiB, Transformer Engine's 4 MiB): the
+    # gradients of the layer output (2sbh) and of fc2's input (2sbf/t), the
+    # weight's going straight into the fp32 buffer (gradient accumulation
+    # fusion). It beats the end of the second forward with its b*s*s mask.
     states = first.weights + first.gradients + first.optimizer
     workspaces = 2 * (8 * MIB + 128 * 1024) + 4 * MIB
-    assert first.peak == states + 2 * (16 * layer + 8 * 4096) + 4096**2 + workspaces
-    assert first.timeline.peak.label.startswith("end of the forward of micro-batch 1")
+    held = 2 * (16 * layer + 8 * 4096)
+    mlp_gradients = 2 * sbh + 2 * 4096 * 11008 // 2
+    assert mlp_gradients > 4096**2
+    assert first.peak == states + held + mlp_gradients + workspaces
+    assert first.timeline.peak.label == "backward of micro-batch 0: the last layer's MLP"
     assert r.most_loaded.stage == 0 and r.fits
     assert r.margin == 81920 * MIB - first.peak
 
