@@ -32,13 +32,16 @@ ep = 1 (every copy stays local, whatever the routing). A capacity factor c
 (``--moe-expert-capacity-factor``) caps each expert at
 ceil(N*k*c/(t*E)) copies per source rank (``moe_utils.py``: get_capacity,
 apply_router_token_dropping), an option here (:func:`routed_copies`):
-dropping keeps the balanced
-expectation for c >= 1 and caps each expert at the capacity below it, and
-the masking of the probabilities keeps an N x E boolean mask;
+dropping keeps the balanced expectation for c >= 1 and caps each expert at
+the capacity below it, and the masking of the probabilities keeps an N x E
+boolean mask;
 ``--moe-pad-expert-input-to-capacity`` makes every expert's input exactly
 the capacity (T = E*capacity*etp per rank, not an expectation) and
 permutes with two int64 indices of E*capacity each (``permute`` and
-``unpermute`` with ``drop_and_pad``).
+``unpermute`` with ``drop_and_pad``). The load-balancing loss
+(``--moe-aux-loss-coeff`` > 0, type ``aux_loss``) keeps the router's fp32
+softmax over all E experts (``moe_utils.py``:
+compute_routing_scores_for_aux_loss).
 """
 
 from __future__ import annotations
