@@ -88,14 +88,18 @@ def append_floor_cell(path: Path) -> int:
     return len(nb.cells) - 1
 
 
-def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0, need_readout=True) -> dict:
-    """Wait until the probe saw a readout change (if needed) and nothing in
-    the output changed for ``quiet_ms``; cheap in-page polling only."""
+def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0) -> dict:
+    """Wait until the probe saw a readout change and, in an output with an
+    image, an image change, and nothing in the output changed for
+    ``quiet_ms``; cheap in-page polling only. A change may leave every
+    readout or the image as it was: then stop after 2 s of quiet. (Waiting
+    for the readout only let a figure slower than ``quiet_ms`` land in the
+    next change's window, before its input event.)"""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         p = nb.page.evaluate("window.__actmem.peek()")
-        seen = any(x is not None for x in p["readout"]) or not need_readout
-        # a change may leave every readout as it was: stop after 2 s of quiet
+        seen = all(any(x is not None for x in xs) or not xs
+                   for xs in (p["readout"], p["image"]))
         if p["t0"] is not None and p["quiet"] >= (quiet_ms if seen else 2000):
             break
         time.sleep(0.05)
@@ -109,8 +113,9 @@ def measure_change(nb, root, index, step) -> dict:
     out = {"readout_ms": None, "figure_ms": None}
     if p["t0"] is None:
         return out
-    rs = [t for t in p["readout"] if t is not None]
-    im = [t for t in p["image"] if t is not None]
+    # a change seen before the input event is the previous change's, late
+    rs = [t for t in p["readout"] if t is not None and t >= p["t0"]]
+    im = [t for t in p["image"] if t is not None and t >= p["t0"]]
     if rs:
         out["readout_ms"] = max(rs) - p["t0"]
     if im:
