@@ -140,17 +140,15 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
                                      height_ratios=[max(schedule.p, 2), 2])
     _chart(chart, schedule)
     _in_flight(held, schedule)
-    # what changes with m (and the order) while p, v and the kinds of pass
-    # stay; the rest (legends, stage names, the count's axis) is kept by png
-    changing_only(fig, (_legend_labels(chart), _legend_labels(held), held.get_ylim(),
+    # what changes with the schedule, m and the order while p, v and the
+    # kinds of pass stay; the rest (the chart's legend and stage names, the
+    # axis labels) is kept by png
+    changing_only(fig, (tuple(text.get_text() for text in chart.get_legend().get_texts()),
                         held.get_ylabel(), held.get_xlabel()),
                   [*chart.collections, *held.lines, chart.title, chart.xaxis, held.xaxis,
-                   *chart.spines.values(), *held.spines.values()])
+                   held.yaxis, held.get_legend(), *chart.spines.values(),
+                   *held.spines.values()])
     return fig
-
-
-def _legend_labels(ax) -> tuple[str, ...]:
-    return tuple(text.get_text() for text in ax.get_legend().get_texts())
 
 
 def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:
