@@ -22,6 +22,7 @@ from actmem.measure.compare import compare  # noqa: E402
 from actmem.measure.layer import layer_input  # noqa: E402
 from actmem.measure.moe import (ReferenceMoELayer, SwiGLU, WeightedSwiGLU,  # noqa: E402
                                 measure_moe)
+from actmem.measure.moe_parallel import measure_expert_parallel  # noqa: E402
 
 s, b, h, a = 32, 2, 64, 4
 N = s * b
@@ -111,6 +112,27 @@ def test_routing_is_uneven_yet_the_copies_are_n_times_k():
     _, routing_map = layer._route(tokens)
     counts = routing_map.sum(dim=0).tolist()
     assert sum(counts) == N * 2 and len(set(counts)) > 1  # not balanced, still N*k copies
+
+
+def test_two_expert_parallel_ranks_average_to_the_ledger():
+    """ep = 2 on two gloo processes: every row but the routed copies' is exact
+    on each rank; the copies each rank's experts receive depend on the
+    router, but their mean over the ranks is the ledger's N*k (each copy sent
+    is received once), so the expert rows average to the ledger exactly."""
+    config = LayerConfig(**BASE, **VARIANTS["top2_shared"])
+    ranks = measure_expert_parallel(config, 2)
+    checks = [compare(m) for m, _, _ in ranks]
+    expert = {"expert_fc1_input", "expert_fc1_output", "expert_probs", "expert_fc2_input"}
+    for c, (_, received, trained) in zip(checks, ranks):
+        assert trained and c.extras_total == LAYERNORM_STATS
+        assert all(r.exact for r in c.rows if r.key not in expert)
+        rows = {r.key: r.measured_bytes for r in c.rows}
+        assert rows["expert_fc1_input"] == 2 * received * h
+        assert rows["expert_fc2_input"] == 2 * received * 96
+    assert sum(received for _, received, _ in ranks) == 2 * N * 2
+    for key in expert:
+        measured = [next(r for r in c.rows if r.key == key) for c in checks]
+        assert sum(r.measured_bytes for r in measured) == 2 * measured[0].ledger_bytes, key
 
 
 def test_the_fused_functions_have_the_gradients_of_their_formulas():

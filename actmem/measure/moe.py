@@ -113,6 +113,7 @@ class ReferenceMoELayer(ReferenceLayer):
                              f"num_experts={config.num_experts}, t={config.t}, "
                              f"etp={config.etp}")
         super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
+        self.first_expert = 0
         E, h, f, fs = (config.num_experts, config.h, config.f_e,
                        config.moe_shared_expert_intermediate_size)
         gen = torch.Generator().manual_seed(seed + 1)
@@ -155,11 +156,10 @@ class ReferenceMoELayer(ReferenceLayer):
             index = named("permute_index", flat % n)
             permuted_probs = probs.T.contiguous().reshape(-1)[flat]
             counts = routing_map.sum(dim=0).tolist()
-        permuted = tokens.index_select(0, index)
-        permuted = torch.cat(torch.split(permuted, counts))      # permutation 2
-        permuted_probs = torch.cat(torch.split(permuted_probs, counts))
-        outputs = self._experts(named("expert_fc1_input", permuted),
-                                named("expert_probs", permuted_probs), counts)
+        x, w, local, back = self._dispatch(tokens.index_select(0, index), permuted_probs,
+                                           counts)
+        outputs = self._combine(self._experts(named("expert_fc1_input", x),
+                                              named("expert_probs", w), local), back)
         combined = torch.zeros_like(tokens)
         return combined.scatter_add_(0, index.unsqueeze(1).expand(-1, tokens.shape[1]),
                                      outputs)
@@ -222,10 +222,21 @@ class ReferenceMoELayer(ReferenceLayer):
         return (named("permute_index", chosen.view(-1)), permuted_probs,
                 [chosen.shape[1]] * E)
 
+    def _dispatch(self, tokens, probs, counts):
+        """One rank (ep = etp = 1): the all-to-all and the all-gather are
+        no-ops, permutation 2 (sort_chunks_by_idxs) copies. Returns the
+        experts' tokens, probabilities, tokens per local expert and what
+        :meth:`_combine` needs."""
+        return (torch.cat(torch.split(tokens, counts)), torch.cat(torch.split(probs, counts)),
+                counts, None)
+
+    def _combine(self, outputs, back):
+        return outputs
+
     def _experts(self, tokens, probs, counts):
         outs = []
         for e, (x, w) in enumerate(zip(torch.split(tokens, counts),
-                                       torch.split(probs, counts))):
+                                       torch.split(probs, counts)), start=self.first_expert):
             y = named("expert_fc1_output", x @ self.fc1[e])
             z = named("expert_fc2_input", WeightedSwiGLU.apply(y, w.unsqueeze(-1)))
             outs.append(z @ self.fc2[e])
