@@ -161,4 +161,5 @@ def test_cli_writes_the_cheat_sheet_and_refuses_other_files(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["cheatsheet", str(tmp_path / "sheet.txt")])
     assert exit_info.value.code == 2
-    assert "ending in .pdf or .png" in capsys.readouterr().err
+    err = capsys.readouterr().err  # names the argument, its value and what is allowed
+    assert "out=" in err and "sheet.txt" in err and ".pdf or .png" in err

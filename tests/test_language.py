@@ -30,7 +30,7 @@ KEPT_IN_CHINESE = {
     "LayerNorm", "Megatron", "LLaMA", "GPT", "GQA", "ZeRO", "QKV", "softmax", "dropout",
     "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
     "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel", "PyTorch", "cross_entropy",
-    "logits", "SXM", "PCIe", "RTX", "All", "Reduce", "workspace",
+    "logits", "SXM", "PCIe", "RTX", "All", "Reduce", "workspace", "peak_in_flight",
     # names inside the ledger's backward formulas
     "rowsum", "P_dropped", "silu", "gate",
 }
