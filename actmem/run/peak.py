@@ -28,8 +28,9 @@ from .gpus import find_gpu, gpu_capacity
 from .model import ModelConfig
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
-                        moment_parts, precision_moments, precision_outputs)
+                        layer_rows, moment_parts, precision_moments, precision_outputs)
 from .schedules import simulate_schedule
+from .split_backward import layer_weight_rows
 from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
 from .timeline import Pass, StageTimeline, stage_timeline
@@ -124,7 +125,7 @@ class TrainingMemory:
 def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     ep: int = 1, etp: int | None = None,
                     m: int = 1, schedule: str = "1f1b", v: int = 1,
-                    order: str = "megatron", sequence_parallel: bool = False,
+                    order: str | None = None, sequence_parallel: bool = False,
                     recompute: str = "none", recompute_num_layers: int = 1,
                     accounting: str = "megatron", zero_stage: int = 0,
                     distributed_optimizer: bool = False, logits_bytes: int = 4,
@@ -157,7 +158,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             take etp = t (pass etp to :func:`actmem.activation_memory` for
             one layer under another etp).
         m, schedule, v, order: micro-batches per step and the pipeline
-            schedule (:func:`actmem.simulate_schedule`).
+            schedule (:func:`actmem.simulate_schedule`; order None: Megatron-LM's,
+            PyTorch's for its own schedules). Under ZBV and DualPipeV the loss
+            is on stage 0 (the V's last chunk); under the zero-bubble
+            schedules a pass keeps the rows its W reads from its I to its W
+            (:mod:`actmem.run.split_backward`).
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
         accounting, zero_stage, distributed_optimizer: model states
@@ -196,7 +201,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
             persistent buffer, which it needs; :mod:`actmem.run.framework`).
-
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -243,6 +247,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
     split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
     plan = simulate_schedule(schedule, p, m, v, order)
+    if plan.v_shaped and any(x not in (None, False) for x in uneven.values()):
+        raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "
+                         "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
     first = embedding_activations(model, t, sequence_parallel)
     last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes),
@@ -259,11 +266,17 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
     moments = precision_moments(model, t, sequence_parallel, recompute, k, precision,
                                 fused_projections, autocast_device, not fusion)
+    if plan.splits_backward:  # zero bubble: from I to W a pass keeps what W reads
+        moments = replace(moments, weight_rows=layer_weight_rows(
+            model, t, sequence_parallel, layer_rows(model, t, sequence_parallel, "none",
+                                                    precision, fused_projections,
+                                                    autocast_device)))
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
         parts = [moment_parts(moments, n) for n in split[i]]
-        passes = [_pass(i, c, p, v, first, last) for c in range(v)]
+        passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), first, last)
+                  for c in range(v)]
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                    "output_activations": one.output + one.logits_loss}
                   for (held, _), one in zip(parts, passes)]
@@ -280,15 +293,23 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             copies=autocast_copies(model, t, precision),
             tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion))
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
-                                  **plan.peak_parts(i, chunks),
+                                  **plan.peak_parts(i, chunks, _pending(moments, split[i])),
                                   recompute_working_set=max(w for _, w in parts),
                                   reserve=spare, timeline=timeline))
     return TrainingMemory(tuple(stages), capacity)
 
 
-def _pass(i: int, c: int, p: int, v: int, first: dict, last: dict) -> Pass:
-    """What a pass through chunk ``c`` of stage ``i`` keeps besides its layers."""
-    is_first, is_last = (i, c) == (0, 0), (i, c) == (p - 1, v - 1)
+def _pending(moments, layers) -> list[dict[str, int]] | None:
+    """Per chunk, what a pass keeps from its I to its W (None: no split backward)."""
+    if moments.weight_rows is None:
+        return None
+    return [{"layer_activations": n * moments.weight_rows} for n in layers]
+
+
+def _pass(is_first: bool, is_last: bool, first: dict, last: dict) -> Pass:
+    """What a pass keeps besides its layers: the first chunk of the model
+    (stage 0, chunk 0) the embedding's, the last (where the loss is) the
+    output layer's and the logits."""
     return Pass(embedding=sum(first.values()) if is_first else 0,
                 output=sum(last.values()) - last["logits"] if is_last else 0,
                 logits_loss=last["logits"] if is_last else 0,

@@ -89,6 +89,17 @@ class PipelineSchedule:
         return stage_index(i, self.p)
 
     @property
+    def splits_backward(self) -> bool:
+        """Whether the backward passes are split into ``I`` and ``W`` steps
+        (zero-bubble schedules)."""
+        return any(op.kind == INPUT_GRAD for ops in self.ops for op in ops)
+
+    def last_chunk(self) -> tuple[int, int]:
+        """(stage, local chunk) of the model's last layers, where the loss
+        is computed: ``(0, 1)`` on a V (ZBV, DualPipeV), else ``(p-1, v-1)``."""
+        return (0, 1) if self.v_shaped else (self.p - 1, self.v - 1)
+
+    @property
     def v_shaped(self) -> bool:
         """Whether GPU ``i`` holds virtual stages ``i`` and ``2p-1-i`` (ZBV,
         DualPipeV) rather than ``i, p+i, ...`` (looped)."""
