@@ -31,9 +31,12 @@ layer; the router (E x h) and the norms stay whole on every tensor-parallel
 rank, the attention and the shared experts split over t. The ranks of one
 pipeline stage (t x d of them) are regrouped as etp x ep x e_d, so the
 expert data-parallel size is e_d = t*d/(ep*etp): the distributed optimizer
-(``distributed/distributed_data_parallel.py`` builds a separate buffer for
-expert parameters over the expert data-parallel group) and ZeRO shard the
-expert parameters' states over e_d and the others over d.
+(``distributed/distributed_data_parallel.py`` builds separate buffers,
+``expert_parallel_buffers``, over the expert data-parallel group) and ZeRO
+shard the expert parameters' states over e_d and the others over d, as
+Megatron-LM's estimate does (``theoretical_memory_usage.py``:
+compute_weight_and_optimizer_memory, ``6 + 12/expert_data_parallel_size``
+bytes per expert parameter).
 """
 
 from __future__ import annotations
