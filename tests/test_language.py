@@ -148,6 +148,14 @@ def _schedule(kind, p, m, v=1):
 
 
 MODEL = actmem.PRESETS["llama2-7b"]
+def _timeline_with_measured_curve():
+    """The timeline figure with a measured curve of one value per event
+    (on stage 0, the stage the curve is drawn on)."""
+    run = actmem.training_memory(MODEL, t=2, p=2, m=8, gpu_memory="A100 80GB", reserve=2**30)
+    events = len(run.stages[0].timeline.events)
+    return fit_figures.timeline_figure(run, measured=[10**9] * events)
+
+
 FIGURES = {
     "sharding t=2": lambda: figures.sharding_figure(t=2),
     "sharding t=1": lambda: figures.sharding_figure(t=1),
@@ -166,9 +174,7 @@ FIGURES = {
     "does not fit": lambda: fit_figures.stage_memory_figure(
         actmem.training_memory(MODEL, t=1, p=1, m=8, gpu_memory=24 * 10 ** 9)),
     "recompute": lambda: fit_figures.recompute_figure(MODEL, t=2, p=2, m=8),
-    "timeline": lambda: fit_figures.timeline_figure(
-        actmem.training_memory(MODEL, t=2, p=2, m=8, gpu_memory="A100 80GB", reserve=2**30),
-        measured=[10**9] * 26),
+    "timeline": lambda: _timeline_with_measured_curve(),
     "timeline, map stored": lambda: fit_figures.timeline_figure(
         actmem.training_memory(MODEL.with_(flash_attention=False), p=4, v=2, m=8,
                                schedule="interleaved", recompute="selective")),
