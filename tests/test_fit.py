@@ -134,7 +134,7 @@ def test_a_shorter_last_stage_relieves_it():
 
 
 def test_invalid_planner_arguments():
-    with pytest.raises(ValueError, match="preset must be one of"):
+    with pytest.raises(ValueError, match=r"^model must be one of .gpt2-large., "):
         FitPlanner(model="gpt5")
     with pytest.raises(ValueError, match=r"^t=3 is not offered"):
         FitPlanner(t=3)
