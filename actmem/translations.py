@@ -331,6 +331,9 @@ ZH = {
     "ledger, t=1": "账本，t=1",
     "measured, t=1": "实测，t=1",
     "measured, t={t} rank {rank}": "实测，t={t} rank {rank}",
+    "ledger, t={t} rank {rank}": "账本，t={t} rank {rank}",
+    "{variant}: {parts}": "{variant}：{parts}",
+    "; ": "；",
     "t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "
     "({exact}/{rows} exact), extras {extras} B":
         "t={t} rank {rank}：账本 {ledger} B，实测各行 {measured} B"

@@ -179,7 +179,8 @@ def test_explorer_refuses_an_unmeasured_variant(t1):
         MeasureExplorer({"mine": results["paper"]}, variant="mine")
     with pytest.raises(ValueError, match=r"^results must hold at least one"):
         MeasureExplorer({})
-    assert MeasureExplorer(results, variant="full").summary.value.startswith("full: ")
+    assert MeasureExplorer(results, variant="full").summary.value.startswith(
+        "full recomputation (checkpointed layer): t=1 rank 0: ledger 8192 B, ")
 
 
 def test_explorer_writes_the_chosen_variant(t1, t2):
@@ -195,6 +196,63 @@ def test_explorer_writes_the_chosen_variant(t1, t2):
     assert explorer.summary.value == summary_line("sdpa_dropout", results["sdpa_dropout"])
     assert "(9/13 exact), extras 147968 B" in explorer.summary.value
     assert "query" in explorer.table.value and "math fallback" in explorer.table.value
+
+
+@pytest.fixture
+def zh():
+    actmem.set_language("zh")
+    yield
+    actmem.set_language("en")
+
+
+def _code_keys(text, rows):
+    """The ledger keys (``fc1_input``, ``query``) that ``text`` shows as words."""
+    import re
+    return [r.key for r in rows
+            if re.search(rf"(?<![A-Za-z_]){r.key}(?![A-Za-z_])", text)]
+
+
+def test_chinese_figure_labels_rows_by_their_names_not_their_keys(t1, t2, zh):
+    from actmem.measure.figure import comparison_figure
+    from actmem.translations import ZH
+
+    paper = {1: [t1["paper"]], 2: t2["paper"]}
+    fig = comparison_figure(paper, "The paper's layer: ledger and measurement")
+    labels = [x.get_text() for x in fig.axes[0].get_yticklabels()]
+    assert labels == [ZH[r.name] for r in t1["paper"].rows] + ["额外项（不在账本中）"]
+    assert "MLP 第一个线性层的输入" in labels and "fc1_input" not in labels
+    assert _code_keys(" ".join(labels), t1["paper"].rows) == []
+    assert fig.axes[0].get_title() == "论文中的层：账本与实测"
+
+
+def test_chinese_explorer_shows_titles_names_and_the_same_numbers(t1, t2, zh):
+    import re
+
+    from actmem.measure.widgets import MeasureExplorer
+
+    results = {n: {1: [c], 2: t2[n]} for n, c in t1.items()}
+    explorer = MeasureExplorer(results)
+    for name in VARIANTS:
+        explorer.choice.value = name
+        summary, table = explorer.summary, explorer.table
+        assert summary.shown.startswith(actmem.language.chinese(VARIANTS[name].title) + "：")
+        assert "; " not in summary.shown and ": " not in summary.shown
+        assert re.findall(r"\d+", summary.shown) == re.findall(r"\d+", summary.value)
+        assert re.findall(r">(\d+|-)<", table.shown) == re.findall(r">(\d+|-)<", table.value)
+        rows = [r for ranks in results[name].values() for c in ranks for r in c.rows]
+        for text in (summary.shown, table.shown):
+            assert _code_keys(text, rows) == [], (name, text)
+        for text in (summary.value, table.value):  # "query", "key" are English words
+            assert [k for k in _code_keys(text, rows) if "_" in k] == [], (name, text)
+    explorer.choice.value = "paper"
+    assert explorer.summary.shown == (
+        "论文中的层（第 4.1 节）：t=1 rank 0：账本 180224 B，实测各行 180224 B（15/15 行完全一致），"
+        "额外项 512 B；t=2 rank 0：账本 110592 B，实测各行 110592 B（15/15 行完全一致），额外项 512 B；"
+        "t=2 rank 1：账本 110592 B，实测各行 110592 B（15/15 行完全一致），额外项 512 B")
+    assert "<td>MLP 第一个线性层的输入</td><td>固定项</td><td>8192</td><td>8192</td>" \
+        in explorer.table.shown
+    assert "<td>input of the MLP&#x27;s first linear</td><td>fixed</td><td>8192</td>" \
+        in explorer.table.value
 
 
 def test_variants_table_has_one_line_per_variant_with_exact_counts(t1, t2):

@@ -11,7 +11,9 @@ colour-blind readers), one per bar series, in turn."""
 
 def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     """Horizontal bars per ledger row (and the extras) in KiB: the ledger at
-    t = 1, measured at t = 1, and measured on each rank at larger t.
+    t = 1, measured at t = 1, and measured on each rank at larger t. Rows
+    are labelled by the ledger's names in the current language
+    (:func:`actmem.language.tr`), as the other ledger figures draw them.
 
     Returns a matplotlib Figure made without pyplot (nothing accumulates);
     a notebook shows it with ``display(fig)``.
@@ -26,7 +28,7 @@ def comparison_figure(by_t: dict[int, list[Comparison]], title: str = ""):
     series = [(tr("ledger, t=1"), one, False), (tr("measured, t=1"), one, True)] + [
         (tr("measured, t={t} rank {rank}").format(t=t, rank=c.measurement.rank), c, True)
         for t, ranks in sorted(by_t.items()) if t > 1 for c in ranks]
-    labels = [r.key for r in one.rows] + [tr("extras (not in ledger)")]
+    labels = [tr(r.name) for r in one.rows] + [tr("extras (not in ledger)")]
     fig = Figure(figsize=(8, 0.35 * len(labels) + 1.5))
     ax = fig.add_subplot()
     height = 0.8 / len(series)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..language import english
 from .compare import Comparison
+from .variants import VARIANTS
 
 
 def as_dict(c: Comparison) -> dict:
@@ -88,13 +89,20 @@ def variants_table(results: dict[str, dict[int, list[Comparison]]],
 SUMMARY_PART = ("t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "
                 "({exact}/{rows} exact), extras {extras} B")
 """One rank's part of :func:`summary_line` (a template of :mod:`actmem.language`)."""
+SUMMARY = "{variant}: {parts}"
+"""The whole line of :func:`summary_line`: the variant's title, then its parts."""
+SUMMARY_JOIN = "; "
+"""What joins the parts of :func:`summary_line` (full-width in Chinese)."""
 
 
 def summary_line(name: str, by_t: dict[int, list[Comparison]], tr=english) -> str:
-    """One line per variant: ledger vs measured rows vs extras, every rank;
-    words translated by ``tr`` (:mod:`actmem.language`)."""
+    """One line per variant: its title (:data:`.VARIANTS`), then ledger vs
+    measured rows vs extras on every rank, in bytes; words and punctuation
+    translated by ``tr`` (:mod:`actmem.language`), numbers the same in every
+    language."""
     parts = [tr(SUMMARY_PART).format(
         t=t, rank=c.measurement.rank, ledger=c.ledger_total, measured=c.measured_rows_total,
         exact=sum(r.exact for r in c.rows), rows=len(c.rows), extras=c.extras_total)
         for t, ranks in sorted(by_t.items()) for c in ranks]
-    return f"{name}: " + "; ".join(parts)
+    return tr(SUMMARY).format(variant=tr(VARIANTS[name].title),
+                              parts=tr(SUMMARY_JOIN).join(parts))
