@@ -56,7 +56,9 @@ class StageMemory:
     output_activations: int
     recompute_working_set: int
     reserve: int
-    timeline: StageTimeline | None = field(default=None, repr=False, compare=False)
+    # compared too: the peak is the timeline's (two plans that differ only in
+    # when things are alive, e.g. the loss, are not the same plan)
+    timeline: StageTimeline | None = field(default=None, repr=False)
 
     @property
     def peak(self) -> int:
