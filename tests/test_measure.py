@@ -246,8 +246,9 @@ def test_chinese_explorer_shows_titles_names_and_the_same_numbers(t1, t2, zh):
             assert [k for k in _code_keys(text, rows) if "_" in k] == [], (name, text)
     explorer.choice.value = "paper"
     assert explorer.summary.shown == (
-        "论文中的层（第 4.1 节）：t=1 rank 0：账本 180224 B，实测各行 180224 B（15/15 行完全一致），"
-        "额外项 512 B；t=2 rank 0：账本 110592 B，实测各行 110592 B（15/15 行完全一致），额外项 512 B；"
+        "论文中的层（第 4.1 节）："
+        "t=1 rank 0：账本 180224 B，实测各行 180224 B（15/15 行完全一致），额外项 512 B；"
+        "t=2 rank 0：账本 110592 B，实测各行 110592 B（15/15 行完全一致），额外项 512 B；"
         "t=2 rank 1：账本 110592 B，实测各行 110592 B（15/15 行完全一致），额外项 512 B")
     assert "<td>MLP 第一个线性层的输入</td><td>固定项</td><td>8192</td><td>8192</td>" \
         in explorer.table.shown
