@@ -48,7 +48,7 @@ def test_held_bytes_follow_the_rows(schedule, v):
         assert max(d["layers"] for d in held) <= s.peak_in_flight(i) * full
         assert s.peak_parts(i, [{"layers": full}] * v) == {
             "layers": s.peak_in_flight(i) * full}
-    with pytest.raises(ValueError, match=r"pending needs one dict per model chunk \(v="):
+    with pytest.raises(ValueError, match=r"pending needs a list of one dict per model chunk \(v="):
         s.held_parts(0, [{"layers": full}] * v, [{}] * (v + 1))
 
 
