@@ -14,17 +14,18 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .validate import integer
+from .validate import MAX_INT_DIGITS, integer, shown
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
          "PiB": 2**50, "GB": 10**9, "TB": 10**12}
 """Bytes per unit."""
 MAX_DIGITS = 20
 """Most decimals :func:`format_value` prints."""
-MAX_BYTES = 10**4000
-"""Sizes (and differences) must be smaller than this: 4,000 digits, which
-:func:`format_value` can print with its 20 decimals within Python's limit
-of 4,300 digits for turning an integer into text."""
+MAX_BYTES = 10**MAX_INT_DIGITS
+"""Sizes (and differences) must be smaller than this (4,000 digits, checked
+by :func:`actmem.validate.integer`), which :func:`format_value` can print
+with its 20 decimals within Python's limit of 4,300 digits for turning an
+integer into text."""
 MAX_SIZE_TEXT = 100
 """Most characters :func:`parse_size` reads."""
 
@@ -32,11 +33,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
 
 
 def _whole(name: str, value: object) -> int:
-    number = integer(name, value, "a whole number of bytes (an int)")
-    if abs(number) >= MAX_BYTES:
-        raise ValueError(f"{name} must be below 10**4000 bytes, got a number of "
-                         f"{number.bit_length()} bits")
-    return number
+    return integer(name, value, "a whole number of bytes (an int)")  # < MAX_BYTES
 
 
 def _size(name: str, value: object) -> int:
@@ -48,7 +45,7 @@ def _size(name: str, value: object) -> int:
 
 def _unit(unit: object) -> int:
     if not isinstance(unit, str) or unit not in UNITS:
-        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        raise ValueError(f"unit must be one of {', '.join(UNITS)}, got {shown(unit)}")
     return UNITS[unit]
 
 
@@ -156,7 +153,7 @@ def parse_size(name: str, value: object) -> int:
         value = _whole(name, value)
     except TypeError:
         raise TypeError(f"{name} must be bytes (an int) or a size such as '80GB', "
-                        f"got {value!r}") from None
+                        f"got {shown(value)}") from None
     if value < 1:
         raise ValueError(f"{name} must be at least 1 byte, got {value}")
     return value

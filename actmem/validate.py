@@ -14,6 +14,21 @@ import math
 import operator
 
 
+MAX_INT_DIGITS = 4000
+"""Most digits an integer argument may have: below Python's limit of 4,300
+for turning an integer into text, so every message can print it."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for a message, or a description when Python refuses
+    to print it (an integer of more than 4,300 digits, or a list of them)."""
+    try:
+        return repr(value)
+    except ValueError:
+        size = f" of {value.bit_length()} bits" if isinstance(value, int) else ""
+        return f"<a {type(value).__name__}{size}, too long to print>"
+
+
 def integer(name: str, value: object, kind: str = "an integer") -> int:
     """``value`` as a plain ``int``: an ``int`` or anything with
     ``__index__`` (NumPy integer scalars); bools, arrays (0-d ones too:
@@ -22,14 +37,19 @@ def integer(name: str, value: object, kind: str = "an integer") -> int:
 
     Raises:
         TypeError: ``{name} must be {kind}, got ...``.
+        ValueError: more than :data:`MAX_INT_DIGITS` digits.
     """
     try:
         if type(value).__name__ in ("bool", "bool_", "ndarray"):
             raise TypeError
-        return operator.index(value)
+        number = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be {kind}, got {value!r} "
+        raise TypeError(f"{name} must be {kind}, got {shown(value)} "
                         f"({type(value).__name__})") from None
+    if abs(number) >= 10**MAX_INT_DIGITS:
+        raise ValueError(f"{name} must have at most {MAX_INT_DIGITS} digits, got "
+                         f"{shown(number)}")
+    return number
 
 
 def lists_keywords(function):
@@ -56,7 +76,7 @@ def instance(name: str, value: object, kind: type, example: str):
     if not isinstance(value, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"{name} must be {article} {kind.__name__} (e.g. {example}), "
-                        f"got {value!r} ({type(value).__name__})")
+                        f"got {shown(value)} ({type(value).__name__})")
     return value
 
 
@@ -77,7 +97,7 @@ def positive_int(name: str, value: object) -> int:
 def flag(name: str, value: object) -> bool:
     """Return ``value`` if it is a ``bool``; raise ``TypeError`` otherwise."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
@@ -86,7 +106,7 @@ def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     any other non-string is refused); raise ``ValueError`` otherwise."""
     if not isinstance(value, str) or value not in allowed:
         options = ", ".join(repr(option) for option in allowed)
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+        raise ValueError(f"{name} must be one of {options}, got {shown(value)}")
     return value  # type: ignore[return-value]
 
 
