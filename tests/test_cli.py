@@ -99,20 +99,23 @@ STATES = [18 * (LAYERS_PARAMS + V*H // T), 18 * (LAYERS_PARAMS + V*H // T + H)]
 MASK = S * S  # the data loader's boolean b*s*s mask, alive in each forward
 WORKSPACE = 2 * (4096*1024*2 + 16*1024*8) + 4 * 2**20  # cuBLAS x2 (cc 8.0) + TE
 HOPPER = 2 * 4096*1024*8 + 32 * 2**20  # the same on cc 9.0, assumed without a GPU name
-# stage 0 peaks at the end of its 2nd forward: 2 micro-batches held (+ token ids)
-PEAK0 = STATES[0] + 2 * (16*LAYER + 8*S) + MASK + WORKSPACE
+# stage 0 peaks in the backward of micro-batch 0, at its last layer's MLP: 2
+# micro-batches held (+ token ids) beside the gradients of the layer output
+# (2sbh) and of fc2's input (2sbf/t); the weight's goes into the fp32 buffer
+MLP_GRADIENTS = 2*S*H + 2*S*F // T
+PEAK0 = STATES[0] + 2 * (16*LAYER + 8*S) + MLP_GRADIENTS + WORKSPACE
 # stage 1 peaks at the loss: 1 micro-batch held, the output layer's inputs and
 # targets (2sbh + 2sbh + 9sb), bf16 logits with their fp32 copy: 6*s*b*V/t
 PEAK1 = STATES[1] + 16*LAYER + 4*S*H + 9*S + 6*S*V // T + MASK + WORKSPACE
 CASE = ["train", "--preset", "llama2-7b", "-t", "2", "-p", "2", "-d", "2", "-m", "8"]
-VERDICT = ("most loaded: stage 0, peak 38.32 GiB at 'end of the forward of micro-batch 1, "
-           "its batch still loaded', of 80 GiB (A100 80GB): margin 41.68 GiB, fits")
+VERDICT = ("most loaded: stage 0, peak 38.37 GiB at 'backward of micro-batch 0: the last "
+           "layer's MLP', of 80 GiB (A100 80GB): margin 41.63 GiB, fits")
 
 
 def test_hand_computed_peaks_are_the_timelines():
     r = actmem.training_memory(actmem.PRESETS["llama2-7b"], t=2, p=2, d=2, m=8,
                                gpu_memory="A100 80GB")
-    assert [s.peak for s in r.stages] == [PEAK0, PEAK1] == [41_141_469_184, 36_212_158_464]
+    assert [s.peak for s in r.stages] == [PEAK0, PEAK1] == [41_203_335_168, 36_212_158_464]
     assert r.stages[1].timeline.peak.label == "loss of micro-batch 0"
     assert r.stages[1].timeline.peak.by_category["logits_loss"] == 6 * S * V // T  # 375 MiB
     assert r.margin == 81920 * 2**20 - PEAK0
@@ -125,8 +128,8 @@ def test_train_prints_every_stage_its_peak_and_the_verdict(capsys):
     assert out[5].split() == ["layer", "activations", "10280", "5140"]  # 16 x 321.25 x 2, x 1
     assert out[-3].split()[-2:] == [f"{(STATES[0] + 2*(16*LAYER + 8*S)) / 2**20:.2f}",
                                     "34373.36"]  # the sum of the parts
-    assert out[-2].split() == ["peak", "(one", "moment)", "39235.56", "34534.61"]
-    assert PEAK0 / 2**20 == 39235.5625 and PEAK1 / 2**20 == 34534.60546875
+    assert out[-2].split() == ["peak", "(one", "moment)", "39294.56", "34534.61"]
+    assert PEAK0 / 2**20 == 39294.5625 and PEAK1 / 2**20 == 34534.60546875
     assert out[-1] == VERDICT
 
 
@@ -135,13 +138,13 @@ def test_gpu_memory_takes_a_gpu_name_or_a_size(capsys):
     assert capsys.readouterr().out.splitlines()[-1] == VERDICT
     assert main([*CASE, "--gpu-memory", "80GB"]) == 0  # 80 x 10^9 bytes: a size, no name
     assert capsys.readouterr().out.splitlines()[-1].endswith(
-        "peak 38.39 GiB at 'end of the forward of micro-batch 1, its batch still loaded', "
-        "of 74.51 GiB: margin 36.12 GiB, fits")  # no GPU name: Hopper's workspaces
-    assert round((80 * 10**9 - (PEAK0 - WORKSPACE + HOPPER)) / 2**30, 2) == 36.12
+        "peak 38.45 GiB at 'backward of micro-batch 0: the last layer's MLP', "
+        "of 74.51 GiB: margin 36.06 GiB, fits")  # no GPU name: Hopper's workspaces
+    assert round((80 * 10**9 - (PEAK0 - WORKSPACE + HOPPER)) / 2**30, 2) == 36.06
     assert main([*CASE, "--gpu-memory", "L4"]) == 0  # 23034 MiB
     assert capsys.readouterr().out.splitlines()[-1].endswith(
-        "of 22.49 GiB (L4): margin -15.82 GiB, DOES NOT FIT")
-    assert round((23034 * 2**20 - PEAK0) / 2**30, 2) == -15.82
+        "of 22.49 GiB (L4): margin -15.88 GiB, DOES NOT FIT")
+    assert round((23034 * 2**20 - PEAK0) / 2**30, 2) == -15.88
 
 
 def test_timeline_prints_every_event_and_marks_the_peak(capsys):
@@ -199,7 +202,10 @@ def test_framework_options_reach_the_timeline(capsys):
     torch16 = peak_event("--loss", "torch", "--logits-bytes", "2")
     assert torch16["bytes"]["logits_loss"] == 4 * S * V // T  # bf16 logits + bf16 log-probs
     fused = peak_event("--loss", "fused")
-    assert fused["bytes"]["logits_loss"] == 4 * S  # only the log-sum-exp per token
+    # per token the fp32 log-sum-exp and target logit, and one chunk of Liger-Kernel's size (the
+    # tokens over ceil(V/t / h) = 4 chunks, a power of two: 1024) of bf16 logits
+    # beside their fp32 copy
+    assert fused["bytes"]["logits_loss"] == 8 * S + 6 * 1024 * V // T
     late = peak_event("--gradient-buffer", "backward")
     assert vocab["bytes"]["gradients"] - late["bytes"]["gradients"] == 4 * (STATES[1] // 18)
     assert late["bytes"]["gradients"] == 0  # no gradient before the first backward
