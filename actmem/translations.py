@@ -15,10 +15,10 @@ ZH = {
     "total: {size}": "总计：{size}",
     "fixed: {size}": "固定项：{size}",
     "intermediate: {size}": "中间项：{size}",
-    "attention_map: {size}": "注意力矩阵项：{size}",
+    "attention map: {size}": "注意力矩阵项：{size}",
     "fixed per GPU: {size}": "每卡固定项：{size}",
     "intermediate per GPU: {size}": "每卡中间项：{size}",
-    "attention_map per GPU: {size}": "每卡注意力矩阵项：{size}",
+    "attention map per GPU: {size}": "每卡注意力矩阵项：{size}",
     "hidden activations (s, b, h) = ({s}, {b}, {h}); Q, K, V on one GPU (s, b, h/t) = "
     "({s}, {b}, {h_t}); "
     "MLP inner (s, b, 4h/t) = ({s}, {b}, {f_t}); attention map on one GPU (b, a/t, s, s) = "
@@ -532,4 +532,28 @@ ZH = {
     "layers); its peak leaves {margin} of an A100's 80 GiB.":
         "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
         "峰值之外还剩 {margin}（A100 共 80 GiB）。",
+    # ---- notebook 08's per-stage lines and common mistakes (printed, not drawn)
+    "stage {stage}: {events} events; sum of the parts {total}, peak {peak} at '{event}'":
+        "第 {stage} 级：{events} 个事件；各部分之和 {total}，峰值 {peak}，出现在“{event}”",
+    "a GPU's name is not a size: an A100 80GB has {a100}; '80GB' read as 80 x 10^9 bytes is {decimal}":
+        "GPU 的型号名不是容量：A100 80GB 有 {a100}；把“80GB”当作 80 x 10^9 字节，就只剩 {decimal}",
+    "the peak is not the sum of the parts: stage 1 of case 1 peaks at {peak} ('{event}'); "
+    "its parts add up to {total}":
+        "峰值不是各部分之和：案例 1 的第 1 级峰值为 {peak}（“{event}”），各部分加起来却是 {total}",
+    "the logits exist twice at the loss: {size} on stage 1 of case 1, not only the fp32 part "
+    "kept for backward":
+        "计算损失时 logits 同时存在两份：案例 1 的第 1 级上共 {size}，不只是为反向传播保留的 fp32 那一份",
+    "recomputation still peaks: 175B selective needs {size} more during backward":
+        "重计算也有峰值：175B 使用选择性重计算时，反向传播期间还要再多用 {size}",
+    "m (micro-batches per step) is not peak_in_flight (what a stage holds at one moment): "
+    "with m=64 under 1F1B stage 0 still holds p=2 passes: {size} (as with m=8)":
+        "m（每个优化器步的微批次数）不是 peak_in_flight（一级在同一时刻保存的微批次数）："
+        "m=64 时，1F1B 下第 0 级仍只保存 p=2 个微批次的激活：{size}（与 m=8 时相同）",
+    # ---- notebook 07: each variant's expectation after its title
+    "{title}: {expect}": "{title}：{expect}",
+    # ---- notebook 06's variant explorer: readouts with full-width punctuation
+    ", ": "，",
+    "{total} ({parts})": "{total}（{parts}）",
+    "{change} MiB ({share})": "{change} MiB（{share}）",
+    "{baseline}: {sizes}": "{baseline}：{sizes}",
 }

@@ -309,7 +309,8 @@ def _labels_from_data() -> set[str]:
     for category, parts in figures.TRAINING_MEMORY_PARTS:
         labels |= {category, *parts}
     for group in actmem.GROUPS:
-        labels |= {f"{group}: {{size}}", f"{group} per GPU: {{size}}"}
+        name = group.replace("_", " ")  # the readouts name groups readably
+        labels |= {f"{name}: {{size}}", f"{name} per GPU: {{size}}"}
     options = [{}, {"sequence_parallel": True}, {"flash_attention": True},
                {"activation": "swiglu"}, {"recompute": "full"}]
     for extra in options:

@@ -5,6 +5,7 @@ inputs, and the menus must only ever offer valid values (t dividing a and
 h, a dividing h, p dividing L).
 """
 
+import re
 from fractions import Fraction
 from functools import partial
 
@@ -47,7 +48,7 @@ def test_layer_readouts_match_closed_form(layer_explorer, s, b, h, a, t):
     assert layer_explorer.readouts["total"].value == f"total: {format_bytes(closed)}"
     for group in actmem.GROUPS:
         assert layer_explorer.readouts[group].value == \
-            f"{group}: {format_bytes(result.group_bytes(group))}"
+            f"{group.replace('_', ' ')}: {format_bytes(result.group_bytes(group))}"
     assert f"(b, a/t, s, s) = ({b}, {a // t}, {s}, {s})" in \
         layer_explorer.readouts["shapes"].value
 
@@ -185,7 +186,7 @@ def test_sharding_readouts(t):
     result = actmem.activation_memory(2048, 1, 4096, 32, t)
     for group in actmem.GROUPS:
         assert explorer.readouts[group].value == \
-            f"{group} per GPU: {format_bytes(result.group_bytes(group))}"
+            f"{group.replace('_', ' ')} per GPU: {format_bytes(result.group_bytes(group))}"
     assert bytes(explorer.image.value).startswith(PNG)
 
 
@@ -193,7 +194,7 @@ def test_sharding_at_t2_is_80_96_320_mib():
     explorer = widgets.ShardingExplorer(t=2)
     assert [w.value for w in explorer.readouts.values()] == [
         "fixed per GPU: 80 MiB", "intermediate per GPU: 96 MiB",
-        "attention_map per GPU: 320 MiB"]
+        "attention map per GPU: 320 MiB"]
 
 
 def test_terms_figure_bars_are_the_table_in_mib():
@@ -362,3 +363,48 @@ def test_doubling_figure_bars_are_the_layers_terms():
     totals = [t.get_text() for t in ax.texts]
     # 912 MiB; 2s: 80+192 doubled, map x4 = 3104; 2b doubles all; 2h: 544+640; 2a: map x2
     assert totals == ["912", "3104", "1824", "1184", "1552", "496"]
+
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_bytes_per_gpu_legend_has_no_empty_entry(t):
+    """At t = 1 one GPU keeps every whole tensor: the outline is hidden under
+    the fill, so the legend must not offer an empty "whole tensor" box."""
+    labels = [x.get_text() for x in figures.bytes_per_gpu_figure(t=t).axes[0].get_legend().get_texts()]
+    assert ("whole tensor" in labels) == (t > 1)
+    assert len(labels) == len(figures.GROUPS) + (t > 1)
+
+
+def test_fit_planner_menu_shows_model_names_and_keeps_preset_keys():
+    from actmem.views.fit_views import FitPlanner
+    menu = FitPlanner().controls["model"]
+    assert list(menu._options_values) == list(actmem.PRESETS)
+    assert dict(zip(menu._options_values, menu._options_labels))["llama2-7b"] == "LLaMA-2-7B"
+    assert not set(menu._options_labels) & set(actmem.PRESETS)  # no key shown as a name
+    assert menu.value == "llama2-7b"
+
+
+def test_readouts_name_the_attention_map_readably():
+    """A learner reads "attention map", not the code's key attention_map."""
+    layer = widgets.LayerExplorer(t=2).readouts["attention_map"].value
+    sharded = widgets.ShardingExplorer().readouts["attention_map"].value
+    assert layer.startswith("attention map: ") and sharded.startswith("attention map per GPU: ")
+    assert "attention_map" not in layer + sharded
+
+
+def test_variant_explorer_names_activations_and_punctuates_chinese():
+    """The MLP menu shows GeLU/SwiGLU (values stay gelu/swiglu); the Chinese
+    readouts use full-width punctuation, the English value is unchanged."""
+    from actmem.language import set_language
+    english = VariantExplorer(recompute="full", figure=False)
+    menu = english.controls["activation"]
+    assert list(zip(menu._options_labels, menu._options_values)) == [("GeLU", "gelu"), ("SwiGLU", "swiglu")]
+    set_language("zh")
+    try:
+        chinese = VariantExplorer(recompute="full", figure=False)
+    finally:
+        set_language("en")
+    for key in ("chosen", "baseline", "change"):
+        shown = chinese.readouts[key].shown
+        assert "（" in shown and not re.search(r"[:,(]", shown), (key, shown)
+        assert chinese.readouts[key].value == english.readouts[key].value

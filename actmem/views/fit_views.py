@@ -42,6 +42,14 @@ D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Data-parallel sizes offered."""
 P_MAX = 64
 GPUS = tuple(GPU_PRESETS)
+MODEL_NAMES = {"gpt2-large": "GPT-2 774M", "gpt3-175b": "GPT-3 175B",
+               "22b": "22B (Korthikanti et al.)", "175b": "175B (Korthikanti et al.)",
+               "530b": "530B (Korthikanti et al.)", "1t": "1T (Korthikanti et al.)",
+               "llama2-7b": "LLaMA-2-7B", "llama2-13b": "LLaMA-2-13B", "llama2-70b": "LLaMA-2-70B",
+               "llama3-8b": "LLaMA-3-8B", "llama3-70b": "LLaMA-3-70B"}
+"""The name the planner's model menu shows for each preset of
+:data:`actmem.PRESETS` (its value stays the preset's key); the sources are
+in each preset's ``source``."""
 """GPUs offered: the names of :data:`actmem.GPUS` (capacity as the driver
 reports it: an "A100 80GB" has 81920 MiB = 80 GiB)."""
 LOSS_LABELS = {"vocab_parallel": "Megatron-LM cross-entropy (fp32 copy)",
@@ -238,7 +246,7 @@ class FitPlanner(_Explorer):
             flash_attention = shape.flash_attention
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
-        c = {"model": _dropdown("model", list(PRESETS), model),
+        c = {"model": _dropdown("model", [(MODEL_NAMES[k], k) for k in PRESETS], model),
              "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),
              "p": _dropdown("p", pipeline_choices(shape.L), p,

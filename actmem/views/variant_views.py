@@ -39,6 +39,10 @@ GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
 """Short column headings for the three groups."""
 
+ACTIVATION_NAMES = {"gelu": "GeLU", "swiglu": "SwiGLU"}
+"""The MLP menu's names for :data:`actmem.layer.config.ACTIVATIONS` (its
+values stay the code's)."""
+
 TABLE_DIGITS = 4
 """Decimals of MiB in the HTML diff table, so that small rows (the
 FlashAttention statistics, 0.0312 MiB at s=2048, b=1, a=32, t=8) are not shown as 0."""
@@ -116,9 +120,9 @@ def ffn_choices(h: int, t: int, extra: int | None = None
 def breakdown(result: ActivationMemory, tr=english) -> str:
     """One line: total and the three groups, in MiB; group names
     translated by ``tr`` (:mod:`actmem.language`)."""
-    parts = ", ".join(f"{tr(GROUP_NAMES[g])} {format_bytes(result.group_bytes(g))}"
-                      for g in GROUPS)
-    return f"{format_bytes(result.total)} ({parts})"
+    parts = tr(", ").join(f"{tr(GROUP_NAMES[g])} {format_bytes(result.group_bytes(g))}"
+                          for g in GROUPS)
+    return tr("{total} ({parts})").format(total=format_bytes(result.total), parts=parts)
 
 
 def change_text(before: ActivationMemory, after: ActivationMemory, tr=english) -> str:
@@ -129,7 +133,7 @@ def change_text(before: ActivationMemory, after: ActivationMemory, tr=english) -
     share = f"{delta / before.total:+.1%}"
     if delta and float(share[:-1]) == 0:
         share = tr("under 0.1%")
-    return f"{format_change(delta)} MiB ({share})"
+    return tr("{change} MiB ({share})").format(change=format_change(delta), share=share)
 
 
 def results_table(results: dict[str, ActivationMemory]) -> str:
@@ -287,7 +291,8 @@ class VariantExplorer(_Explorer):
             "flash_attention": check(value=v["flash_attention"],
                                      description=tr("FlashAttention")),
             "kv_heads": _dropdown("kv_heads", kv_head_choices(a, t), v["kv_heads"]),
-            "activation": widgets.ToggleButtons(options=list(ACTIVATIONS),
+            "activation": widgets.ToggleButtons(options=[(ACTIVATION_NAMES[x], x)
+                                                         for x in ACTIVATIONS],
                                                 value=v["activation"], description="MLP"),
             "ffn_hidden_size": _dropdown("f", ffn_choices(h, t, self._extra_f),
                                          v["ffn_hidden_size"]),
@@ -320,7 +325,8 @@ class VariantExplorer(_Explorer):
         base, chosen = self.results()
         self.say("chosen", lambda tr: tr("chosen layer: {sizes}").format(
             sizes=breakdown(chosen, tr)))
-        self.say("baseline", lambda tr: f"{tr(BASELINE)}: {breakdown(base, tr)}")
+        self.say("baseline", lambda tr: tr("{baseline}: {sizes}").format(
+            baseline=tr(BASELINE), sizes=breakdown(base, tr)))
         self.say("change", lambda tr: tr("change: {change}").format(
             change=change_text(base, chosen, tr)))
         self.say("diff", lambda tr: diff_html(diff_ledgers(base, chosen), tr))

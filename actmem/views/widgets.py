@@ -365,7 +365,7 @@ class LayerExplorer(_Explorer):
         result = activation_memory(**v)
         for group in ("fixed", "intermediate", "attention_map", "total"):
             size = format_bytes(getattr(result, group))
-            self.say(group, lambda tr: tr(group + ": {size}").format(size=size))
+            self.say(group, lambda tr: tr(group.replace("_", " ") + ": {size}").format(size=size))
         self.say("shapes", lambda tr: tr(
             "hidden activations (s, b, h) = ({s}, {b}, {h}); "
             "Q, K, V on one GPU (s, b, h/t) = ({s}, {b}, {h_t}); "
@@ -430,5 +430,5 @@ class ShardingExplorer(_Explorer):
         result = activation_memory(**self.layer, t=t)
         for group in self.readouts:
             size = format_bytes(result.group_bytes(group))
-            self.say(group, lambda tr: tr(group + " per GPU: {size}").format(size=size))
+            self.say(group, lambda tr: tr(group.replace("_", " ") + " per GPU: {size}").format(size=size))
         self.show_figure(figures.sharding_figure, **self.layer, t=t)
