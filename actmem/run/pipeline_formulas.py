@@ -84,7 +84,11 @@ def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = No
     p, i = _checked(p, i)
     m, v = positive_int("m", m), _chunks(v)
     group = p if group is None else positive_int("group", group)
-    if group != interleaved_group(p, m, v, "pytorch"):
+    try:
+        pytorch_group = interleaved_group(p, m, v, "pytorch")
+    except ValueError:  # an m PyTorch's schedule refuses: only Megatron-LM's groups
+        pytorch_group = None
+    if group != pytorch_group:
         interleaved_group(p, m, v, "megatron", group)
     return min(2 * (p - i - 1) + (v - 1) * group + 1, m * v)
 
