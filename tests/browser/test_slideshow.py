@@ -82,9 +82,17 @@ def test_a_widget_on_a_slide_responds(lab_server, browser, runs, notebook):
         t = page.locator(f"{shown} .widget-dropdown").filter(
             has=page.locator("label", has_text=re.compile(r"^t$"))).locator("select")
         t.wait_for(state="visible", timeout=60_000)
-        t.select_option("8")
-        page.wait_for_function(  # the readout's <div> is replaced, so query it each time
-            f"() => [...document.querySelectorAll('{shown} .actmem-readout-attention_map')]"
-            ".some(el => el.innerText.includes('80 MiB'))", timeout=60_000)
+        # the browser suite moved this explorer's controls before (same kernel):
+        # check that the readouts respond to t, whatever the other controls are
+        readouts = f"[...document.querySelectorAll('{shown} [class*=actmem-readout]')]" \
+            ".map(el => el.innerText).join('|')"
+        page.wait_for_function(f"() => ({readouts}).includes('MiB')", timeout=60_000)
+        before = page.evaluate(f"() => {readouts}")
+        current = t.evaluate("el => el.options[el.selectedIndex].text")
+        other = [o for o in t.locator("option").all_inner_texts() if o != current]
+        t.select_option(label=other[-1])
+        page.wait_for_function(f"(before) => {{ const now = {readouts}; "
+                               "return now !== before && now.includes('MiB'); }",
+                               arg=before, timeout=60_000)
     finally:
         page.close()
