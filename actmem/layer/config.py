@@ -237,8 +237,10 @@ moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp,
 moe_expert_capacity_factor, moe_pad_expert_input_to_capacity,
 moe_aux_loss_coeff)."""
 
-MOE_OPTIONS = STORAGE_OPTIONS[-8:]
-"""The options that only a mixture-of-experts layer takes."""
+MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
+               "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
+               "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff")
+"""The options that only a mixture-of-experts layer takes (num_experts first)."""
 
 
 def check_moe(c: LayerConfig) -> None:
