@@ -14,13 +14,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..layer.config import LayerConfig
+from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
 from ..validate import choice, flag, instance, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
+MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
+                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS)
+"""The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
+(from the model's fields or its own arguments)."""
+RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
+"""The other :class:`LayerConfig` options: a run's choices, which
+:meth:`ModelConfig.layer` passes on (and :func:`actmem.training_memory` as
+its ``layer_options``)."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +139,13 @@ class ModelConfig:
 
     def layer(self, t: int = 1, sequence_parallel: bool = False,
               recompute: str = "none", *, moe: bool | None = None,
-              etp: int | None = None) -> LayerConfig:
+              etp: int | None = None, **options) -> LayerConfig:
         """The layer on one GPU under tensor-parallel size ``t`` and the
         storage options of a run (validated by :class:`LayerConfig`): a
         dense layer (``moe=False``) or an MoE layer under expert
         tensor-parallel size ``etp`` (``moe=True``; etp default t).
+        ``options``: the run's other :class:`LayerConfig` options, those
+        the model does not fix (:data:`RUN_LAYER_OPTIONS`).
 
         ``moe=None`` means the kind every layer has: MoE when all layers are
         MoE layers, dense when none is.
@@ -145,8 +155,14 @@ class ModelConfig:
                 layers (functions that treat all layers alike, such as
                 :func:`actmem.training_memory`, cannot take it yet);
                 ``moe=True`` for a dense model; invalid values as
-                :class:`LayerConfig`.
+                :class:`LayerConfig`; an option the model fixes or
+                :class:`LayerConfig` lacks.
         """
+        unknown = [name for name in options if name not in RUN_LAYER_OPTIONS]
+        if unknown:
+            raise TypeError(f"ModelConfig.layer() got {', '.join(unknown)}: the model or the "
+                            "method's own arguments set the layer's other options; it passes "
+                            f"on only {', '.join(RUN_LAYER_OPTIONS) or 'none so far'}")
         if moe is None:
             kinds = set(self.moe_pattern())
             if len(kinds) > 1:
@@ -173,7 +189,8 @@ class ModelConfig:
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
-                           activation=self.activation, dropout=self.dropout, **experts)
+                           activation=self.activation, dropout=self.dropout, **experts,
+                           **options)
 
     def padded_vocab(self, t: int = 1) -> int:
         """Megatron-LM's padded vocabulary: the smallest multiple of

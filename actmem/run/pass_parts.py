@@ -7,11 +7,10 @@ pipeline stage's GPU, and :mod:`actmem.timeline` reads them at each moment:
   2022, sec. 4.3, and Megatron-LM's ``theoretical_memory_usage.py``): the
   token ids (int64) and the embedding's dropout mask; the final norm's
   input, the output layer's input, the logits the cross-entropy keeps and
-  its int64 targets with their 1-byte mask;
-* the layers' bytes under recomputation (:func:`actmem.activation_memory`)
-  and the working set recomputation rebuilds during backward;
-* one layer's bytes at the moments the timeline looks at
-  (:func:`layer_moments`).
+  its int64 targets with their 1-byte mask.
+
+One layer's bytes at the moments the timeline looks at are
+:func:`actmem.run.precision.precision_moments`.
 
 Under sequence parallelism the norm inputs and the embedding mask are split
 along s (divided by t); without it every tensor-parallel rank keeps them
@@ -20,20 +19,17 @@ whole.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
-from ..layer.memory import activation_memory
 from .model import ModelConfig
-from .timeline import LayerMoments
 from ..validate import integer
 
 
-def embedding_activations(model: ModelConfig, t: int = 1,
-                          sequence_parallel: bool = False) -> dict[str, int]:
+def embedding_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool = False,
+                          layer_options: dict | None = None) -> dict[str, int]:
     """Bytes the first stage keeps per micro-batch for the embedding:
     token ids (int64, ``8sb``) and, with dropout, the 1-byte dropout mask
-    (``sbh``, ``sbh/t`` under sequence parallelism)."""
-    c = model.layer(t, sequence_parallel)
+    (``sbh``, ``sbh/t`` under sequence parallelism). ``layer_options``: the
+    run's other layer options (:meth:`actmem.ModelConfig.layer`)."""
+    c = model.layer(t, sequence_parallel, **(layer_options or {}))
     split = c.t if sequence_parallel else 1
     parts = {"token ids": 8 * c.s * c.b}
     if c.dropout:
@@ -42,13 +38,15 @@ def embedding_activations(model: ModelConfig, t: int = 1,
 
 
 def output_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool = False,
-                       logits_bytes: int = 4) -> dict[str, int]:
+                       logits_bytes: int = 4, layer_options: dict | None = None
+                       ) -> dict[str, int]:
     """Bytes the last stage keeps per micro-batch for the output: the final
     norm's and the output layer's inputs (``2sbh`` each, ``/t`` under
     sequence parallelism), the logits the cross-entropy keeps
     (``logits_bytes * s*b*V/t``, V padded) and its targets and mask
-    (``9sb``: int64 and 1 byte per token)."""
-    c = model.layer(t, sequence_parallel)
+    (``9sb``: int64 and 1 byte per token). ``layer_options``: as
+    :func:`embedding_activations`."""
+    c = model.layer(t, sequence_parallel, **(layer_options or {}))
     if integer("logits_bytes", logits_bytes, "4 or 2") not in (2, 4):
         raise ValueError(f"logits_bytes must be 4 (fp32, Megatron-LM) or 2 (16-bit), "
                          f"got {logits_bytes!r}")
@@ -56,37 +54,3 @@ def output_activations(model: ModelConfig, t: int = 1, sequence_parallel: bool =
     return {"final norm input": 2 * sbh, "output layer input": 2 * sbh,
             "logits": logits_bytes * c.s * c.b * model.padded_vocab(c.t) // c.t,
             "cross-entropy targets": 9 * c.s * c.b}
-
-
-def _layer_bytes(model, t, sequence_parallel, mode):
-    return activation_memory(**asdict(model.layer(t, sequence_parallel, mode)))
-
-
-def layer_parts(model, t, sequence_parallel, recompute, k, layers) -> tuple[int, int]:
-    """(bytes one pass keeps for ``layers`` layers, recomputation working set).
-
-    Full recomputation rebuilds a group's ``k`` layers from its checkpoint,
-    which is the first layer's input: the checkpoint is not counted twice."""
-    kept = _layer_bytes(model, t, sequence_parallel, recompute).total
-    full = _layer_bytes(model, t, sequence_parallel, "none").total
-    if recompute == "none":
-        return layers * kept, 0
-    if recompute == "selective":
-        return layers * kept, full - kept
-    return -(-layers // k) * kept, min(k, layers) * full - kept
-
-
-def layer_moments(model: ModelConfig, t: int = 1, sequence_parallel: bool = False,
-                  recompute: str = "none", recompute_num_layers: int = 1) -> LayerMoments:
-    """One layer's bytes at the moments :mod:`actmem.timeline` looks at,
-    from the ledger: what it keeps, its rows without recomputation up to the
-    softmax output, and the size of one pre-softmax score tensor."""
-    none = _layer_bytes(model, t, sequence_parallel, "none")
-    keys = [row.key for row in none.rows]
-    upto = keys.index("softmax_output") + 1 if "softmax_output" in keys else 0
-    kept = _layer_bytes(model, t, sequence_parallel, recompute).total
-    return LayerMoments(kept=kept, full=none.total,
-                        to_softmax=sum(row.bytes for row in none.rows[:upto]),
-                        scores=none.rows[upto - 1].bytes if upto else 0,
-                        checkpoint=kept if recompute == "full" else 0,
-                        recompute=recompute, group=recompute_num_layers)

@@ -253,9 +253,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "
                          "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
-    first = embedding_activations(model, t, sequence_parallel)
-    last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes),
-                             precision)
+    layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
+    first = embedding_activations(model, t, sequence_parallel, layer_options)
+    last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes,
+                                                layer_options), precision)
     shape = model.layer(t, moe=False)  # s, b, h
     tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
     chunk = (fused_loss_chunk(tokens, vocab, shape.h) if loss_chunk_tokens is None
@@ -267,12 +268,12 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     last["logits"] = losses["saved"]
     tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
     moments = precision_moments(model, t, sequence_parallel, recompute, k, precision,
-                                fused_projections, autocast_device, not fusion)
+                                fused_projections, autocast_device, not fusion, layer_options)
     if plan.splits_backward:  # zero bubble: from I to W a pass keeps what W reads
+        rows = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
+                          autocast_device, layer_options)
         moments = replace(moments, weight_rows=layer_weight_rows(
-            model, t, sequence_parallel, layer_rows(model, t, sequence_parallel, "none",
-                                                    precision, fused_projections,
-                                                    autocast_device)))
+            model, t, sequence_parallel, rows, layer_options))
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):

@@ -85,12 +85,15 @@ def row_bytes(row, precision: str, copies: dict[str, int], device: str = "cuda")
 
 def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
                precision: str, fused_projections: bool = True,
-               device: str = "cuda") -> list[tuple[str, int]]:
+               device: str = "cuda", layer_options: dict | None = None
+               ) -> list[tuple[str, int]]:
     """(ledger key, bytes) of one layer's rows under ``precision`` (module
-    docstring; ``device``: whose autocast lists), in the ledger's order."""
+    docstring; ``device``: whose autocast lists; ``layer_options``: the
+    run's other layer options, :meth:`actmem.ModelConfig.layer`), in the
+    ledger's order."""
     choice("precision", precision, PRECISIONS)
     choice("autocast_device", device, AUTOCAST_DEVICES)
-    c = model.layer(t, sequence_parallel, recompute)
+    c = model.layer(t, sequence_parallel, recompute, **(layer_options or {}))
     rows = activation_memory(**asdict(c)).rows
     copies = {} if fused_projections else {
         "qkv_input": 3, "fc1_input": 2 if c.activation == "swiglu" else 1}
@@ -104,18 +107,21 @@ def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: s
 
 def precision_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
                       k: int, precision: str, fused_projections: bool = True,
-                      device: str = "cuda", weight_gradients: bool = True) -> LayerMoments:
-    """:func:`actmem.run.pass_parts.layer_moments` under ``precision``: what a
+                      device: str = "cuda", weight_gradients: bool = True,
+                      layer_options: dict | None = None) -> LayerMoments:
+    """One layer's bytes at the moments :mod:`actmem.run.timeline` looks at,
+    under ``precision``, from the ledger: what a
     layer keeps, its rows up to the softmax output, the pre-softmax scores
     (the matmul's output; under CUDA's autocast also ``softmax``'s fp32 copy,
     ``aten/src/ATen/native/SoftMax.cpp``: ``input_.toType(dtype)``), the
     softmax gradients ``dP`` and ``dS`` (each the softmax output's size), the
     MLP's gradients (:func:`mlp_gradients`) and the checkpoint;
-    ``weight_gradients``: the MLP's weight gradient is a tensor of its own."""
+    ``weight_gradients``: the MLP's weight gradient is a tensor of its own;
+    ``layer_options``: as :func:`layer_rows`."""
     none = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
-                      device)
+                      device, layer_options)
     kept = sum(b for _, b in layer_rows(model, t, sequence_parallel, recompute, precision,
-                                        fused_projections, device))
+                                        fused_projections, device, layer_options))
     keys, sizes = [key for key, _ in none], dict(none)
     upto = keys.index("softmax_output") + 1 if "softmax_output" in keys else 0
     softmax = sizes.get("softmax_output", 0)
@@ -125,7 +131,7 @@ def precision_moments(model: ModelConfig, t: int, sequence_parallel: bool, recom
                         scores=softmax + softmax // 2 if fp32_softmax else softmax,
                         score_gradients=2 * softmax,
                         mlp_gradients=mlp_gradients(model, t, sequence_parallel, precision,
-                                                    weight_gradients),
+                                                    weight_gradients, layer_options),
                         checkpoint=kept if recompute == "full" else 0,
                         recompute=recompute, group=k)
 
@@ -138,7 +144,7 @@ backward runs in the dtype of its forward)."""
 
 
 def mlp_gradients(model: ModelConfig, t: int, sequence_parallel: bool, precision: str,
-                  weight_gradients: bool = True) -> int:
+                  weight_gradients: bool = True, layer_options: dict | None = None) -> int:
     """Bytes alive beside the saved rows when the MLP's second linear is
     differentiated (PyTorch's ``mm`` backward makes the input gradient, then
     the weight gradient): the layer output's gradient (``sbh``, split by t
@@ -151,7 +157,7 @@ def mlp_gradients(model: ModelConfig, t: int, sequence_parallel: bool, precision
     looked at."""
     if getattr(model, "num_experts", None) is not None:
         return 0
-    c = model.layer(t, sequence_parallel)
+    c = model.layer(t, sequence_parallel, **(layer_options or {}))
     sbh = c.s * c.b * c.h // (c.t if sequence_parallel else 1)
     out, drop, inner, weight = MLP_GRADIENT_BYTES[precision]
     return ((out + drop * c.dropout) * sbh + inner * c.s * c.b * c.f // c.t
@@ -198,7 +204,7 @@ def autocast_copies(model: ModelConfig, t: int, precision: str) -> AutocastCopie
 
 def moment_parts(moments: LayerMoments, layers: int) -> tuple[int, int]:
     """(bytes one pass keeps for ``layers`` layers, recomputation working
-    set), as :func:`actmem.run.pass_parts.layer_parts` from ``moments``: a
+    set), from ``moments``: a
     full-recomputation group rebuilds its ``k`` layers from its checkpoint,
     which is the first layer's input (not counted twice)."""
     kept, full = moments.kept, moments.full

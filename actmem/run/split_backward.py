@@ -62,18 +62,21 @@ def weight_gradient_bytes(memory: ActivationMemory) -> int:
 
 
 def layer_weight_rows(model, t: int, sequence_parallel: bool,
-                      rows: list[tuple[str, int]] | None = None) -> int:
+                      rows: list[tuple[str, int]] | None = None,
+                      layer_options: dict | None = None) -> int:
     """Bytes one layer of ``model`` keeps, per micro-batch and GPU, from its I
     to its W (:attr:`actmem.run.timeline.LayerMoments.weight_rows`): the rows
     of :func:`weight_gradient_rows`, those of the layer without
     recomputation. ``rows``: that layer's (ledger key, bytes) at the run's
     precision (:func:`actmem.run.precision.layer_rows`); None: the ledger's
-    16-bit bytes.
+    16-bit bytes. ``layer_options``: the run's other layer options
+    (:meth:`actmem.ModelConfig.layer`).
 
     Raises:
         ValueError: as :meth:`actmem.ModelConfig.layer`.
     """
-    ledger = activation_memory(**asdict(model.layer(t, sequence_parallel, "none")))
+    ledger = activation_memory(**asdict(model.layer(t, sequence_parallel, "none",
+                                                    **(layer_options or {}))))
     keys = {row.key for row in weight_gradient_rows(ledger)}
     rows = [(row.key, row.bytes) for row in ledger.rows] if rows is None else rows
     return sum(size for key, size in rows if key in keys)
