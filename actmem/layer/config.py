@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, fields
 
 from ..validate import choice, common_divisors, divides, flag, positive_int
+from .recompute_modules import check_recompute_modules
 
 SP_AT_T1 = ("sequence_parallel=True does nothing at t=1: there is one rank, so nothing "
             "is split (Megatron-LM turns it off with a warning)")
@@ -150,6 +151,36 @@ class LayerConfig:
             (``--moe-aux-loss-coeff``, Megatron-LM's default 0: off); > 0
             keeps the router's softmax over all E experts (load-balancing
             type ``"aux_loss"``).
+        recompute_modules: with ``recompute="selective"``, the modules
+            recomputed by name (Megatron-LM's ``--recompute-modules``:
+            ``core_attn``, ``layernorm``, ``mlp``, ``moe_act``, ``moe``,
+            ``shared_experts``, ``mla_up_proj``); ``None`` means Megatron's
+            default ``["core_attn"]``, the paper's selective recomputation.
+            Kept as a tuple in that order (:mod:`actmem.layer.recompute_modules`).
+        multi_latent_attention: DeepSeek's multi-latent attention
+            (``--multi-latent-attention``) in place of the Q/K/V projections;
+            its rows are those of :mod:`actmem.layer.mla`. Needs
+            ``kv_heads=None``.
+        q_lora_rank: r_q, the Q latent's width (``--q-lora-rank``); ``None``
+            (Megatron-LM's default) projects Q from h without a latent.
+        kv_lora_rank: r_kv, the KV latent's width (``--kv-lora-rank``,
+            default 32).
+        qk_head_dim, qk_pos_emb_head_dim, v_head_dim: per head, the Q/K
+            columns without and with rotary embedding (d_qk, default 128;
+            d_r, default 64, even) and the value's (d_v, default 128)
+            (``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``).
+            MLA options are refused without ``multi_latent_attention``.
+        cp: context-parallel size (``--context-parallel-size``): each of cp
+            ranks keeps s/cp tokens of every activation; cp > 1 needs
+            ``flash_attention`` and s divisible by 2*cp
+            (:mod:`actmem.layer.context_parallel`).
+        cp_comm_type: how the core attention exchanges the sequence
+            (``--cp-comm-type``): ``"p2p"`` (ring, default), ``"a2a"``
+            (Ulysses: all-to-all over heads; a/t and g/t divisible by cp),
+            ``"allgather"`` (K and V gathered) or ``"a2a+p2p"``.
+        hierarchical_context_parallel_sizes: (a2a size, p2p size), product
+            cp, for ``"a2a+p2p"`` only
+            (``--hierarchical-context-parallel-sizes``).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -178,6 +209,16 @@ class LayerConfig:
     moe_expert_capacity_factor: int | float | None = None
     moe_pad_expert_input_to_capacity: bool = False
     moe_aux_loss_coeff: int | float = 0.0
+    recompute_modules: tuple[str, ...] | None = None
+    multi_latent_attention: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 32
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
+    cp: int = 1
+    cp_comm_type: str = "p2p"
+    hierarchical_context_parallel_sizes: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -192,6 +233,14 @@ class LayerConfig:
             self.h, self.a, self.s if self.sequence_parallel else None,
             self.kv_heads, self.ffn_hidden_size, self.activation))
         check_moe(self)
+        object.__setattr__(self, "recompute_modules", check_recompute_modules(self))
+        from .mla import check_mla  # mla builds on the ledger, which imports this module
+        check_mla(self)
+        if isinstance(self.hierarchical_context_parallel_sizes, list):  # Megatron's is a list
+            object.__setattr__(self, "hierarchical_context_parallel_sizes",
+                               tuple(self.hierarchical_context_parallel_sizes))
+        from .context_parallel import check_context_parallel  # builds on the ledger
+        check_context_parallel(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)
@@ -235,7 +284,7 @@ recompute, flash_attention, kv_heads, ffn_hidden_size, activation,
 dropout, and the MoE options num_experts, moe_router_topk,
 moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp,
 moe_expert_capacity_factor, moe_pad_expert_input_to_capacity,
-moe_aux_loss_coeff)."""
+moe_aux_loss_coeff, and options appended after them, such as recompute_modules)."""
 
 MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",

@@ -100,16 +100,23 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
         AttributeError: ``config`` is not a :class:`LayerConfig` (build one
             to validate the input).
     """
+    if config.cp > 1:  # each rank's s/cp tokens (actmem.layer.context_parallel)
+        from .context_parallel import with_context_parallel
+        return with_context_parallel(config)
     rows = attention_rows(config) + mlp_rows(config)
     if config.num_experts is not None:
         from .moe import with_moe  # moe builds on this module's rows
         rows = with_moe(rows, config)
+    if config.multi_latent_attention:
+        from .mla import with_mla  # mla builds on this module's rows
+        rows = with_mla(rows, config)
     if not config.dropout:
         rows = without_dropout(rows)
     if config.flash_attention:
         rows = with_flash_attention(rows, config)
-    if config.recompute == "selective":
-        rows = with_selective_recompute(rows)
+    if config.recompute == "selective":  # named modules, default core_attn (sec. 5)
+        from .recompute_modules import with_recompute_modules
+        rows = with_recompute_modules(rows, config)
     if config.recompute == "full":
         rows = with_full_recompute(config)
     if config.sequence_parallel:

@@ -1,0 +1,202 @@
+"""Named-module recomputation: Megatron-LM's ``--recompute-modules``.
+
+With ``--recompute-granularity selective`` Megatron-LM recomputes, in the
+backward pass, the modules named by ``--recompute-modules`` (default
+``core_attn``, the paper's selective recomputation, sec. 5). Each name is a
+row transformation here: the rows the module's forward would keep are
+dropped, and its backward rebuilds them (the *working set*). Megatron-LM
+uses two mechanisms (``megatron/core/tensor_parallel/random.py``):
+
+* ``checkpoint`` (CheckpointFunction, for ``core_attn``, ``mlp``, ``moe``,
+  ``shared_experts``): the module runs under ``torch.no_grad``, its inputs
+  are saved (``ctx.save_for_backward(*args)``), and its backward runs the
+  module's forward again with grad before differentiating it: every tensor
+  saved *inside* the module is dropped, its inputs stay.
+* ``CheckpointWithoutOutput`` (for ``layernorm``, ``moe_act``): the module
+  runs under ``no_grad``, its inputs are saved, and once the next module has
+  saved the output for its own backward, ``discard_output_and_register_recompute``
+  frees the output's storage; a gradient hook on a later tensor recomputes
+  it (``_recompute``) before the next module's backward reads it: the
+  *output* row is dropped.
+
+What each name drops (``megatron/core/transformer/``; the norms are separate
+modules, as in the paper's layer and Megatron-LM's local spec and MoE
+layers; Transformer Engine's dense spec fuses them into ``linear_qkv`` and
+``linear_fc1``, ``gpt_layer_specs.py``, where ``input_layernorm`` and
+``pre_mlp_layernorm`` are IdentityOp and ``layernorm`` recomputes nothing,
+``transformer_layer.py``: TransformerLayer.__init__):
+
+========================  ===============================================
+``core_attn``             the attention-map rows (the softmax, the
+                          attention-dropout mask and output, or
+                          FlashAttention's log-sum-exp); Q, K, V stay as the
+                          checkpoint's inputs (``attention.py``:
+                          Attention._checkpointed_attention_forward)
+``layernorm``             each norm's output: ``qkv_input``, and
+                          ``fc1_input`` (dense) or ``moe_input`` (MoE);
+                          the norms' inputs stay (``transformer_layer.py``:
+                          _run_input_layernorm, _forward_pre_mlp_layernorm)
+``mlp``                   a dense MLP's inner rows (the activation's inputs
+                          and ``fc2_input``); ``fc1_input`` stays as the
+                          checkpoint's input, the dropout mask after the MLP
+                          is outside it (``transformer_layer.py``:
+                          _forward_mlp, ``tensor_parallel.checkpoint``)
+``moe``                   every MoE row but ``moe_input``, the checkpoint's
+                          input (``moe/moe_layer.py``: MoELayer.forward)
+``moe_act``               the experts' activation output ``expert_fc2_input``
+                          (``moe/experts.py``: TEGroupedMLP.forward; Megatron
+                          needs ``moe_grouped_gemm``, which the MoE rows model)
+``shared_experts``        the shared experts' rows (``moe/moe_layer.py``:
+                          MoELayer.shared_experts_compute)
+``mla_up_proj``           multi-latent attention's up projections (needs
+                          ``multi_latent_attention``)
+========================  ===============================================
+
+Validation follows ``transformer_config.py``: TransformerConfig.__post_init__
+(the allowed names; ``mla_up_proj`` only with multi-latent attention) and
+refuses what does not apply to the layer (MoE names on a dense layer, ``mlp``
+on an MoE layer, where Megatron-LM ignores it; ``shared_experts`` without
+shared experts) and ``recompute_modules`` without ``recompute="selective"``
+(Megatron-LM reads it only then).
+"""
+
+from __future__ import annotations
+
+MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj")
+"""Megatron-LM's ``--recompute-modules`` names modelled here, in this order."""
+
+DEFAULT_MODULES = ("core_attn",)
+"""Megatron-LM's default (``recompute_modules=None`` means ``["core_attn"]``)."""
+
+MOE_ONLY = ("moe_act", "moe", "shared_experts")
+"""Names that only an MoE layer has."""
+
+DENSE_MLP_INNER = ("gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
+"""A dense MLP's rows inside its checkpoint (``fc1_input`` is its input)."""
+
+SHARED_EXPERT_ROWS = ("shared_fc1_output", "shared_fc2_input")
+"""The shared experts' rows."""
+
+_NORM_OUTPUTS = ("qkv_input", "fc1_input", "moe_input")
+
+
+def check_recompute_modules(c) -> tuple[str, ...] | None:
+    """Validate ``c.recompute_modules`` of a :class:`actmem.LayerConfig` and
+    return it as a tuple in :data:`MODULES` order (None stays None).
+
+    Raises:
+        TypeError: not None and not a list or tuple of strings.
+        ValueError: given with ``recompute`` other than ``"selective"``; an
+            unknown or repeated name; a name the layer lacks: ``moe_act``,
+            ``moe``, ``shared_experts`` on a dense layer, ``shared_experts``
+            without ``moe_shared_expert_intermediate_size``, ``mlp`` on an
+            MoE layer (use ``moe``), ``mla_up_proj`` without
+            ``multi_latent_attention``.
+    """
+    names = c.recompute_modules
+    if names is None:
+        return None
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"recompute_modules must be None or a list of module names from "
+                        f"{', '.join(MODULES)}, got {names!r}")
+    if c.recompute != "selective":
+        raise ValueError(f"recompute_modules={list(names)!r} needs recompute='selective' "
+                         f"(Megatron-LM reads --recompute-modules only with "
+                         f"--recompute-granularity selective), got recompute={c.recompute!r}")
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        raise ValueError(f"recompute_modules: unknown name(s) {', '.join(map(repr, unknown))}; "
+                         f"allowed: {', '.join(MODULES)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"recompute_modules={list(names)!r} names a module twice")
+    _check_applies(c, set(names))
+    return tuple(n for n in MODULES if n in names)
+
+
+def _check_applies(c, names: set[str]) -> None:
+    moe = c.num_experts is not None
+    if not moe and names & set(MOE_ONLY):
+        raise ValueError(f"recompute_modules: {', '.join(sorted(names & set(MOE_ONLY)))} "
+                         "name(s) parts of a mixture-of-experts layer; this layer is dense "
+                         "(num_experts=None): recompute its MLP with 'mlp'")
+    if moe and "mlp" in names:
+        raise ValueError("recompute_modules: 'mlp' recomputes a dense MLP (Megatron-LM ignores "
+                         "it on an MoE layer); this layer has num_experts="
+                         f"{c.num_experts}: use 'moe', 'moe_act' or 'shared_experts'")
+    if "shared_experts" in names and not c.moe_shared_expert_intermediate_size:
+        raise ValueError("recompute_modules: 'shared_experts' needs shared experts "
+                         "(moe_shared_expert_intermediate_size), got None")
+    if "mla_up_proj" in names and not getattr(c, "multi_latent_attention", False):
+        raise ValueError("recompute_modules: 'mla_up_proj' recomputes multi-latent "
+                         "attention's up projections and needs multi_latent_attention=True "
+                         "(Megatron-LM: 'mla_up_proj in recompute_modules is only supported "
+                         "with multi_latent_attention')")
+
+
+def modules_of(c) -> tuple[str, ...]:
+    """The modules a layer recomputes by name: ``()`` unless
+    ``recompute="selective"``, then ``recompute_modules`` or
+    :data:`DEFAULT_MODULES`."""
+    if c.recompute != "selective":
+        return ()
+    return DEFAULT_MODULES if c.recompute_modules is None else c.recompute_modules
+
+
+def dropped_keys(c, rows) -> dict[str, tuple[str, ...]]:
+    """Module -> keys of ``rows`` it drops (module docstring), for the
+    modules of :func:`modules_of`; ``rows`` are the layer's rows before
+    recomputation (no sequence parallelism needed)."""
+    from .ledger import with_selective_recompute  # the paper's selective recomputation
+    keys = [r.key for r in rows]
+    moe = [r.key for r in rows if r.block == "MoE" and r.key != "moe_input"]
+    after_core = {r.key for r in with_selective_recompute(rows)}
+    which = {
+        "core_attn": [k for k in keys if k not in after_core],
+        "layernorm": [k for k in keys if k in _NORM_OUTPUTS],
+        "mlp": [k for k in keys if k in DENSE_MLP_INNER],
+        "moe": moe,
+        "moe_act": [k for k in keys if k == "expert_fc2_input"],
+        "shared_experts": [k for k in keys if k in SHARED_EXPERT_ROWS],
+        "mla_up_proj": [],
+    }
+    return {m: tuple(which[m]) for m in modules_of(c)}
+
+
+def with_recompute_modules(rows, c):
+    """Drop the rows the layer's named modules rebuild in backward
+    (:func:`dropped_keys`). With ``recompute_modules=None`` this is the
+    paper's selective recomputation: the attention-map rows go."""
+    gone = {k for keys in dropped_keys(c, rows).values() for k in keys}
+    return tuple(r for r in rows if r.key not in gone)
+
+
+def working_set(c) -> int:
+    """Bytes one layer's backward rebuilds at once, per micro-batch, per GPU.
+
+    The attention block's backward rebuilds the first norm's output
+    (``layernorm``: its hook fires when the attention output's gradient
+    arrives, and the output lives until the QKV projection's backward) and,
+    inside it, the core attention's rows (``core_attn``); the MLP block's
+    backward, earlier, rebuilds the second norm's output and the MLP's rows
+    (``mlp``), or the MoE's (``moe``: all its rows at once, nested
+    checkpoints included; else the larger of ``shared_experts`` and
+    ``moe_act``, differentiated one after the other). The working set is
+    the larger block. Under the default (``core_attn``) it is the
+    attention-map rows, as :func:`actmem.run.precision.moment_parts`.
+    """
+    from dataclasses import replace
+
+    from .ledger import ledger_rows
+    full = ledger_rows(replace(c, recompute="none", recompute_modules=None))
+    drops, size = dropped_keys(c, full), {r.key: r.bytes for r in full}
+
+    def rebuilt(module, keys=None):
+        return sum(size[k] for k in drops.get(module, ()) if keys is None or k in keys)
+
+    attention = rebuilt("layernorm", ("qkv_input",)) + rebuilt("core_attn")
+    norm = rebuilt("layernorm", ("fc1_input", "moe_input"))
+    if "moe" in drops:
+        inner = rebuilt("moe")
+    else:
+        inner = rebuilt("mlp") + max(rebuilt("shared_experts"), rebuilt("moe_act"))
+    return max(attention, norm + inner)

@@ -1,0 +1,127 @@
+"""Named-module recomputation (issue 23, item 5): Megatron-LM's --recompute-modules.
+
+Every expected number is derived here by hand from the paper's rows (sec. 4.1)
+and what each module drops (actmem/layer/recompute_modules.py).
+"""
+
+import pytest
+
+from actmem import LayerConfig, activation_memory
+from actmem.layer.recompute_modules import MODULES, working_set
+
+S, B, H, A = 256, 2, 64, 4
+SBH, MAP = S * B * H, A * S * S * B
+
+
+def total(t=1, **options):
+    return activation_memory(S, B, H, A, t, **options).total
+
+
+def keys(**options):
+    return [r.key for r in activation_memory(S, B, H, A, **options).rows]
+
+
+@pytest.mark.parametrize("t", [1, 2, 4])
+def test_default_and_core_attn_are_the_papers_selective_recomputation(t):
+    paper = 10 * SBH + 24 * SBH // t   # Table 2: sbh(10 + 24/t)
+    assert total(t, recompute="selective") == paper
+    assert total(t, recompute="selective", recompute_modules=["core_attn"]) == paper
+    assert working_set(LayerConfig(S, B, H, A, t, recompute="selective")) == 5 * MAP // t
+
+
+@pytest.mark.parametrize("t", [1, 2])
+def test_mlp_drops_the_gelu_input_and_fc2_input(t):
+    # the GeLU MLP keeps 2*2sbf/t = 16sbh/t inside its checkpoint (f = 4h)
+    none = 10 * SBH + 24 * SBH // t + 5 * MAP // t
+    assert total(t) == none
+    assert total(t, recompute="selective", recompute_modules=("mlp",)) == none - 16 * SBH // t
+    both = ("core_attn", "mlp")
+    assert total(t, recompute="selective", recompute_modules=both) == none - 16 * SBH // t - \
+        5 * MAP // t
+    c = LayerConfig(S, B, H, A, t, recompute="selective", recompute_modules=both)
+    assert working_set(c) == max(5 * MAP, 16 * SBH) // t   # blocks rebuilt one at a time
+
+
+def test_mlp_keeps_its_checkpoint_input_and_the_dropout_mask_outside():
+    rows = keys(recompute="selective", recompute_modules=["mlp"])
+    assert "fc1_input" in rows and "mlp_out_dropout_mask" in rows
+    assert not {"gelu_input", "fc2_input"} & set(rows)
+    swiglu = keys(activation="swiglu", recompute="selective", recompute_modules=["mlp"])
+    assert not {"swiglu_gate", "swiglu_up", "fc2_input"} & set(swiglu)
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_layernorm_drops_both_norm_outputs_not_their_inputs(sp):
+    t = 4 if sp else 1
+    base = dict(sequence_parallel=sp)
+    plain = activation_memory(S, B, H, A, t, recompute="selective", recompute_modules=(),
+                              **base)
+    ln = activation_memory(S, B, H, A, t, recompute="selective", recompute_modules=["layernorm"],
+                           **base)
+    assert plain.total - ln.total == 2 * 2 * SBH // t
+    assert {r.key for r in plain.rows} - {r.key for r in ln.rows} == {"qkv_input", "fc1_input"}
+    assert working_set(ln.config) == 2 * SBH // t    # one norm output at a time
+    both = LayerConfig(S, B, H, A, t, recompute="selective", sequence_parallel=sp,
+                       recompute_modules=["layernorm", "core_attn"])
+    assert working_set(both) == (2 * SBH + 5 * MAP) // t    # qkv input beside the map
+
+
+def test_empty_list_recomputes_nothing_as_megatron():
+    assert total(recompute="selective", recompute_modules=[]) == total()
+
+
+MOE = dict(activation="swiglu", num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=96,
+           moe_shared_expert_intermediate_size=32, recompute="selective")
+N, K, FE, FS = S * B, 2, 96, 32
+
+
+def moe_rows(mods):
+    return {r.key: r.bytes for r in activation_memory(S, B, H, A, recompute_modules=mods,
+                                                      **MOE).rows}
+
+
+def test_moe_modules_drop_their_rows():
+    base = moe_rows([])
+    assert set(base) - set(moe_rows(["moe_act"])) == {"expert_fc2_input"}
+    assert base["expert_fc2_input"] == 2 * N * K * FE
+    assert set(base) - set(moe_rows(["shared_experts"])) == {"shared_fc1_output",
+                                                             "shared_fc2_input"}
+    gone = set(base) - set(moe_rows(["moe"]))
+    assert "moe_input" not in gone and gone == {
+        "router_topk_indices", "router_probs", "permute_probs_index", "permute_index",
+        "expert_fc1_input", "expert_fc1_output", "expert_probs", "expert_fc2_input",
+        "shared_fc1_output", "shared_fc2_input"}
+    assert set(base) - set(moe_rows(["layernorm"])) == {"qkv_input", "moe_input"}
+    c = LayerConfig(S, B, H, A, recompute_modules=("moe_act", "shared_experts"), **MOE)
+    assert working_set(c) == max(2 * N * K * FE, 3 * 2 * N * FS)
+    c = LayerConfig(S, B, H, A, recompute_modules=("moe", "layernorm"), **MOE)
+    assert working_set(c) == sum(base[k] for k in gone) + 2 * N * H
+
+
+def test_names_are_kept_in_megatrons_order():
+    c = LayerConfig(S, B, H, A, recompute="selective", recompute_modules=["mlp", "core_attn"])
+    assert c.recompute_modules == ("core_attn", "mlp")
+    assert c == LayerConfig(S, B, H, A, recompute="selective",
+                            recompute_modules=("core_attn", "mlp"))
+    assert MODULES[:3] == ("core_attn", "layernorm", "mlp")
+
+
+@pytest.mark.parametrize("options, error, match", [
+    (dict(recompute_modules=["mlp"]), ValueError, "needs recompute='selective'"),
+    (dict(recompute="full", recompute_modules=["mlp"]), ValueError, "got recompute='full'"),
+    (dict(recompute="selective", recompute_modules="mlp"), TypeError, "list of module names"),
+    (dict(recompute="selective", recompute_modules=["mlp", 3]), TypeError, "module names"),
+    (dict(recompute="selective", recompute_modules=["attention"]), ValueError,
+     "unknown name.*'attention'.*allowed: core_attn"),
+    (dict(recompute="selective", recompute_modules=["mlp", "mlp"]), ValueError, "twice"),
+    (dict(recompute="selective", recompute_modules=["moe_act"]), ValueError,
+     "moe_act.*dense.*'mlp'"),
+    (dict(recompute="selective", recompute_modules=["mla_up_proj"]), ValueError,
+     "multi_latent_attention"),
+    (dict(MOE, recompute_modules=["mlp"]), ValueError, "use 'moe'"),
+    (dict(MOE, moe_shared_expert_intermediate_size=None, recompute_modules=["shared_experts"]),
+     ValueError, "needs shared experts"),
+])
+def test_refused(options, error, match):
+    with pytest.raises(error, match=match):
+        LayerConfig(S, B, H, A, **options)
