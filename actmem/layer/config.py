@@ -157,6 +157,19 @@ class LayerConfig:
             ``shared_experts``, ``mla_up_proj``); ``None`` means Megatron's
             default ``["core_attn"]``, the paper's selective recomputation.
             Kept as a tuple in that order (:mod:`actmem.layer.recompute_modules`).
+        multi_latent_attention: DeepSeek's multi-latent attention
+            (``--multi-latent-attention``) in place of the Q/K/V projections;
+            its rows are those of :mod:`actmem.layer.mla`. Needs
+            ``kv_heads=None``.
+        q_lora_rank: r_q, the Q latent's width (``--q-lora-rank``); ``None``
+            (Megatron-LM's default) projects Q from h without a latent.
+        kv_lora_rank: r_kv, the KV latent's width (``--kv-lora-rank``,
+            default 32).
+        qk_head_dim, qk_pos_emb_head_dim, v_head_dim: per head, the Q/K
+            columns without and with rotary embedding (d_qk, default 128;
+            d_r, default 64, even) and the value's (d_v, default 128)
+            (``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``).
+            MLA options are refused without ``multi_latent_attention``.
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -186,6 +199,12 @@ class LayerConfig:
     moe_pad_expert_input_to_capacity: bool = False
     moe_aux_loss_coeff: int | float = 0.0
     recompute_modules: tuple[str, ...] | None = None
+    multi_latent_attention: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 32
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -201,6 +220,8 @@ class LayerConfig:
             self.kv_heads, self.ffn_hidden_size, self.activation))
         check_moe(self)
         object.__setattr__(self, "recompute_modules", check_recompute_modules(self))
+        from .mla import check_mla  # mla builds on the ledger, which imports this module
+        check_mla(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

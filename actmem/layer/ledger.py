@@ -104,6 +104,9 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if config.num_experts is not None:
         from .moe import with_moe  # moe builds on this module's rows
         rows = with_moe(rows, config)
+    if config.multi_latent_attention:
+        from .mla import with_mla  # mla builds on this module's rows
+        rows = with_mla(rows, config)
     if not config.dropout:
         rows = without_dropout(rows)
     if config.flash_attention:
