@@ -170,6 +170,17 @@ class LayerConfig:
             d_r, default 64, even) and the value's (d_v, default 128)
             (``--qk-head-dim``, ``--qk-pos-emb-head-dim``, ``--v-head-dim``).
             MLA options are refused without ``multi_latent_attention``.
+        cp: context-parallel size (``--context-parallel-size``): each of cp
+            ranks keeps s/cp tokens of every activation; cp > 1 needs
+            ``flash_attention`` and s divisible by 2*cp
+            (:mod:`actmem.layer.context_parallel`).
+        cp_comm_type: how the core attention exchanges the sequence
+            (``--cp-comm-type``): ``"p2p"`` (ring, default), ``"a2a"``
+            (Ulysses: all-to-all over heads; a/t and g/t divisible by cp),
+            ``"allgather"`` (K and V gathered) or ``"a2a+p2p"``.
+        hierarchical_context_parallel_sizes: (a2a size, p2p size), product
+            cp, for ``"a2a+p2p"`` only
+            (``--hierarchical-context-parallel-sizes``).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -205,6 +216,9 @@ class LayerConfig:
     qk_head_dim: int = 128
     qk_pos_emb_head_dim: int = 64
     v_head_dim: int = 128
+    cp: int = 1
+    cp_comm_type: str = "p2p"
+    hierarchical_context_parallel_sizes: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -222,6 +236,11 @@ class LayerConfig:
         object.__setattr__(self, "recompute_modules", check_recompute_modules(self))
         from .mla import check_mla  # mla builds on the ledger, which imports this module
         check_mla(self)
+        if isinstance(self.hierarchical_context_parallel_sizes, list):  # Megatron's is a list
+            object.__setattr__(self, "hierarchical_context_parallel_sizes",
+                               tuple(self.hierarchical_context_parallel_sizes))
+        from .context_parallel import check_context_parallel  # builds on the ledger
+        check_context_parallel(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

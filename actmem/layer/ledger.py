@@ -100,6 +100,9 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
         AttributeError: ``config`` is not a :class:`LayerConfig` (build one
             to validate the input).
     """
+    if config.cp > 1:  # each rank's s/cp tokens (actmem.layer.context_parallel)
+        from .context_parallel import with_context_parallel
+        return with_context_parallel(config)
     rows = attention_rows(config) + mlp_rows(config)
     if config.num_experts is not None:
         from .moe import with_moe  # moe builds on this module's rows

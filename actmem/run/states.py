@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from .model import ModelConfig, ParameterCount, parameter_count
 from .stage_split import split_layers
 from .training import chunk_layers
-from ..validate import choice, divides, flag, integer, lists_keywords, positive_int
+from ..validate import choice, divides, flag, instance, integer, lists_keywords, positive_int
 
 ACCOUNTINGS = ("zero", "megatron")
 OPTIMIZERS = ("adam",)
@@ -164,7 +164,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
                  stage: int | None = None, stage_layers=None, ep: int = 1,
-                 etp: int | None = None) -> ModelStates:
+                 etp: int | None = None, cp: int = 1) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -184,6 +184,15 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             ``--expert-tensor-parallel-size``; etp default t). The routed
             experts' states are sharded over the expert data-parallel size
             t*d/(ep*etp), the others over d (module docstring).
+        cp: context-parallel size (``--context-parallel-size``): the cp
+            ranks of one sequence hold the same weights, and Megatron-LM
+            reduces gradients and shards the distributed optimizer over the
+            data-parallel group with context parallelism, d*cp ranks
+            (``parallel_state.py``: get_data_parallel_group(
+            with_context_parallel=True); ``finalize_model_grads.py``); the
+            expert data-parallel size becomes t*cp*d/(ep*etp)
+            (``parallel_state.py``: expert_data_parallel_size = world_size //
+            (etp*ep*p), world size t*p*d*cp). ZeRO shards over d*cp too.
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
@@ -196,7 +205,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     """
     choice("optimizer", optimizer, OPTIMIZERS)
     choice("accounting", accounting, ACCOUNTINGS)
-    d = positive_int("d", d)
+    d, cp = positive_int("d", d), positive_int("cp", cp)
     flag("distributed_optimizer", distributed_optimizer)
     if integer("zero_stage", zero_stage, "0, 1, 2 or 3") not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
@@ -212,10 +221,10 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     elif integer("stage", stage, "a stage index") not in range(len(per_stage)):
         raise ValueError(f"stage must be an int in 0..{len(per_stage) - 1}, got {stage!r}")
     dense, experts = per_stage[int(stage)]
-    e_d = expert_data_parallel(model_or_params, t, d, ep, etp) if experts else d
+    e_d = expert_data_parallel(model_or_params, t, d, ep, etp, cp) if experts else d * cp
     sharded = {"zero": (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1),
                "megatron": (False, False, distributed_optimizer)}[accounting]
-    w, g, o = (_share(dense * k, d, cut) + _share(experts * k, e_d, cut)
+    w, g, o = (_share(dense * k, d * cp, cut) + _share(experts * k, e_d, cut)
                for k, cut in zip(BYTES_PER_PARAMETER[accounting], sharded))
     return ModelStates(dense + experts, w, g, o, int(stage), experts)
 
@@ -225,21 +234,26 @@ def _share(nbytes: int, ranks: int, cut: bool) -> int:
 
 
 def expert_data_parallel(model: ModelConfig, t: int, d: int, ep: int = 1,
-                         etp: int | None = None) -> int:
-    """The expert data-parallel size e_d = t*d/(ep*etp): Megatron-LM
-    regroups a pipeline stage's t*d ranks as etp x ep x e_d
-    (``parallel_state.py``: initialize_model_parallel); d for a dense model.
+                         etp: int | None = None, cp: int = 1) -> int:
+    """The expert data-parallel size e_d = t*cp*d/(ep*etp): Megatron-LM
+    regroups a pipeline stage's t*cp*d ranks as etp x ep x e_d
+    (``parallel_state.py``: initialize_model_parallel; world size
+    t*p*d*cp); cp is the context-parallel size, default 1.
 
     Raises:
         TypeError, ValueError: as :func:`expert_sizes`, or ep*etp not
-            dividing t*d.
+            dividing t*cp*d.
     """
+    instance("model", model, ModelConfig, "actmem.PRESETS['mixtral-8x7b']")
+    t, d = positive_int("t", t), positive_int("d", d)  # before any arithmetic
     ep, etp = expert_sizes(model, t, ep, etp)
-    if (t * d) % (ep * etp):
-        raise ValueError(f"ep*etp={ep * etp} (ep={ep}, etp={etp}) must divide t*d={t * d}: "
-                         "Megatron-LM folds the expert groups over the t*d ranks of a "
+    ranks = t * positive_int("cp", cp) * d
+    if ranks % (ep * etp):
+        where = "t*d" if cp == 1 else "t*cp*d"
+        raise ValueError(f"ep*etp={ep * etp} (ep={ep}, etp={etp}) must divide {where}={ranks}: "
+                         f"Megatron-LM folds the expert groups over the {where} ranks of a "
                          "pipeline stage")
-    return t * d // (ep * etp)
+    return ranks // (ep * etp)
 
 
 def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp

@@ -1,0 +1,191 @@
+"""Context parallelism: what one layer keeps per rank when cp ranks share a sequence.
+
+Megatron-LM's ``--context-parallel-size`` (``cp``) gives each of cp ranks
+2 of the sequence's 2*cp chunks, chunks r and 2cp-1-r, so that the causal
+attention's work is balanced (``megatron/core/utils.py``:
+get_batch_on_this_cp_rank, _get_batch_on_this_cp_rank_per_sequence_balancing);
+``megatron/training/arguments.py`` asserts
+``seq_length % (2 * context_parallel_size) == 0``. Every layer then runs on
+s/cp tokens per rank; only the core attention talks to the other ranks,
+inside Transformer Engine (``megatron/core/extensions/transformer_engine.py``:
+TEDotProductAttention passes ``cp_group``, ``cp_global_ranks``, ``cp_stream``
+and ``cp_comm_type``; ``transformer_engine/pytorch/attention/
+dot_product_attention/context_parallel.py``). What each ``cp_comm_type``
+saves for backward (``ctx.save_for_backward`` there, bf16 without FP8):
+
+* ``"p2p"`` (AttnFuncWithCPAndKVP2P, the ring): the local Q, the K/V buffer
+  of the last ring step (one rank's K and V, concatenated: the bytes of
+  the local K and V), the output (the same storage the output projection
+  saves) and the merged fp32 softmax log-sum-exp of the local queries. Every
+  row is the layer's at s/cp tokens.
+* ``"allgather"`` (AttnFuncWithCPAndKVAllGather): the local Q, K, V, the
+  output and two per-step log-sum-exps of half the local queries each: the
+  same bytes as p2p. The gathered K and V (the whole sequence) live only
+  inside the forward and again inside the backward.
+* ``"a2a"`` (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses): Q, K, V after
+  the all-to-all (the whole s, a/(t*cp) heads: the same bytes as s/cp
+  tokens of a/t heads), the log-sum-exp likewise, and the attention output
+  *before* the all-to-all back (``out_part``), a storage of its own beside
+  the output the projection saves: one row more, 2sbh/(t*cp) bytes
+  (:data:`A2A_OUTPUT`).
+* ``"a2a+p2p"`` (AttnFuncWithCPAndKVP2P with a list of two groups,
+  ``--hierarchical-context-parallel-sizes``): all-to-all inside the first
+  group, the ring over the second; it saves the pre-all-to-all output
+  (``out_part``) like a2a: the same rows as a2a.
+
+Which attention can run it: Transformer Engine's FlashAttention or cuDNN
+fused attention; its UnfusedDotProductAttention does not support context
+parallelism (``dot_product_attention/utils.py``: get_attention_backend),
+and Megatron-LM's own DotProductAttention asserts ``context_parallel_size
+== 1``, so cp > 1 needs ``flash_attention=True``.
+
+Not counted (left): the rng states and cu_seqlens of each ring step (a few
+bytes per step), and the transient exchange buffers inside the attention
+(p2p's forward keeps all cp ring buffers of K and V in
+``p2p_comm_buffers`` until it returns; its backward double-buffers K/V and
+dK/dV; allgather gathers the whole sequence's K and V in forward and again
+in backward): they are not alive between the passes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+from ..validate import choice, divides, positive_int
+from .ledger import HEAD_SPLIT, LedgerRow
+
+CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
+"""``--cp-comm-type`` values (Megatron-LM passes them to Transformer Engine)."""
+
+A2A_OUTPUT = "attn_output_a2a"
+"""The row key of the a2a attention output kept before the all-to-all back."""
+
+_TE = "transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py: "
+SOURCES = {
+    "p2p": _TE + "AttnFuncWithCPAndKVP2P.forward (saves q, the last ring step's kv, out, "
+                 "softmax_lse)",
+    "allgather": _TE + "AttnFuncWithCPAndKVAllGather.forward (saves q, k, v, out, "
+                       "softmax_lse_per_step)",
+    "a2a": _TE + "AttnFuncWithCPAndQKVOA2A.forward (saves q, k, v after the all-to-all, "
+                 "out_part, softmax_lse)",
+    "a2a+p2p": _TE + "AttnFuncWithCPAndKVP2P.forward with cp_size_a2a > 1 (saves q, kv after "
+                     "the all-to-all, out_part before the all-to-all back, softmax_lse)",
+}
+"""Where Transformer Engine saves the core attention's tensors, per comm type."""
+
+TOKENS = ("megatron/core/utils.py: get_batch_on_this_cp_rank: s/cp tokens per "
+          "context-parallel rank")
+"""Why every other row holds s/cp tokens."""
+
+ATTENTION_ROWS = ("query", "key", "value", "softmax_lse")
+"""Rows the context-parallel attention function itself saves."""
+
+
+def check_context_parallel(c) -> None:
+    """Refuse a context-parallel layer Megatron-LM or Transformer Engine would
+    refuse, or the ledger cannot count (``c`` a :class:`actmem.LayerConfig`).
+
+    Raises:
+        TypeError: cp not a positive int; hierarchical sizes not ints.
+        ValueError: an unknown ``cp_comm_type``; cp > 1 without
+            ``flash_attention`` (no unfused attention runs context
+            parallelism); s not divisible by 2*cp (Megatron-LM's
+            ``arguments.py``); under sequence parallelism s/cp not divisible
+            by t; a2a with a/t or g/t heads not divisible by cp (TE's assert
+            in AttnFuncWithCPAndQKVOA2A.forward), a2a+p2p likewise by its
+            a2a size; ``hierarchical_context_parallel_sizes`` missing for
+            a2a+p2p (Megatron-LM asserts it), given for another comm type,
+            or not two sizes whose product is cp.
+    """
+    cp = positive_int("cp", c.cp)
+    kind = choice("cp_comm_type", c.cp_comm_type, CP_COMM_TYPES)
+    a2a = _a2a_size(c, cp, kind)
+    if cp == 1:
+        return
+    if not c.flash_attention:
+        raise ValueError(f"cp={cp} needs flash_attention=True: Transformer Engine runs "
+                         "context parallelism only in FlashAttention or fused attention "
+                         "(its unfused attention and Megatron-LM's DotProductAttention "
+                         "refuse cp > 1)")
+    if c.s % (2 * cp):
+        raise ValueError(f"s={c.s} must be divisible by 2*cp={2 * cp} (cp={cp}): Megatron-LM "
+                         "splits the sequence into 2*cp chunks to balance causal attention "
+                         "(arguments.py: seq_length % (2 * context_parallel_size) == 0)")
+    if c.sequence_parallel and (c.s // cp) % c.t:
+        raise ValueError(f"s/cp={c.s // cp} (s={c.s}, cp={cp}) must be divisible by t={c.t} "
+                         "under sequence parallelism: each rank's s/cp tokens split t ways")
+    if a2a > 1:
+        name = "cp" if kind == "a2a" else "hierarchical_context_parallel_sizes[0]"
+        divides(name, a2a, **{"a/t": c.a // c.t, "kv_heads/t": c.g // c.t})
+
+
+def _a2a_size(c, cp: int, kind: str) -> int:
+    """The all-to-all group's size: cp (a2a), the first hierarchical size
+    (a2a+p2p) or 1 (p2p, allgather)."""
+    sizes = c.hierarchical_context_parallel_sizes
+    if kind != "a2a+p2p":
+        if sizes is not None:
+            raise ValueError(f"hierarchical_context_parallel_sizes={sizes!r} is for "
+                             f"cp_comm_type='a2a+p2p' (got {kind!r}); leave it None")
+        return cp if kind == "a2a" else 1
+    if sizes is None:
+        raise ValueError("cp_comm_type='a2a+p2p' needs hierarchical_context_parallel_sizes="
+                         "(a2a size, p2p size), whose product is cp (Megatron-LM's "
+                         "--hierarchical-context-parallel-sizes)")
+    if not isinstance(sizes, tuple) or len(sizes) != 2:
+        raise ValueError(f"hierarchical_context_parallel_sizes must be a tuple of two sizes "
+                         f"(a2a, p2p), got {sizes!r}")
+    a2a, p2p = (positive_int("hierarchical_context_parallel_sizes", n) for n in sizes)
+    if a2a * p2p != cp:
+        raise ValueError(f"hierarchical_context_parallel_sizes={sizes!r} must multiply to "
+                         f"cp={cp}")
+    return a2a
+
+
+def with_context_parallel(c) -> tuple[LedgerRow, ...]:
+    """The rows of layer ``c`` (cp > 1) on one context-parallel rank.
+
+    Each row is the row of the same layer on s/cp tokens (every option,
+    MoE routing and its capacity included, applied to the rank's own
+    tokens), written as the global tensor (``elements`` of all s tokens)
+    shared by t*cp ranks (``ranks``), so its :attr:`LedgerRow.bytes` are
+    the rank's. The core attention's rows cite what Transformer Engine
+    saves (:data:`SOURCES`); a2a and a2a+p2p add :func:`a2a_output_row`
+    (before ``proj_input``) unless the core attention is recomputed.
+    """
+    from .ledger import ledger_rows  # ledger_rows calls this function
+    with warnings.catch_warnings():  # sequence parallelism at t=1 warned once already
+        warnings.simplefilter("ignore")
+        local = replace(c, s=c.s // c.cp, cp=1, cp_comm_type="p2p",
+                        hierarchical_context_parallel_sizes=None)
+    kind, rows = c.cp_comm_type, []
+    for row in ledger_rows(local):
+        source = SOURCES[kind] if row.key in ATTENTION_ROWS else f"{row.source}; {TOKENS}"
+        rows.append(replace(row, elements=row.elements * c.cp, ranks=row.ranks * c.cp,
+                            source=source))
+        if row.key == "proj_input" and kind in ("a2a", "a2a+p2p") and _attention_kept(c):
+            rows.insert(len(rows) - 1, a2a_output_row(c))
+    return tuple(rows)
+
+
+def _attention_kept(c) -> bool:
+    """Whether the core attention's own saved tensors stay (it is not
+    recomputed: no recomputation, or named modules without ``core_attn``)."""
+    if c.recompute == "full":
+        return False
+    modules = getattr(c, "recompute_modules", None) or ("core_attn",)
+    return c.recompute == "none" or "core_attn" not in modules
+
+
+def a2a_output_row(c) -> LedgerRow:
+    """The core attention's output kept before the all-to-all back (a2a,
+    a2a+p2p): s*b*h elements in 2 bytes over t*cp ranks, 2sbh/(t*cp) bytes
+    (``out_part`` in TE's save list; the output the projection saves is the
+    all-to-all's result, another storage)."""
+    return LedgerRow(A2A_OUTPUT, "attention output before the all-to-all back (a2a)",
+                     "attention", ("s", "b", "h"), c.s * c.b * c.h, 2, HEAD_SPLIT,
+                     c.t * c.cp, "intermediate", SOURCES[c.cp_comm_type],
+                     "FlashAttention backward: D = rowsum(dO * O) needs the output O of "
+                     "the heads this rank computed")
+
