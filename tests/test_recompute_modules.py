@@ -125,3 +125,25 @@ def test_names_are_kept_in_megatrons_order():
 def test_refused(options, error, match):
     with pytest.raises(error, match=match):
         LayerConfig(S, B, H, A, **options)
+
+
+MLA = dict(multi_latent_attention=True, q_lora_rank=24, kv_lora_rank=16, qk_head_dim=8,
+           qk_pos_emb_head_dim=4, v_head_dim=8, recompute="selective")
+
+
+def test_mla_up_proj_drops_q_k_v_and_the_latents_norm_outputs():
+    base = {r.key: r.bytes for r in activation_memory(S, B, H, A, recompute_modules=[], **MLA).rows}
+    up = {r.key: r.bytes for r in activation_memory(S, B, H, A, recompute_modules=["mla_up_proj"],
+                                                    **MLA).rows}
+    assert set(base) - set(up) == {"q_up_input", "kv_up_input", "query", "key", "value"}
+    assert base["kv_down_output"] == 2 * S * B * 16
+    assert up["kv_down_output"] == 2 * S * B * (16 + 4)   # the split view keeps the rope columns
+    c = LayerConfig(S, B, H, A, recompute_modules=["mla_up_proj"], **MLA)
+    rebuilt = sum(base[k] for k in ("q_up_input", "kv_up_input", "query", "key", "value"))
+    assert working_set(c) == rebuilt + 2 * S * B * 16     # and the up projection's r_kv copy
+    ln = {r.key for r in activation_memory(S, B, H, A, recompute_modules=["layernorm"],
+                                           **MLA).rows}
+    assert "mla_down_input" not in ln and "attn_norm_input" in ln
+    with pytest.raises(ValueError, match="mla_up_proj.*sequence_parallel=True is not modelled"):
+        LayerConfig(S, B, H, A, 2, sequence_parallel=True, recompute_modules=["mla_up_proj"],
+                    **MLA)

@@ -32,7 +32,8 @@ layers; Transformer Engine's dense spec fuses them into ``linear_qkv`` and
                           FlashAttention's log-sum-exp); Q, K, V stay as the
                           checkpoint's inputs (``attention.py``:
                           Attention._checkpointed_attention_forward)
-``layernorm``             each norm's output: ``qkv_input``, and
+``layernorm``             each norm's output: ``qkv_input`` (under MLA
+                          ``mla_down_input``), and
                           ``fc1_input`` (dense) or ``moe_input`` (MoE);
                           the norms' inputs stay (``transformer_layer.py``:
                           _run_input_layernorm, _forward_pre_mlp_layernorm)
@@ -48,8 +49,20 @@ layers; Transformer Engine's dense spec fuses them into ``linear_qkv`` and
                           needs ``moe_grouped_gemm``, which the MoE rows model)
 ``shared_experts``        the shared experts' rows (``moe/moe_layer.py``:
                           MoELayer.shared_experts_compute)
-``mla_up_proj``           multi-latent attention's up projections (needs
-                          ``multi_latent_attention``)
+``mla_up_proj``           multi-latent attention's up projections and
+                          rotary embedding: Q, K, V and the latents' norm
+                          outputs (``q_up_input``, ``kv_up_input``) go; the
+                          checkpoint keeps its inputs, the Q latent and the
+                          KV latent and rotary key as ``torch.split`` views
+                          of the KV down projection's output, so
+                          ``kv_down_output`` keeps r_kv + d_r columns, not
+                          its contiguous copy of r_kv
+                          (``multi_latent_attention.py``:
+                          MLASelfAttention.get_query_key_value_tensors,
+                          ``qkv_up_checkpoint``); needs
+                          ``multi_latent_attention``, and is not modelled
+                          under sequence parallelism (the rotary key is then
+                          gathered over the sequence)
 ========================  ===============================================
 
 Validation follows ``transformer_config.py``: TransformerConfig.__post_init__
@@ -61,6 +74,8 @@ shared experts) and ``recompute_modules`` without ``recompute="selective"``
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "moe", "shared_experts", "mla_up_proj")
 """Megatron-LM's ``--recompute-modules`` names modelled here, in this order."""
@@ -77,7 +92,9 @@ DENSE_MLP_INNER = ("gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
 SHARED_EXPERT_ROWS = ("shared_fc1_output", "shared_fc2_input")
 """The shared experts' rows."""
 
-_NORM_OUTPUTS = ("qkv_input", "fc1_input", "moe_input")
+_NORM_OUTPUTS = ("qkv_input", "mla_down_input", "fc1_input", "moe_input")
+MLA_UP_ROWS = ("q_up_input", "kv_up_input", "query", "key", "value")
+"""The rows ``mla_up_proj`` drops (its checkpoint's outputs and what they saved)."""
 
 
 def check_recompute_modules(c) -> tuple[str, ...] | None:
@@ -131,6 +148,10 @@ def _check_applies(c, names: set[str]) -> None:
                          "attention's up projections and needs multi_latent_attention=True "
                          "(Megatron-LM: 'mla_up_proj in recompute_modules is only supported "
                          "with multi_latent_attention')")
+    if "mla_up_proj" in names and c.sequence_parallel:
+        raise ValueError("recompute_modules: 'mla_up_proj' with sequence_parallel=True is not "
+                         "modelled (Megatron-LM gathers the rotary key over the sequence, "
+                         "which the checkpoint keeps); use sequence_parallel=False")
 
 
 def modules_of(c) -> tuple[str, ...]:
@@ -157,7 +178,7 @@ def dropped_keys(c, rows) -> dict[str, tuple[str, ...]]:
         "moe": moe,
         "moe_act": [k for k in keys if k == "expert_fc2_input"],
         "shared_experts": [k for k in keys if k in SHARED_EXPERT_ROWS],
-        "mla_up_proj": [],
+        "mla_up_proj": [k for k in keys if k in MLA_UP_ROWS],
     }
     return {m: tuple(which[m]) for m in modules_of(c)}
 
@@ -167,7 +188,13 @@ def with_recompute_modules(rows, c):
     (:func:`dropped_keys`). With ``recompute_modules=None`` this is the
     paper's selective recomputation: the attention-map rows go."""
     gone = {k for keys in dropped_keys(c, rows).values() for k in keys}
-    return tuple(r for r in rows if r.key not in gone)
+    kept = tuple(r for r in rows if r.key not in gone)
+    if "mla_up_proj" in modules_of(c):
+        wide = c.s * c.b * (c.kv_lora_rank + c.qk_pos_emb_head_dim)
+        shape = ("s", "b", "kv_lora_rank+qk_pos_emb_head_dim")
+        kept = tuple(replace(r, elements=wide, shape=shape) if r.key == "kv_down_output"
+                     else r for r in kept)
+    return kept
 
 
 def working_set(c) -> int:
@@ -176,7 +203,9 @@ def working_set(c) -> int:
     The attention block's backward rebuilds the first norm's output
     (``layernorm``: its hook fires when the attention output's gradient
     arrives, and the output lives until the QKV projection's backward) and,
-    inside it, the core attention's rows (``core_attn``); the MLP block's
+    inside it, the core attention's rows (``core_attn``) and MLA's up
+    projections' (``mla_up_proj``: its rows and the KV up projection's
+    contiguous copy of the KV latent, r_kv columns); the MLP block's
     backward, earlier, rebuilds the second norm's output and the MLP's rows
     (``mlp``), or the MoE's (``moe``: all its rows at once, nested
     checkpoints included; else the larger of ``shared_experts`` and
@@ -184,8 +213,6 @@ def working_set(c) -> int:
     the larger block. Under the default (``core_attn``) it is the
     attention-map rows, as :func:`actmem.run.precision.moment_parts`.
     """
-    from dataclasses import replace
-
     from .ledger import ledger_rows
     full = ledger_rows(replace(c, recompute="none", recompute_modules=None))
     drops, size = dropped_keys(c, full), {r.key: r.bytes for r in full}
@@ -193,7 +220,9 @@ def working_set(c) -> int:
     def rebuilt(module, keys=None):
         return sum(size[k] for k in drops.get(module, ()) if keys is None or k in keys)
 
-    attention = rebuilt("layernorm", ("qkv_input",)) + rebuilt("core_attn")
+    attention = (rebuilt("layernorm", ("qkv_input", "mla_down_input")) + rebuilt("core_attn")
+                 + (rebuilt("mla_up_proj") + size["kv_down_output"] if "mla_up_proj" in drops
+                    else 0))
     norm = rebuilt("layernorm", ("fc1_input", "moe_input"))
     if "moe" in drops:
         inner = rebuilt("moe")
