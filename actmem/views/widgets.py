@@ -51,6 +51,8 @@ A_CHOICES = (8, 16, 32, 40, 52, 64, 96)
 """Head counts offered; only those dividing h are shown."""
 L_CHOICES = (24, 32, 40, 48, 96)
 """Layer counts offered."""
+IMAGES_KEPT = 16
+"""Figures (PNG bytes, tens of KiB each) an explorer keeps to show again."""
 
 
 def _with(choices, *values) -> list[int]:
@@ -175,6 +177,7 @@ class _Explorer:
         self.image = widgets.Image(format="png") if image else None
         self._figure = None  # redrawn in place by show_figure
         self._drawn = None  # what it shows: (draw, args, kwargs, language)
+        self._images = []  # (what, PNG) of the figures shown last, newest first
         self._held = None  # the controls' held updates, see _controls_held
         self._busy = False
         self.cause = None  # the control whose change is being applied
@@ -292,15 +295,22 @@ class _Explorer:
         because in a Jupyter kernel ``sys.stdout.flush()`` waits until the
         kernel's output thread has sent every message queued before it.
         Nothing is drawn when ``draw`` and its arguments (compared with
-        ``==``) are those of the figure shown."""
+        ``==``) are those of the figure shown, and a figure among the last
+        :data:`IMAGES_KEPT` shown is sent again without drawing (a learner
+        who goes back to a setting sees it at once)."""
         self.panel.send()
         self._release_controls()
         what = (draw, args, kwargs, get_language())
         if what == self._drawn:  # the same figure (a control it does not show changed)
             return
-        sys.stdout.flush()
-        self._figure = draw(*args, fig=self._figure, **kwargs)
-        self.image.value = png(self._figure)
+        image = next((kept for shown, kept in self._images if shown == what), None)
+        if image is None:
+            sys.stdout.flush()
+            self._figure = draw(*args, fig=self._figure, **kwargs)
+            image = png(self._figure)
+        self._images = [(what, image)] + [x for x in self._images if x[0] != what]
+        del self._images[IMAGES_KEPT:]
+        self.image.value = image
         self._drawn = what
 
     def restrict(self) -> None:
