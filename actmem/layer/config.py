@@ -181,6 +181,15 @@ class LayerConfig:
         hierarchical_context_parallel_sizes: (a2a size, p2p size), product
             cp, for ``"a2a+p2p"`` only
             (``--hierarchical-context-parallel-sizes``).
+        lora_rank: ``None`` (every weight trained) or r, the rank of LoRA
+            adapters on a frozen layer (:mod:`actmem.layer.lora`).
+        lora_targets: the adapted modules, by Megatron-Bridge's names
+            (``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``;
+            CanonicalLoRA's ``linear_q`` ... ``linear_fc1_up``) or PEFT's
+            LLaMA names (``q_proj``, ``v_proj``, ...); a tuple.
+        fp8: ``None`` or Megatron-LM's ``--fp8-format``, ``"e4m3"`` or
+            ``"hybrid"``: Transformer Engine's FP8 linear layers
+            (:mod:`actmem.layer.fp8`).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -219,6 +228,9 @@ class LayerConfig:
     cp: int = 1
     cp_comm_type: str = "p2p"
     hierarchical_context_parallel_sizes: tuple[int, int] | None = None
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] = ()
+    fp8: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -241,6 +253,10 @@ class LayerConfig:
                                tuple(self.hierarchical_context_parallel_sizes))
         from .context_parallel import check_context_parallel  # builds on the ledger
         check_context_parallel(self)
+        from .lora import check_lora  # lora and fp8 build on the ledger
+        object.__setattr__(self, "lora_targets", check_lora(self))
+        from .fp8 import check_fp8
+        object.__setattr__(self, "fp8", check_fp8(self))
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

@@ -121,7 +121,8 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
         rows = with_full_recompute(config)
     if config.sequence_parallel:
         rows = with_sequence_parallel(rows, config)
-    return rows
+    from .lora import with_adapters_and_fp8  # LoRA's frozen weights, FP8 (Transformer Engine)
+    return with_adapters_and_fp8(rows, config)
 
 
 NEEDED_FOR = {

@@ -1,0 +1,165 @@
+"""FP8 training with Transformer Engine: the saved inputs of the linear layers in 1 byte.
+
+Megatron-LM's ``--fp8-format`` (``megatron/core/transformer/transformer_config.py``:
+``fp8: Optional[Literal['e4m3', 'hybrid']]``) runs every linear layer of a
+Transformer layer (``linear_qkv`` and ``linear_fc1``, TE's LayerNormLinear;
+``linear_proj`` and ``linear_fc2``, TE's Linear) with FP8 inputs and weights,
+under Megatron-LM's default recipe, delayed scaling (``fp8_recipe =
+"delayed"``, ``fp8_amax_history_len = 1``). ``"e4m3"`` and ``"hybrid"``
+(gradients in e5m2) keep the same bytes: every FP8 element is 1 byte.
+
+What changes in the ledger (:func:`with_fp8`), each from TE's code:
+
+* A linear layer's saved input is its FP8 copy, 1 byte per element:
+  ``transformer_engine/pytorch/module/linear.py``: _linear_forward quantizes
+  ``inputmat`` with ``input_quantizer`` and saves it (``saved_inputmat =
+  inputmat``), keeping only the column-wise data (the transpose that Hopper's
+  TN GEMM needs for the weight gradient, ``update_usage(rowwise_usage=False,
+  columnwise_usage=True)``), or, under sequence parallelism, the row-wise data
+  of the local shard (FP8 column-wise data cannot be all-gathered): the same
+  bytes. ``layernorm_linear.py``: _LayerNormLinear.forward saves ``ln_out``
+  quantized the same way (rows ``qkv_input``, ``fc1_input``).
+* Each saved FP8 tensor carries its scale inverse, one fp32 number
+  (``tensor/float8_tensor.py``: Float8Tensor ``_scale_inv``): 4 bytes per
+  tensor, row ``fp8_scale_inv``.
+* What stays in 16 bits: the norms' inputs (``inputmat``, saved in the
+  activation dtype for the norm's backward), Q, K, V and everything of the
+  core attention (TE's DotProductAttention runs in bf16 unless
+  ``--fp8-dot-product-attention``), the activation function's inputs
+  (Megatron-LM's fused bias-GeLU/SwiGLU run outside TE), the dropout masks.
+* With FlashAttention the attention output stays in 16 bits for
+  FlashAttention's backward, and ``linear_proj`` saves its FP8 copy beside it
+  (row ``proj_input_fp8``): Megatron-LM sets ``save_original_input`` on
+  ``linear_proj`` only for recipes other than ``"delayed"``
+  (``megatron/core/transformer/attention.py``: "the output of the fused
+  core_attn is saved by itself, and linear_proj also saves the quantized
+  tensor of this output"), and TE refuses it with delayed scaling.
+
+The model states gain what TE keeps per linear module (:func:`fp8_state_bytes`).
+
+Checks (:func:`check_fp8`): TE's ``utils.py``: assert_dim_for_fp8_exec needs,
+for each GEMM's input and weight, the product of the leading dimensions
+divisible by 8 and the last one by 16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .ledger import REPLICATED, LedgerRow
+
+FP8_FORMATS = ("e4m3", "hybrid")
+"""Megatron-LM's ``--fp8-format`` values (``None``: no FP8)."""
+FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input")
+"""The linear layers' saved inputs, kept in FP8."""
+AMAX_HISTORY_LEN = 1
+"""Megatron-LM's ``--fp8-amax-history-len`` default (TE's recipe default is 1024)."""
+_TE = "transformer_engine/pytorch/module/"
+SOURCES = {
+    "qkv_input": _TE + "layernorm_linear.py: _LayerNormLinear.forward (ln_out quantized)",
+    "proj_input": _TE + "linear.py: _linear_forward (saved_inputmat, FP8)",
+    "fc1_input": _TE + "layernorm_linear.py: _LayerNormLinear.forward (ln_out quantized)",
+    "fc2_input": _TE + "linear.py: _linear_forward (saved_inputmat, FP8)",
+}
+"""Where TE saves each FP8 input."""
+
+
+def check_fp8(c) -> str | None:
+    """Validate ``fp8`` of a LayerConfig and the GEMM shapes TE accepts;
+    return the format (``None`` for off: ``None`` or ``False``).
+
+    Raises:
+        ValueError: an unknown format (``True`` too: pass the format); FP8
+            with MoE, multi-latent attention or LoRA (not modelled); a
+            linear layer's dimension TE's assert_dim_for_fp8_exec refuses
+            (the message names it and the rule); context parallelism.
+    """
+    fp8 = c.fp8
+    if fp8 is None or fp8 is False:
+        return None
+    if not isinstance(fp8, str) or fp8 not in FP8_FORMATS:
+        raise ValueError(f"fp8 must be None (off) or Megatron-LM's --fp8-format, one of "
+                         f"{', '.join(map(repr, FP8_FORMATS))}; got {fp8!r}")
+    other = [n for n in ("num_experts", "lora_rank") if getattr(c, n, None) is not None]
+    other += [n for n in ("multi_latent_attention",) if getattr(c, n, False)]
+    other += [f"cp={c.cp}" for _ in [0] if getattr(c, "cp", 1) > 1]
+    if other:
+        raise ValueError(f"fp8={fp8!r} is modelled for dense layers with Q/K/V projections, "
+                         f"no LoRA and cp=1; this layer sets {', '.join(other)}")
+    for name, size, rule in _gemm_dims(c):
+        if size % rule:
+            raise ValueError(f"fp8={fp8!r}: {name}={size} must be divisible by {rule} "
+                             "(Transformer Engine's assert_dim_for_fp8_exec: FP8 GEMMs need "
+                             "the leading dimensions' product divisible by 8, the last by 16)")
+    return fp8
+
+
+def _gemm_dims(c):
+    """(name, size, divisor) of every GEMM dimension TE checks on one rank."""
+    kv, t = c.g * c.h // c.a, c.t
+    fc1 = 2 * c.f if c.activation == "swiglu" else c.f
+    local = c.s * c.b // (t if c.sequence_parallel else 1)
+    return (("tokens s*b" + "/t" * c.sequence_parallel, local, 8), ("h", c.h, 16),
+            ("h/t", c.h // t, 16), ("f/t (ffn_hidden_size/t)", c.f // t, 16),
+            ("QKV outputs (h+2*h*g/a)/t", (c.h + 2 * kv) // t, 8),
+            ("fc1 outputs/t", fc1 // t, 8))
+
+
+def with_fp8(rows, c):
+    """The rows under FP8 (module docstring), applied after sequence
+    parallelism: the linear inputs in 1 byte, the attention output kept in
+    16 bits beside its FP8 copy with FlashAttention, and one fp32 scale
+    inverse per FP8 tensor. Full recomputation keeps only the layer input."""
+    if c.fp8 is None or c.recompute == "full":
+        return rows
+    flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
+    out, tensors = [], 0
+    for row in rows:
+        if row.key not in FP8_INPUT_ROWS:
+            out.append(row)
+            continue
+        tensors += 1
+        fp8 = replace(row, bytes_per_element=1, name=row.name + " (FP8)",
+                      source=SOURCES[row.key])
+        if row.key == "proj_input" and flash_keeps_output:
+            out.append(replace(row, needed_for="FlashAttention backward: D = rowsum(dO * O) "
+                               "reads the attention output O in 16 bits"))
+            fp8 = replace(fp8, key="proj_input_fp8")
+        out.append(fp8)
+    out.append(LedgerRow("fp8_scale_inv", "FP8 scale inverses of the saved inputs (fp32)",
+                         "MLP", ("n_fp8",), tensors, 4, REPLICATED, 1, "fixed",
+                         "transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor "
+                         "(_scale_inv)", "dequantizing each saved FP8 input in backward: "
+                         "x = x_fp8 * scale_inv"))
+    return tuple(out)
+
+
+def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN) -> dict[str, int]:
+    """Bytes TE keeps per layer on one GPU beside the bf16 weights, under
+    FP8 with delayed scaling (:class:`actmem.LayerConfig` ``c``; 0s without
+    ``fp8``):
+
+    * ``"weight_copies"``: each linear weight's FP8 copy, cached across
+      micro-batches (``linear.py``: ``_fp8_workspaces["weight"]``, kept
+      because Megatron-LM passes ``is_first_microbatch``), row-wise and
+      column-wise (Hopper's transpose for the input gradient's GEMM): 2 bytes
+      per weight element, plus its 4-byte scale inverse;
+    * ``"scaling"``: each TE module's delayed-scaling state
+      (``quantization.py``: DelayedScalingRecipeState, fp32 ``scale`` and
+      ``amax_history`` of ``amax_history_len`` rows) for 3 forward tensors
+      (input, weight, output) and 2 backward ones (``base.py``:
+      set_meta_tensor): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L) bytes per
+      module, 4 modules per layer.
+
+    >>> from actmem import LayerConfig
+    >>> fp8_state_bytes(LayerConfig(8, 1, 64, 4, fp8="hybrid"))
+    {'weight_copies': 98320, 'scaling': 160}
+    """
+    if c.fp8 is None:
+        return {"weight_copies": 0, "scaling": 0}
+    kv = c.g * c.h // c.a
+    fc1 = 2 * c.f if c.activation == "swiglu" else c.f
+    weights = (c.h * (c.h + 2 * kv) + c.h * c.h + c.h * fc1 + c.f * c.h) // c.t
+    modules = 4
+    return {"weight_copies": 2 * weights + 4 * modules,
+            "scaling": modules * 20 * (1 + amax_history_len)}
