@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
+from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..validate import choice, flag, instance, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -22,7 +23,7 @@ NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
-                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS)
+                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS)
 """The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
 (from the model's fields or its own arguments)."""
 RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
@@ -57,6 +58,10 @@ class ModelConfig:
         moe_layer_freq: which layers are MoE (``--moe-layer-freq``): an int
             N (layer i is MoE when i % N == 0, Megatron-LM's rule) or a tuple
             of L zeros and ones; only with ``num_experts``.
+        multi_latent_attention, q_lora_rank, kv_lora_rank, qk_head_dim,
+        qk_pos_emb_head_dim, v_head_dim: multi-latent attention in every
+            layer, as :class:`actmem.LayerConfig` (Megatron-LM's flags in
+            snake_case; :mod:`actmem.layer.mla`).
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
@@ -89,6 +94,12 @@ class ModelConfig:
     moe_expert_capacity_factor: int | float | None = None
     moe_pad_expert_input_to_capacity: bool = False
     moe_aux_loss_coeff: int | float = 0.0
+    multi_latent_attention: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 32
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
 
     def __post_init__(self) -> None:
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
@@ -190,7 +201,7 @@ class ModelConfig:
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
                            activation=self.activation, dropout=self.dropout, **experts,
-                           **options)
+                           **{name: getattr(self, name) for name in MLA_OPTIONS}, **options)
 
     def padded_vocab(self, t: int = 1) -> int:
         """Megatron-LM's padded vocabulary: the smallest multiple of
@@ -278,6 +289,9 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     Per layer: Q (h x h), K and V (h x g*h/a each), the output projection
     (h x h), the MLP (``h x f`` and ``f x h``; SwiGLU has two ``h x f``
     inputs), two norms, and biases on every linear layer when ``bias``.
+    Multi-latent attention replaces Q, K, V and the output projection by
+    its down and up projections and latent norms
+    (:func:`actmem.layer.mla.mla_attention_parameters`).
     An MoE layer (``moe_pattern``) has, instead of the MLP, the router
     (E x h), E experts of 3 h f_e each and the shared experts (3 h f_s),
     as Megatron-LM's ``theoretical_memory_usage.py``:
@@ -302,6 +316,9 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     split = {"attention": h * (h + 2 * kv) + bias * (h + 2 * kv) + h * h,
              "mlp": h * f_in + bias * f_in + c.f * h}
     replicated = {"attention": bias * h + norm, "mlp": bias * h + norm}
+    if c.multi_latent_attention:
+        split["attention"], replicated["attention"] = mla_attention_parameters(
+            c, h, norm // h, model.bias)
     vocab = model.vocab_size if vocab is None else positive_int("vocab", vocab)
     table = vocab * h
     moe = {}

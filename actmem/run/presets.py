@@ -19,6 +19,8 @@ from .model import ModelConfig
 _GPT = dict(norm="layernorm", bias=True, tied_embeddings=True, positions="learned")
 _LLAMA = dict(norm="rmsnorm", bias=False, tied_embeddings=False, positions="rotary",
               activation="swiglu", dropout=False, flash_attention=True)
+_MLA = dict(multi_latent_attention=True, kv_lora_rank=512, qk_head_dim=128,
+            qk_pos_emb_head_dim=64, v_head_dim=128)
 _MEGATRON = "Korthikanti et al. 2022, Table 3 (heads, hidden size, layers); s=2048 and a " \
             "vocabulary of 51200 as in Narayanan et al. 2021, sec. 5.1"
 
@@ -80,6 +82,39 @@ MOE_PRESETS: dict[str, ModelConfig] = {
                "softmax over all 64 experts before top-k (Megatron-LM's "
                "moe_router_pre_softmax), which keeps 4sbE bytes instead of the ledger's "
                "4sbk (the default softmax after top-k)"),
+    "deepseek-v3": ModelConfig(
+        s=4096, b=1, h=7168, a=128, L=61, vocab_size=129280, ffn_hidden_size=18432,
+        num_experts=256, moe_router_topk=8, moe_ffn_hidden_size=2048,
+        moe_shared_expert_intermediate_size=2048, moe_layer_freq=(0,) * 3 + (1,) * 58,
+        **_MLA, q_lora_rank=1536, **_LLAMA,
+        source="DeepSeek-AI 2024 (DeepSeek-V3 Technical Report, arXiv 2412.19437), sec. 4.2 "
+               "and the config.json of deepseek-ai/DeepSeek-V3: 61 layers (the first 3 dense, "
+               "intermediate 18432), h 7168, 128 heads, MLA with q_lora_rank 1536, "
+               "kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, "
+               "256 routed experts of width 2048, top 8, 1 shared expert, vocabulary 129280, "
+               "untied embeddings, pre-training at 4K tokens; \"671B total parameters\" of the "
+               "main model: 671,026,404,352 here, 671,026,419,200 with the checkpoint's "
+               "e_score_correction_bias (256 per MoE layer; Megatron-LM keeps it as the "
+               "router's expert_bias buffer, no parameter). The multi-token-prediction "
+               "module (1 more MoE layer, 2 norms and a 2h x h projection, sharing the "
+               "embedding and output layer; the card's \"14B\" counts its copies of them) "
+               "is left out, as the paper's 671B does. Its router scores with a sigmoid and "
+               "an expert bias (Megatron-LM's moe_router_score_function='sigmoid'), not the "
+               "ledger's softmax after top-k: the same 12sbk bytes of top-k indices and "
+               "fp32 scores"),
+    "deepseek-v2-lite": ModelConfig(
+        s=4096, b=1, h=2048, a=16, L=27, vocab_size=102400, ffn_hidden_size=10944,
+        num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408,
+        moe_shared_expert_intermediate_size=2816, moe_layer_freq=(0,) + (1,) * 26,
+        **_MLA, **_LLAMA,
+        source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434), appendix B and the "
+               "config.json of deepseek-ai/DeepSeek-V2-Lite: 27 layers (the first dense, "
+               "intermediate 10944), h 2048, 16 heads, MLA without Q compression "
+               "(q_lora_rank null), kv_lora_rank 512, head dims 128 + 64 (rotary), "
+               "v_head_dim 128, 64 routed experts of width 1408, top 6, 2 shared experts "
+               "(2 x 1408), vocabulary 102400; \"15.7B\" total parameters (model card): "
+               "15,706,484,224 here. Its router takes the softmax over all 64 experts "
+               "before top-k, as deepseek-moe-16b's"),
 }
 """Mixture-of-experts models by name, each citing its published parameter count.
 
