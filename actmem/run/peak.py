@@ -31,6 +31,7 @@ from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_prec
                         layer_rows, moment_parts, precision_moments, precision_outputs)
 from .schedules import simulate_schedule
 from .split_backward import layer_weight_rows
+from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_stacks
 from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
 from .timeline import Pass, StageTimeline, stage_timeline
@@ -156,9 +157,11 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         model: a :class:`ModelConfig` (e.g. ``actmem.PRESETS["llama2-7b"]``).
         t, p, d: tensor-, pipeline- and data-parallel sizes.
         ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
-            model (:func:`actmem.model_states`); the layers' activations
-            take etp = t (pass etp to :func:`actmem.activation_memory` for
-            one layer under another etp).
+            model (:func:`actmem.model_states`; etp default t), for its
+            states, its MoE layers' rows and their token dispatch buffers
+            (:mod:`actmem.run.moe_timeline`). A model that mixes dense and
+            MoE layers (``moe_layer_freq``) puts each stage's own layers,
+            each of its kind, in the stage's parts and timeline.
         m, schedule, v, order: micro-batches per step and the pipeline
             schedule (:func:`actmem.simulate_schedule`; order None: Megatron-LM's,
             PyTorch's for its own schedules). Under ZBV and DualPipeV the loss
@@ -228,16 +231,16 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     if precision != "bf16" and getattr(model, "num_experts", None) is not None:
         raise ValueError(f"precision={precision!r} is modelled for dense models only; "
                          f"this model has num_experts={model.num_experts}: use 'bf16'")
+    if precision != "bf16" and model.multi_latent_attention:
+        raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
+                         "(fp32 rows and autocast's weight copies); this model has "
+                         "multi_latent_attention=True: use 'bf16'")
     if precision != "bf16" and logits_bytes != 4:
         raise ValueError(f"logits_bytes={logits_bytes!r} contradicts precision={precision!r}: "
                          "the loss keeps fp32 logits in fp32 and under autocast "
                          "(log_softmax runs in fp32); use logits_bytes=4")
     k = positive_int("recompute_num_layers", recompute_num_layers)
     expert_data_parallel(model, t, d, ep, etp)
-    if etp is not None and etp != t:
-        raise ValueError(f"etp={etp} differs from t={t}: training_memory's layer activations "
-                         "take etp = t so far; model_states(..., etp=...) and "
-                         "activation_memory(..., etp=...) take any etp")
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -254,8 +257,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
     layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
-    first = embedding_activations(model, t, sequence_parallel, layer_options)
-    last = precision_outputs(output_activations(model, t, sequence_parallel, logits_bytes,
+    base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
+    first = embedding_activations(base, t, sequence_parallel, layer_options)
+    last = precision_outputs(output_activations(base, t, sequence_parallel, logits_bytes,
                                                 layer_options), precision)
     shape = model.layer(t, moe=False)  # s, b, h
     tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
@@ -267,9 +271,13 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                         * shape.h)
     last["logits"] = losses["saved"]
     tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
-    moments = precision_moments(model, t, sequence_parallel, recompute, k, precision,
-                                fused_projections, autocast_device, not fusion, layer_options)
-    if plan.splits_backward:  # zero bubble: from I to W a pass keeps what W reads
+    kinds = None if model.num_experts is None else kind_moments(  # MoE: layers by kind
+        model, t, sequence_parallel, recompute, k, ep=ep, etp=etp, weight_gradients=not fusion,
+        split_backward=plan.splits_backward, layer_options=layer_options)
+    moments = kinds[max(kinds)] if kinds else precision_moments(
+        model, t, sequence_parallel, recompute, k, precision, fused_projections,
+        autocast_device, not fusion, layer_options)
+    if plan.splits_backward and not kinds:  # zero bubble: from I to W a pass keeps what W reads
         rows = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
                           autocast_device, layer_options)
         moments = replace(moments, weight_rows=layer_weight_rows(
@@ -277,7 +285,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
-        parts = [moment_parts(moments, n) for n in split[i]]
+        stacks = kinds and stage_stacks(model.moe_pattern(), split, i, kinds, plan.v_shaped)
+        parts = ([stack_parts(stack, recompute, k) for stack in stacks] if stacks
+                 else [moment_parts(moments, n) for n in split[i]])
         passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), first, last)
                   for c in range(v)]
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
@@ -294,19 +304,22 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             workspace=workspace, passes=passes,
             layers=list(split[i]), layer=moments, loss=losses, mask=mask,
             copies=autocast_copies(model, t, precision),
-            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion))
+            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion),
+            stacks=stacks)
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
-                                  **plan.peak_parts(i, chunks, _pending(moments, split[i])),
+                                  **plan.peak_parts(i, chunks, _pending(
+                                      moments, stacks or [(moments,) * n for n in split[i]])),
                                   recompute_working_set=max(w for _, w in parts),
                                   reserve=spare, timeline=timeline))
     return TrainingMemory(tuple(stages), capacity)
 
 
-def _pending(moments, layers) -> list[dict[str, int]] | None:
-    """Per chunk, what a pass keeps from its I to its W (None: no split backward)."""
+def _pending(moments, stacks) -> list[dict[str, int]] | None:
+    """Per chunk (each layer's moments), what a pass keeps from its I to its W
+    (None: no split backward)."""
     if moments.weight_rows is None:
         return None
-    return [{"layer_activations": n * moments.weight_rows} for n in layers]
+    return [{"layer_activations": sum(m.weight_rows for m in stack)} for stack in stacks]
 
 
 def _pass(is_first: bool, is_last: bool, first: dict, last: dict) -> Pass:

@@ -55,7 +55,8 @@ __all__ = ["CATEGORIES", "Event", "LayerMoments", "Pass", "StageTimeline", "stag
 def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                    persistent_gradients: bool, workspace: int, passes: list[Pass],
                    layers: list[int], layer: LayerMoments, loss: dict[str, int],
-                   mask: int, copies=None, tied_gradient: int = 0) -> StageTimeline:
+                   mask: int, copies=None, tied_gradient: int = 0,
+                   stacks=None) -> StageTimeline:
     """Stage ``i``'s events for one optimizer step.
 
     Args:
@@ -74,9 +75,13 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
             and ``input_buffer.cpp``: a node runs once all its inputs have
             arrived, so the tied weight's ``AccumulateGrad`` holds the first
             gradient in its input buffer until the embedding's backward).
+        stacks: per model chunk, each layer's :class:`LayerMoments`, first
+            layer first (a model that mixes dense and MoE layers,
+            :func:`actmem.run.moe_timeline.stage_stacks`); None: every layer
+            is ``layer``, which gives the recomputation and k in any case.
     """
     step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask,
-                 copies or _NoCopies())
+                 copies or _NoCopies(), stacks)
     step.tied = tied_gradient
     events = [Event("before the step", "", "after", step.alive())]
     for op in plan.ops[i]:
@@ -108,7 +113,7 @@ class _Step:
     """The running state of one stage's step: passes held, gradients made."""
 
     def __init__(self, states, persistent_gradients, workspace, passes, layers, layer,
-                 loss, mask, copies):
+                 loss, mask, copies, stacks=None):
         self.states, self.passes, self.layers, self.layer = states, passes, layers, layer
         self.loss, self.mask, self.copies = loss, mask, copies
         self.workspace = workspace
@@ -116,6 +121,8 @@ class _Step:
         self.tied = self.tied_waiting = 0
         self.held = [0] * len(passes)
         self.waiting = [0] * len(passes)   # passes between their I and their W
+        self.stacks = ([(layer,) * n for n in layers] if stacks is None
+                       else [tuple(stack) for stack in stacks])   # each layer's moments
         self._kept = [self.kept(c) for c in range(len(passes))]
 
     def take(self, op) -> None:
@@ -133,14 +140,14 @@ class _Step:
         keeps from I to W (W reads no weight: I frees their copies)."""
         if self.layer.weight_rows is None:
             return self._kept[chunk]
-        return self.layers[chunk] * self.layer.weight_rows, 0, 0
+        return sum(m.weight_rows for m in self.stacks[chunk]), 0, 0
 
     def _layer_bytes(self, chunk: int) -> int:
         """What one pass keeps for the chunk's layers."""
-        layer = self.layer
-        if layer.recompute == "full":
-            return -(-self.layers[chunk] // layer.group) * layer.checkpoint
-        return self.layers[chunk] * layer.kept
+        stack = self.stacks[chunk]
+        if self.layer.recompute == "full":
+            return sum(m.checkpoint for m in stack[::self.layer.group])
+        return sum(m.kept for m in stack)
 
     def kept(self, chunk: int) -> tuple[int, int, int]:
         """(activations, logits_loss, weight copies) one pass through ``chunk``
@@ -166,11 +173,18 @@ class _Step:
 
     def forward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a forward pass through ``chunk``."""
-        p, layer, copies = self.passes[chunk], self.layer, self.copies
+        p, copies, stack = self.passes[chunk], self.copies, self.stacks[chunk]
+        layer = stack[-1] if stack else self.layer
         mask = self.mask if p.loads_data else 0
         cast = self.layers[chunk] * (copies.weights + copies.biases)  # cached till the end
+        moe = [j for j, m in enumerate(stack) if m.dispatch]
+        if moe:   # the last MoE layer's token dispatch, after its routed experts
+            yield (f"forward of {name}: the last MoE layer's token dispatch",
+                   self.alive(p.embedding + self._forward_layers_before(chunk, moe[-1])
+                              + stack[moe[-1]].to_dispatch,
+                              transient=mask + stack[moe[-1]].dispatch, weights=cast))
         if layer.scores and self.layers[chunk]:
-            earlier = self._forward_layers_before_last(chunk)
+            earlier = self._forward_layers_before(chunk, len(stack) - 1)
             yield (f"forward of {name}: attention scores beside the softmax",
                    self.alive(p.embedding + earlier + layer.to_softmax,
                               transient=mask + layer.scores,
@@ -184,20 +198,19 @@ class _Step:
             yield (f"end of the forward of {name}, its batch still loaded",
                    self.alive(*self._kept[chunk][:2], transient=mask, weights=cast))
 
-    def _forward_layers_before_last(self, chunk: int) -> int:
-        """Bytes the chunk's earlier layers hold when its last layer computes
-        its scores (full recomputation: one checkpoint per group, the current
-        group's included, less the last layer's input if it starts a group:
-        that input is counted with the layer)."""
-        layer, layers = self.layer, self.layers[chunk]
-        if layer.recompute != "full":
-            return (layers - 1) * layer.kept
-        starts_group = (layers - 1) % layer.group == 0
-        return self._layer_bytes(chunk) - (layer.checkpoint if starts_group else 0)
+    def _forward_layers_before(self, chunk: int, j: int) -> int:
+        """Bytes the chunk's layers before its layer ``j`` hold while layer
+        ``j`` runs its forward (full recomputation: one checkpoint per group
+        that starts before ``j``; layer j's own input is counted with it)."""
+        stack = self.stacks[chunk][:j]
+        if self.layer.recompute != "full":
+            return sum(m.kept for m in stack)
+        return sum(m.checkpoint for m in stack[::self.layer.group])
 
     def backward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a backward pass through ``chunk``."""
-        p, layer = self.passes[chunk], self.layer
+        p, stack = self.passes[chunk], self.stacks[chunk]
+        layer = stack[-1] if stack else self.layer
         if p.last:
             yield (f"loss backward of {name}",
                    self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
@@ -207,6 +220,12 @@ class _Step:
         # by now the loss and the output layer are differentiated: their
         # saved tensors (the softmax, the output layer's inputs) are freed
         kept = self._layer_bytes(chunk) + p.output
+        if layer.dispatch_backward:   # the last layer is an MoE layer
+            rows = layer.kept if layer.recompute == "selective" else layer.full
+            yield (f"backward of {name}: the last layer's MoE combine",
+                   self.alive(self._backward_layers(chunk, rows) - kept, -p.logits_loss,
+                              transient=layer.dispatch_backward,
+                              weights=self._backward_copies(chunk, mlp=True)))
         if layer.mlp_gradients:
             mlp = self._backward_layers(chunk, layer.full) if layer.recompute == "full" \
                 else self._layer_bytes(chunk)
@@ -245,9 +264,9 @@ class _Step:
         ``this``, the last layer's rows still alive (recomputed where
         needed). The last group's checkpoint is the input of its first
         recomputed layer, so it is counted once."""
-        layer, layers = self.layer, self.layers[chunk]
-        if layer.recompute != "full":
-            return (layers - 1) * layer.kept + this
-        groups = -(-layers // layer.group)
-        last_group = layers - (groups - 1) * layer.group
-        return (groups - 1) * layer.checkpoint + (last_group - 1) * layer.full + this
+        stack, group = self.stacks[chunk], self.layer.group
+        if self.layer.recompute != "full":
+            return sum(m.kept for m in stack[:-1]) + this
+        start = (len(stack) - 1) // group * group   # the last group's first layer
+        return (sum(m.checkpoint for m in stack[:start:group])
+                + sum(m.full for m in stack[start:-1]) + this)

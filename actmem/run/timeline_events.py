@@ -69,6 +69,13 @@ class LayerMoments:
             (:func:`actmem.run.split_backward.weight_gradient_bytes`); None:
             the whole pass stays until W, as PyTorch 2.13 keeps it (measured,
             :mod:`actmem.measure.pipeline`).
+        dispatch, dispatch_backward: transient bytes of an MoE layer's token
+            dispatch at its busiest moment of the forward (after the routed
+            experts, while the combine runs) and of the backward (the
+            combine's gradients), 0 for a dense layer
+            (:func:`actmem.run.moe_timeline.dispatch_buffers`).
+        to_dispatch: the MoE layer's rows alive at that forward moment (its
+            rows up to the MoE block, under the run's recomputation).
     """
 
     kept: int
@@ -81,6 +88,9 @@ class LayerMoments:
     weight_rows: int | None = None
     score_gradients: int | None = None
     mlp_gradients: int = 0
+    dispatch: int = 0
+    dispatch_backward: int = 0
+    to_dispatch: int = 0
 
     @property
     def softmax_gradients(self) -> int:

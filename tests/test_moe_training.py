@@ -1,0 +1,160 @@
+"""MoE in whole training jobs (issue 23, item 1): layers by kind on each stage,
+etp != t, and the token dispatch's buffers in the timeline.
+
+Every expected number is derived here by hand from the shapes, following
+actmem/run/moe_timeline.py's docstring (Megatron-LM's MoELayer.forward and
+MoEAlltoAllTokenDispatcher).
+"""
+
+import pytest
+
+from actmem import LayerConfig, ModelConfig, activation_memory, model_states, training_memory
+from actmem.run.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
+                                     stack_parts, stage_stacks, virtual_offsets)
+from actmem.run.timeline_events import LayerMoments
+
+S, H, A, E, K, FE = 64, 64, 4, 4, 2, 32
+TINY = ModelConfig(s=S, b=1, h=H, a=A, L=4, vocab_size=256, activation="swiglu",
+                   ffn_hidden_size=96, num_experts=E, moe_router_topk=K,
+                   moe_ffn_hidden_size=FE, moe_layer_freq=(0, 1, 1, 0), norm="rmsnorm",
+                   bias=False, tied_embeddings=False, positions="rotary", dropout=False,
+                   flash_attention=True)
+ROW = 2 * H  # bytes of one bf16 token copy
+
+
+def moe_layer(t=1, etp=None, **extra):
+    return LayerConfig(S, 1, H, A, t, sequence_parallel=t > 1, activation="swiglu",
+                       num_experts=E, moe_router_topk=K, moe_ffn_hidden_size=FE, etp=etp,
+                       dropout=False, flash_attention=True, **extra)
+
+
+def test_one_rank_holds_the_permuted_tokens_and_the_experts_output_and_its_unsort():
+    R = S * K  # copies this rank sends: its s*b tokens, k each
+    assert dispatch_buffers(moe_layer()) == {
+        "permuted tokens": R * ROW, "dispatched probabilities": 2 * R,
+        "experts' output": R * ROW, "unsorted output": R * ROW}
+
+
+def test_one_expert_per_rank_sorts_nothing_and_the_all_to_all_output_is_the_experts_input():
+    R = S * K
+    assert dispatch_buffers(moe_layer(), ep=E) == {
+        "permuted tokens": R * ROW, "experts' output": R * ROW, "all-to-all back": R * ROW}
+
+
+def test_expert_tensor_parallelism_gathers_then_reduce_scatters():
+    R, x = S // 2 * K, 2   # t=2: each rank routes its s/t tokens
+    assert dispatch_buffers(moe_layer(t=2), ep=2) == {
+        "permuted tokens": R * ROW, "all-to-all output": R * ROW,
+        "dispatched probabilities": 2 * R, "experts' output": R * x * ROW,
+        "unsorted output": R * x * ROW, "reduce-scatter output": R * ROW}
+
+
+def test_the_backward_holds_the_output_gradient_and_the_largest_pair_of_the_reverse_chain():
+    R = S * K
+    assert dispatch_gradients(moe_layer()) == {      # unpermute's R, the unsort's R
+        "layer output gradient": 2 * S * H, "combine gradients": 2 * R * ROW}
+    assert dispatch_gradients(moe_layer(), ep=E) == {  # unpermute's R, all-to-all's R
+        "layer output gradient": 2 * S * H, "combine gradients": 2 * R * ROW}
+    R2 = S // 2 * K   # t=etp=2, ep=4: R, R, 2R (all-gather): the pair R + 2R
+    assert dispatch_gradients(moe_layer(t=2), ep=4)["combine gradients"] == 3 * R2 * ROW
+
+
+def test_dispatch_refuses_a_dense_layer_and_an_ep_that_does_not_divide_the_experts():
+    with pytest.raises(ValueError, match="c must be an MoE LayerConfig"):
+        dispatch_buffers(LayerConfig(S, 1, H, A))
+    with pytest.raises(ValueError, match="ep=3 must be a positive int dividing num_experts=4"):
+        dispatch_buffers(moe_layer(), ep=3)
+
+
+def layer_bytes(moe, recompute="none", t=1, etp=None):
+    model = TINY if moe else dense_twin(TINY)
+    extra = {"moe": True, "etp": etp} if moe else {}
+    c = model.layer(t, t > 1, recompute, **extra)
+    return activation_memory(**vars(c)).total
+
+
+@pytest.mark.parametrize("p", [1, 2, 4])
+def test_each_stage_keeps_its_own_layers_of_each_kind(p):
+    r = training_memory(TINY, p=p, m=p)
+    pattern = TINY.moe_pattern()
+    for i, stage in enumerate(r.stages):
+        mine = pattern[i * 4 // p:(i + 1) * 4 // p]
+        one_pass = sum(layer_bytes(kind) for kind in mine)
+        assert stage.layer_activations == (p - i) * one_pass   # 1F1B: p - i passes
+
+
+def test_a_model_of_dense_layers_only_runs_as_its_dense_twin():
+    zero = TINY.with_(moe_layer_freq=(0, 0, 0, 0))
+    for run in ({"p": 2, "m": 4}, {"recompute": "full", "recompute_num_layers": 2},
+                {"p": 2, "v": 2, "m": 4, "schedule": "interleaved-zb"}):
+        a, b = training_memory(zero, **run), training_memory(dense_twin(TINY), **run)
+        assert [s.timeline for s in a.stages] == [s.timeline for s in b.stages]
+
+
+def test_the_forward_dispatch_event_adds_the_buffers_to_the_rows_alive_then():
+    r = training_memory(TINY, m=1, create_attention_mask_in_dataloader=False)
+    stage = r.stages[0]
+    event = next(e for e in stage.timeline.events if "token dispatch" in e.label)
+    before = next(e for e in stage.timeline.events if e.label == "before the step")
+    # the last MoE layer is layer 2: layers 0 (dense) and 1 (MoE) kept, layer 2's
+    # rows but the dropout mask (none here: no dropout), token ids of the embedding
+    moe = TINY.layer(moe=True)
+    rows = activation_memory(**vars(moe)).total
+    expect = 8 * S + layer_bytes(False) + layer_bytes(True) + rows
+    assert event.by_category["activations"] == expect
+    assert event.by_category["transient"] == sum(dispatch_buffers(moe).values())
+    assert event.total - before.total == expect + sum(dispatch_buffers(moe).values())
+
+
+def test_the_backward_of_a_last_moe_layer_holds_its_combine_gradients():
+    model = TINY.with_(moe_layer_freq=(0, 1, 1, 1))
+    stage = training_memory(model, m=1).stages[0]
+    event = next(e for e in stage.timeline.events if "MoE combine" in e.label)
+    assert event.by_category["transient"] == sum(dispatch_gradients(model.layer(moe=True)).values())
+    assert event.by_category["activations"] == 8 * S + layer_bytes(False) + 3 * layer_bytes(True)
+
+
+def test_etp_other_than_t_takes_its_rows_and_its_states():
+    run = dict(t=2, d=2, ep=2, sequence_parallel=True)
+    for etp in (1, 2):
+        r = training_memory(TINY, etp=etp, **run)
+        assert r.stages[0].layer_activations == (2 * layer_bytes(False, t=2)
+                                                 + 2 * layer_bytes(True, t=2, etp=etp))
+        assert r.stages[0].weights == model_states(TINY, etp=etp, accounting="megatron",
+                                                   **{k: run[k] for k in ("t", "d", "ep")}).weights
+    one = training_memory(TINY, etp=1, **run).stages[0]
+    two = training_memory(TINY, etp=2, **run).stages[0]
+    assert one.layer_activations < two.layer_activations and one.weights > two.weights
+
+
+def test_interleaved_chunks_hold_the_layers_of_their_virtual_stages():
+    assert virtual_offsets(((1, 1), (1, 1)), False) == [[0, 2], [1, 3]]
+    assert virtual_offsets(((1, 1), (1, 1)), True) == [[0, 3], [1, 2]]
+    kinds, pattern, split = {0: "dense", 1: "MoE"}, (0, 1, 1, 0), ((1, 1), (1, 1))
+    assert stage_stacks(pattern, split, 0, kinds) == [("dense",), ("MoE",)]
+    assert stage_stacks(pattern, split, 1, kinds) == [("MoE",), ("dense",)]
+    assert stage_stacks(pattern, split, 1, kinds, v_shaped=True) == [("MoE",), ("MoE",)]
+    r = training_memory(TINY, p=2, v=2, m=2, schedule="interleaved")
+    one = training_memory(TINY.with_(moe_layer_freq=(0, 1, 0, 1)), p=2, v=2, m=2,
+                          schedule="interleaved")
+    # stage 1 holds layers 1 and 3: MoE and dense, or two MoE layers
+    assert one.stages[1].layer_activations - r.stages[1].layer_activations == (
+        layer_bytes(True) - layer_bytes(False)) * (
+        r.stages[1].layer_activations // (layer_bytes(True) + layer_bytes(False)))
+
+
+def test_mixed_layers_under_recomputation_rebuild_the_largest_layer_or_group():
+    d = LayerMoments(kept=10, full=30, to_softmax=0, scores=0, checkpoint=4,
+                     recompute="full", group=2)
+    m = LayerMoments(kept=12, full=50, to_softmax=0, scores=0, checkpoint=4,
+                     recompute="full", group=2)
+    assert stack_parts((d, m, m), "selective", 1) == (34, 38)
+    assert stack_parts((d, m, m), "full", 2) == (8, 30 + 50 - 4)   # the group (d, m)
+    assert stack_parts((), "none", 1) == (0, 0)
+
+
+def test_invalid_expert_sizes_name_the_argument():
+    with pytest.raises(ValueError, match="ep=3 must divide num_experts=4"):
+        training_memory(TINY, ep=3)
+    with pytest.raises(ValueError, match=r"ep\*etp=4 \(ep=2, etp=2\) must divide t\*d=2"):
+        training_memory(TINY, t=2, ep=2, etp=2, sequence_parallel=True)
