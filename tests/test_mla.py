@@ -148,3 +148,26 @@ def test_model_config_passes_mla_to_its_layers():
         ModelConfig(s=64, b=1, h=64, a=4, L=2, vocab_size=100, kv_heads=2, **SMALL)
     with pytest.raises(TypeError, match="ModelConfig.layer"):
         model.layer(q_lora_rank=8)
+
+
+def _dense_lite():
+    return MOE_PRESETS["deepseek-v2-lite"].with_(
+        num_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
+        moe_shared_expert_intermediate_size=None, moe_layer_freq=1, L=4)
+
+
+def test_training_memory_keeps_the_mla_rows():
+    from dataclasses import asdict
+
+    from actmem import training_memory
+    model = _dense_lite()
+    stage = training_memory(model, t=2, sequence_parallel=True).stages[0]
+    layer = activation_memory(**asdict(model.layer(2, True)))
+    assert "kv_up_input" in {r.key for r in layer.rows}
+    assert stage.layer_activations == 4 * layer.total
+
+
+def test_training_memory_refuses_other_precisions_with_mla():
+    from actmem import training_memory
+    with pytest.raises(ValueError, match="precision='fp32'.*multi_latent_attention=True"):
+        training_memory(_dense_lite(), precision="fp32", logits_bytes=4)

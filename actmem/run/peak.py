@@ -235,6 +235,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
                          "(fp32 rows and autocast's weight copies); this model has "
                          "multi_latent_attention=True: use 'bf16'")
+    if precision != "bf16" and model.multi_latent_attention:
+        raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
+                         "(fp32 rows and autocast's weight copies); this model has "
+                         "multi_latent_attention=True: use 'bf16'")
     if precision != "bf16" and logits_bytes != 4:
         raise ValueError(f"logits_bytes={logits_bytes!r} contradicts precision={precision!r}: "
                          "the loss keeps fp32 logits in fp32 and under autocast "
