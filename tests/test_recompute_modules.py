@@ -147,3 +147,34 @@ def test_mla_up_proj_drops_q_k_v_and_the_latents_norm_outputs():
     with pytest.raises(ValueError, match="mla_up_proj.*sequence_parallel=True is not modelled"):
         LayerConfig(S, B, H, A, 2, sequence_parallel=True, recompute_modules=["mla_up_proj"],
                     **MLA)
+
+
+@pytest.mark.parametrize("mods, activation", [
+    (None, "gelu"), (("mlp",), "swiglu"), (("layernorm",), "gelu"),
+    (("core_attn", "layernorm", "mlp"), "swiglu")])
+def test_measured_rows_match_the_ledger_to_the_byte(mods, activation):
+    pytest.importorskip("torch")
+    from actmem.measure.compare import compare
+    from actmem.measure.recompute_modules import gradients_match, measure_recompute_modules
+    c = LayerConfig(64, 2, 32, 4, recompute="selective", recompute_modules=mods,
+                    activation=activation)
+    result = compare(measure_recompute_modules(c))
+    assert [r.key for r in result.rows if not r.exact] == []
+    assert result.measured_rows_total == activation_memory(**{
+        f: getattr(c, f) for f in ("s", "b", "h", "a", "t", "recompute", "activation",
+                                   "recompute_modules")}).total
+    freed = {e.storage.key for e in result.extras if e.storage.nbytes == 0}
+    assert freed == ({"qkv_input", "fc1_input"} if "layernorm" in (mods or ()) else set())
+    stats = [e for e in result.extras if e.storage.saved_by[:1] and
+             e.storage.saved_by[0].startswith("NativeLayerNormBackward0")]
+    assert len(stats) == (0 if "layernorm" in (mods or ()) else 4)   # no_grad norms save none
+    assert gradients_match(c)
+
+
+def test_measured_layer_refuses_moe_names():
+    pytest.importorskip("torch")
+    from actmem.measure.recompute_modules import ModuleRecomputeLayer
+    c = LayerConfig(64, 2, 32, 4, recompute="selective", recompute_modules=["moe_act"], **{
+        k: v for k, v in MOE.items() if k != "recompute"})
+    with pytest.raises(ValueError, match="dense layer"):
+        ModuleRecomputeLayer(c)
