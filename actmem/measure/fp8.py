@@ -1,0 +1,124 @@
+"""A reference layer whose linear layers save FP8 inputs, as Transformer Engine does.
+
+:class:`ReferenceFP8Layer` is :class:`.layer.ReferenceLayer` (t = 1) with
+each linear layer replaced by :class:`FP8Linear`, which does what TE's
+``linear.py``: _linear_forward and ``layernorm_linear.py`` save for backward
+under delayed scaling (:mod:`actmem.layer.fp8`): the input quantized to
+``torch.float8_e4m3fn`` with a per-tensor scale (the column-wise copy, the
+transpose Hopper's GEMM reads, 1 byte per element) and the fp32 scale
+inverse (one number), quantized once per input however many projections
+read it (Megatron's fused ``linear_qkv`` and ``linear_fc1``). Everything
+else (norms, attention, activation function, dropout) runs in bf16 as
+before, so FlashAttention still saves its bf16 output beside the output
+projection's FP8 copy.
+
+The weight saved for the input gradient is the bf16 parameter here
+(excluded from the recording, as every parameter); TE saves its cached FP8
+copy, a model state (:func:`actmem.layer.fp8.fp8_state_bytes`). CPU has no
+FP8 GEMM: the products use the dequantized input, which changes values, not
+saved bytes.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..layer.config import LayerConfig
+from ..layer.ledger import ledger_rows
+from .layer import ReferenceLayer, layer_input
+from .run import Measurement
+from .saved import Recorder, named
+
+E4M3_MAX = 448.0
+"""Largest finite ``float8_e4m3fn`` value: the scale maps amax onto it."""
+
+
+class Quantizer:
+    """Per-tensor FP8 quantization with the scale from the tensor's amax,
+    once per input tensor (a cache keyed by identity, cleared per forward)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.last is None or self.last[0] is not x:
+            flat = x.detach().reshape(-1, x.shape[-1]).float()
+            scale = E4M3_MAX / flat.abs().amax().clamp(min=1e-12)
+            columnwise = (flat * scale).to(torch.float8_e4m3fn).t().contiguous()
+            scale_inv = named("fp8_scale_inv", scale.reciprocal().reshape(1))
+            self.last = (x, named(self.key, columnwise), scale_inv)
+        return self.last[1], self.last[2]
+
+
+class _FP8LinearFunction(torch.autograd.Function):
+    """``y = x W^T + b`` saving the FP8 input, its scale inverse and W."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, x_fp8, scale_inv):
+        ctx.save_for_backward(x_fp8, scale_inv, weight)
+        ctx.shape = x.shape
+        x_deq = (x_fp8.t().float() * scale_inv).to(x.dtype)
+        return F.linear(x_deq, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_fp8, scale_inv, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])
+        x_deq = (x_fp8.t().float() * scale_inv).to(grad.dtype)
+        dx = (g @ weight).view(ctx.shape)
+        return dx, g.t() @ x_deq, g.sum(0), None, None
+
+
+class FP8Linear(nn.Module):
+    """A base linear (``weight``, ``bias``, t = 1) run as TE's FP8 linear."""
+
+    def __init__(self, base: nn.Module, quantizer: Quantizer):
+        super().__init__()
+        self.base, self.quantizer = base, quantizer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x_fp8, scale_inv = self.quantizer(x)
+        return _FP8LinearFunction.apply(x, self.base.weight, self.base.bias, x_fp8, scale_inv)
+
+
+class ReferenceFP8Layer(ReferenceLayer):
+    """The reference layer with FP8 linear layers (``config.fp8`` set, t = 1).
+
+    Raises:
+        ValueError: ``config.fp8`` is None, or t > 1.
+    """
+
+    def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
+        if config.fp8 is None or config.t != 1:
+            raise ValueError(f"ReferenceFP8Layer needs fp8 and t = 1, got fp8={config.fp8!r}, "
+                             f"t={config.t}")
+        super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
+        keys = {r.key for r in ledger_rows(config)}
+        proj = "proj_input_fp8" if "proj_input_fp8" in keys else "proj_input"
+        self.quantizers = {"qkv": Quantizer("qkv_input"), "proj": Quantizer(proj),
+                           "fc1": Quantizer("fc1_input"), "fc2": Quantizer("fc2_input")}
+        group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
+                 "gate": "fc1", "up": "fc1", "fc2": "fc2"}
+        for name in list(self.linears):
+            self.linears[name] = FP8Linear(self.linears[name], self.quantizers[group[name]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for quantizer in self.quantizers.values():
+            quantizer.last = None
+        return super().forward(x)
+
+
+def measure_fp8(config: LayerConfig, mask: str = "bool") -> Measurement:
+    """One forward pass of :class:`ReferenceFP8Layer`, every saved storage
+    recorded (parameters excluded), as :func:`.run.measure_layer`.
+
+    Raises:
+        ValueError: see :class:`ReferenceFP8Layer`.
+    """
+    layer = ReferenceFP8Layer(config, mask=mask)
+    with Recorder(layer.parameters()) as rec:
+        out = layer(layer_input(config))
+    return Measurement(config, 0, mask, rec.storages(out))

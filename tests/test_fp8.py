@@ -1,0 +1,94 @@
+"""FP8 with Transformer Engine (issue 23 item 3): rows, model states, checks, measured."""
+
+import os
+
+import pytest
+
+from actmem import LayerConfig, activation_memory
+from actmem.layer.fp8 import fp8_state_bytes
+
+LLAMA = dict(s=4096, b=1, h=4096, a=32, activation="swiglu", ffn_hidden_size=11008,
+             flash_attention=True, dropout=False)
+"""LLaMA-2-7B's layer (Touvron et al. 2023) at s = 4096, b = 1."""
+
+
+def _rows(**kw):
+    return {r.key: r for r in activation_memory(**kw).rows}
+
+
+def test_linear_inputs_take_one_byte_and_flash_keeps_the_bf16_output():
+    bf16, fp8 = _rows(**LLAMA), _rows(**LLAMA, fp8="hybrid")
+    sbh, sbf = 4096 * 4096, 4096 * 11008
+    for key, size in (("qkv_input", sbh), ("fc1_input", sbh), ("fc2_input", sbf)):
+        assert (bf16[key].bytes, fp8[key].bytes) == (2 * size, size)
+    assert fp8["proj_input"].bytes == 2 * sbh  # FlashAttention's backward reads O
+    assert fp8["proj_input_fp8"].bytes == sbh
+    assert fp8["fp8_scale_inv"].bytes == 4 * 4  # one fp32 per saved FP8 tensor
+    for key in ("attn_norm_input", "query", "key", "value", "swiglu_gate", "mlp_norm_input"):
+        assert fp8[key] == bf16[key]
+    saved = activation_memory(**LLAMA).total - activation_memory(**LLAMA, fp8="e4m3").total
+    assert saved == (sbh + sbh + sbf) - sbh - 16  # qkv, fc1, fc2 halved; proj's FP8 copy added
+
+
+def test_without_flash_attention_the_projection_input_is_fp8_only():
+    rows = _rows(s=64, b=2, h=64, a=4, fp8="e4m3")
+    assert rows["proj_input"].bytes == 64 * 2 * 64 and "proj_input_fp8" not in rows
+    assert rows["fp8_scale_inv"].elements == 4
+
+
+def test_sequence_parallel_keeps_the_local_shard_in_fp8():
+    rows = _rows(s=64, b=2, h=64, a=4, t=2, sequence_parallel=True, fp8="hybrid")
+    assert rows["qkv_input"].bytes == 64 * 2 * 64 // 2  # s/t tokens, 1 byte
+    assert rows["fp8_scale_inv"].bytes == 16  # each rank its own scales
+
+
+def test_full_recomputation_and_default_unchanged():
+    kw = dict(s=64, b=2, h=64, a=4, recompute="full")
+    assert activation_memory(**kw, fp8="hybrid").rows == activation_memory(**kw).rows
+    assert activation_memory(64, 2, 64, 4, fp8=False).rows == activation_memory(64, 2, 64, 4).rows
+    assert activation_memory(2048, 1, 4096, 32, t=8).total // 2**20 == 184
+
+
+def test_state_bytes_per_layer_follow_te():
+    c = LayerConfig(**LLAMA, t=2, fp8="hybrid")
+    weights = (4096 * 3 * 4096 + 4096 * 4096 + 4096 * 2 * 11008 + 11008 * 4096) // 2
+    assert fp8_state_bytes(c) == {"weight_copies": 2 * weights + 16, "scaling": 4 * 40}
+    assert fp8_state_bytes(c, amax_history_len=1024)["scaling"] == 4 * 20 * 1025
+    assert fp8_state_bytes(LayerConfig(**LLAMA)) == {"weight_copies": 0, "scaling": 0}
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(fp8=True), "--fp8-format"),
+    (dict(fp8="e5m2"), "'e4m3', 'hybrid'"),
+    (dict(fp8="hybrid", s=60), "tokens s\\*b=60 must be divisible by 8"),
+    (dict(fp8="hybrid", h=72, a=4), "h=72 must be divisible by 16"),
+    (dict(fp8="hybrid", h=96, t=4), "h/t=24"),
+    (dict(fp8="hybrid", ffn_hidden_size=200), "f/t"),
+    (dict(fp8="hybrid", lora_rank=4, lora_targets=("q_proj",)), "no LoRA"),
+])
+def test_invalid_fp8_names_the_argument(kw, message):
+    shape = {"s": 64, "b": 1, "h": 64, "a": 4, **kw}
+    with pytest.raises(ValueError, match=message):
+        LayerConfig(**shape)
+
+
+@pytest.fixture(scope="module", params=["gelu", "swiglu_flash", "selective"])
+def measured(request):
+    if not os.environ.get("CI"):
+        pytest.importorskip("torch", reason="torch is not installed")
+    from actmem.measure.compare import compare
+    from actmem.measure.fp8 import measure_fp8
+    kw = {"gelu": {}, "swiglu_flash": dict(activation="swiglu", flash_attention=True,
+                                           dropout=False),
+          "selective": dict(recompute="selective")}[request.param]
+    return compare(measure_fp8(LayerConfig(16, 2, 32, 4, fp8="hybrid", **kw)))
+
+
+def test_measured_fp8_rows_to_the_byte(measured):
+    assert [(r.key, r.measured_bytes) for r in measured.rows] == \
+        [(r.key, r.ledger_bytes) for r in measured.rows]
+    dtypes = {r.key: r.measured_dtype for r in measured.rows}
+    assert dtypes["qkv_input"] == dtypes["fc2_input"] == "float8_e4m3fn"
+    assert dtypes["fp8_scale_inv"] == "float32" and dtypes["attn_norm_input"] == "bfloat16"
+    assert all(e.storage.saved_by[0].startswith(("NativeLayerNorm", "MulBackward0"))
+               for e in measured.extras)
