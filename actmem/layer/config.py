@@ -190,6 +190,11 @@ class LayerConfig:
         fp8: ``None`` or Megatron-LM's ``--fp8-format``, ``"e4m3"`` or
             ``"hybrid"``: Transformer Engine's FP8 linear layers
             (:mod:`actmem.layer.fp8`).
+        kv_channels: each attention head's width d (``--kv-channels``);
+            ``None`` means h/a, Megatron-LM's default. Q, K, V and the
+            output projection's input take it (:mod:`actmem.layer.head_dim`).
+        qk_layernorm: norms on each head's query and key
+            (``--qk-layernorm``), which keep their inputs.
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -231,6 +236,8 @@ class LayerConfig:
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = ()
     fp8: str | None = None
+    kv_channels: int | None = None
+    qk_layernorm: bool = False
 
     def __post_init__(self) -> None:
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
@@ -257,6 +264,8 @@ class LayerConfig:
         object.__setattr__(self, "lora_targets", check_lora(self))
         from .fp8 import check_fp8
         object.__setattr__(self, "fp8", check_fp8(self))
+        from .head_dim import check_head_options  # head_dim builds on the ledger
+        check_head_options(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

@@ -103,7 +103,8 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if config.cp > 1:  # each rank's s/cp tokens (actmem.layer.context_parallel)
         from .context_parallel import with_context_parallel
         return with_context_parallel(config)
-    rows = attention_rows(config) + mlp_rows(config)
+    from .head_dim import with_head_dim  # kv_channels, qk_layernorm: head width d
+    rows = with_head_dim(attention_rows(config), config) + mlp_rows(config)
     if config.num_experts is not None:
         from .moe import with_moe  # moe builds on this module's rows
         rows = with_moe(rows, config)

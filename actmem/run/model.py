@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
+from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..validate import choice, flag, instance, positive_int
 
@@ -23,7 +24,8 @@ NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
-                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS)
+                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS,
+                       *HEAD_OPTIONS)
 """The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
 (from the model's fields or its own arguments)."""
 RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
@@ -62,6 +64,9 @@ class ModelConfig:
         qk_pos_emb_head_dim, v_head_dim: multi-latent attention in every
             layer, as :class:`actmem.LayerConfig` (Megatron-LM's flags in
             snake_case; :mod:`actmem.layer.mla`).
+        kv_channels, qk_layernorm: each head's width d (``--kv-channels``,
+            None: h/a) and norms on queries and keys (``--qk-layernorm``),
+            as :class:`actmem.LayerConfig` (:mod:`actmem.layer.head_dim`).
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
@@ -100,6 +105,8 @@ class ModelConfig:
     qk_head_dim: int = 128
     qk_pos_emb_head_dim: int = 64
     v_head_dim: int = 128
+    kv_channels: int | None = None
+    qk_layernorm: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
@@ -163,8 +170,7 @@ class ModelConfig:
 
         Raises:
             ValueError: ``moe=None`` for a model that mixes dense and MoE
-                layers (functions that treat all layers alike, such as
-                :func:`actmem.training_memory`, cannot take it yet);
+                layers (:func:`actmem.training_memory` asks for each kind);
                 ``moe=True`` for a dense model; invalid values as
                 :class:`LayerConfig`; an option the model fixes or
                 :class:`LayerConfig` lacks.
@@ -179,8 +185,7 @@ class ModelConfig:
             if len(kinds) > 1:
                 raise ValueError(f"moe_layer_freq={self.moe_layer_freq!r} mixes dense and MoE "
                                  "layers; ask for one kind with moe=True or moe=False "
-                                 "(functions that treat all layers alike, such as "
-                                 "training_memory, do not model mixed models yet)")
+                                 "(training_memory puts each layer of its kind on its stage)")
             moe = kinds == {1}
         experts = {}
         if moe:
@@ -201,7 +206,8 @@ class ModelConfig:
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
                            activation=self.activation, dropout=self.dropout, **experts,
-                           **{name: getattr(self, name) for name in MLA_OPTIONS}, **options)
+                           **{name: getattr(self, name) for name in (*MLA_OPTIONS, *HEAD_OPTIONS)},
+                           **options)
 
     def padded_vocab(self, t: int = 1) -> int:
         """Megatron-LM's padded vocabulary: the smallest multiple of
@@ -316,6 +322,11 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     split = {"attention": h * (h + 2 * kv) + bias * (h + 2 * kv) + h * h,
              "mlp": h * f_in + bias * f_in + c.f * h}
     replicated = {"attention": bias * h + norm, "mlp": bias * h + norm}
+    if c.kv_channels is not None or c.qk_layernorm:  # head width d, query/key norms
+        split["attention"], whole = attention_parameters(
+            h, c.a, c.g, c.h // c.a if c.kv_channels is None else c.kv_channels, model.bias,
+            (norm // h) * (c.kv_channels or c.h // c.a) * c.qk_layernorm)
+        replicated["attention"] = whole + norm
     if c.multi_latent_attention:
         split["attention"], replicated["attention"] = mla_attention_parameters(
             c, h, norm // h, model.bias)

@@ -59,6 +59,14 @@ PRESETS: dict[str, ModelConfig] = {
     "llama3-70b": ModelConfig(
         s=8192, b=1, h=8192, a=64, L=80, vocab_size=128256, ffn_hidden_size=28672,
         kv_heads=8, **_LLAMA, source="Meta Llama 3 model card and config (70B)"),
+    "llama3.1-405b": ModelConfig(
+        s=8192, b=1, h=16384, a=128, L=126, vocab_size=128256, ffn_hidden_size=53248,
+        kv_heads=8, **_LLAMA,
+        source="Dubey et al. 2024 (The Llama 3 Herd of Models, arXiv 2407.21783), Table 3 "
+               "(126 layers, model dimension 16384, FFN dimension 53248, 128 heads, 8 "
+               "key/value heads) and sec. 3.4.1 (sequences of 4,096, then 8,192 tokens); "
+               "config.json of meta-llama/Llama-3.1-405B (vocabulary 128256, untied); "
+               "405,853,388,800 parameters (its safetensors total, the card's 405B)"),
 }
 """Model shapes by name; ``PRESETS[name].source`` says where each comes from."""
 
@@ -115,14 +123,35 @@ MOE_PRESETS: dict[str, ModelConfig] = {
                "(2 x 1408), vocabulary 102400; \"15.7B\" total parameters (model card): "
                "15,706,484,224 here. Its router takes the softmax over all 64 experts "
                "before top-k, as deepseek-moe-16b's"),
+    "qwen3-30b-a3b": ModelConfig(
+        s=4096, b=1, h=2048, a=32, L=48, vocab_size=151936, kv_heads=4, kv_channels=128,
+        qk_layernorm=True, ffn_hidden_size=6144, num_experts=128, moe_router_topk=8,
+        moe_ffn_hidden_size=768, **_LLAMA,
+        source="Qwen Team 2025 (Qwen3 Technical Report, arXiv 2505.09388), Table 2 and "
+               "sec. 3.2 (pre-training sequences of 4,096 tokens), and the config.json of "
+               "Qwen/Qwen3-30B-A3B: 48 layers, h 2048, 32 heads of width 128 (head_dim: "
+               "Megatron-LM's --kv-channels 128, not h/a = 64), 4 key/value heads, "
+               "q/k norms (--qk-layernorm), 128 experts of width 768, top 8 with the "
+               "probabilities renormalised (norm_topk_prob: the ledger's softmax after "
+               "top-k), every layer MoE, vocabulary 151936, untied; 30,532,122,624 "
+               "parameters (its safetensors total, the card's 30.5B)"),
+    "qwen3-235b-a22b": ModelConfig(
+        s=4096, b=1, h=4096, a=64, L=94, vocab_size=151936, kv_heads=4, kv_channels=128,
+        qk_layernorm=True, ffn_hidden_size=12288, num_experts=128, moe_router_topk=8,
+        moe_ffn_hidden_size=1536, **_LLAMA,
+        source="Qwen Team 2025 (Qwen3 Technical Report, arXiv 2505.09388), Table 2 and "
+               "sec. 3.2, and the config.json of Qwen/Qwen3-235B-A22B: 94 layers, h 4096, "
+               "64 heads of width 128 (--kv-channels 128, h/a = 64), 4 key/value heads, "
+               "q/k norms, 128 experts of width 1536, top 8, every layer MoE, vocabulary "
+               "151936, untied; 235,093,634,560 parameters (its safetensors total, the "
+               "card's 235B)"),
 }
 """Mixture-of-experts models by name, each citing its published parameter count.
 
-Kept apart from :data:`PRESETS` while the planner and the command line have
-no ``ep`` / ``etp`` controls (they would offer MoE runs with t > 1 and no
-sequence parallelism, which Megatron-LM refuses). Use them with
-:func:`actmem.parameter_count`, :func:`actmem.model_states` and, for
-models whose layers are all MoE, :func:`actmem.training_memory`."""
+Kept apart from :data:`PRESETS` (dense models, whose planner menus need no
+expert sizes). Use them with :func:`actmem.parameter_count`,
+:func:`actmem.model_states` and :func:`actmem.training_memory` (with ``ep``
+and ``etp``; models that mix dense and MoE layers too)."""
 
 
 def preset(name: str) -> ModelConfig:

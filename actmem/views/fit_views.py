@@ -46,7 +46,8 @@ MODEL_NAMES = {"gpt2-large": "GPT-2 774M", "gpt3-175b": "GPT-3 175B",
                "22b": "22B (Korthikanti et al.)", "175b": "175B (Korthikanti et al.)",
                "530b": "530B (Korthikanti et al.)", "1t": "1T (Korthikanti et al.)",
                "llama2-7b": "LLaMA-2-7B", "llama2-13b": "LLaMA-2-13B", "llama2-70b": "LLaMA-2-70B",
-               "llama3-8b": "LLaMA-3-8B", "llama3-70b": "LLaMA-3-70B"}
+               "llama3-8b": "LLaMA-3-8B", "llama3-70b": "LLaMA-3-70B",
+               "llama3.1-405b": "Llama-3.1-405B"}
 """The name the planner's model menu shows for each preset of
 :data:`actmem.PRESETS` (its value stays the preset's key); the sources are
 in each preset's ``source``."""
