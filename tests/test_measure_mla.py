@@ -6,8 +6,9 @@ torch = pytest.importorskip("torch")
 
 from actmem import LayerConfig  # noqa: E402
 from actmem.measure.compare import compare  # noqa: E402
+from actmem.measure.launch import on_ranks  # noqa: E402
 from actmem.measure.mla import (RoPEKeyValue, RoPEQuery, _rotate, _tables,  # noqa: E402
-                                measure_mla)
+                                measure_mla, measure_mla_rank)
 
 BASE = dict(multi_latent_attention=True, kv_lora_rank=16, qk_head_dim=8,
             qk_pos_emb_head_dim=4, v_head_dim=6)
@@ -87,7 +88,7 @@ def test_rotation_is_a_rotation():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(BASE, t=2), "t=2"),
+    (dict(BASE, t=2, sequence_parallel=True), "sequence_parallel=True is not measured"),
     (dict(BASE, recompute="selective"), "recompute='selective'"),
     (dict(BASE, flash_attention=True, dropout=False), "v_head_dim here"),
     ({}, "multi_latent_attention=False"),
@@ -95,3 +96,28 @@ def test_rotation_is_a_rotation():
 def test_unmeasured_configurations_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         measure_mla(LayerConfig(16, 2, 64, 4, **options))
+
+
+TP = LayerConfig(16, 2, 64, 4, t=2, q_lora_rank=24, **BASE)
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    return on_ranks(measure_mla_rank, 2, TP)
+
+
+def test_tensor_parallel_rows_measured_on_each_rank(two_ranks):
+    one = {r.key: r.ledger_bytes for r in compare(measure_mla(
+        LayerConfig(16, 2, 64, 4, q_lora_rank=24, **BASE))).rows}
+    for measurement, _ in two_ranks:
+        rank = compare(measurement)
+        assert all(r.exact for r in rank.rows)
+        rows = {r.key: r.measured_bytes for r in rank.rows}
+        assert rows["kv_up_input"] == one["kv_up_input"]  # latents whole on each rank
+        assert rows["q_down_output"] == one["q_down_output"]
+        assert 2 * rows["query"] == one["query"] and 2 * rows["value"] == one["value"]
+
+
+def test_tensor_parallel_layer_computes_the_t1_function(two_ranks):
+    for _, (out_err, grad_err) in two_ranks:
+        assert out_err < 1e-4 and grad_err < 1e-4

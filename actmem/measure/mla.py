@@ -24,17 +24,28 @@ multi_latent_attention.py``: get_query_key_value_tensors, forward) on one rank
    head dim for Q and V, so the reference needs d_qk + d_r = d_v there);
 5. the output projection and its dropout.
 
+Tensor parallelism (t ranks, gloo, :mod:`.launch`) as Megatron-LM's spec:
+the down projections and the latents' norms are whole on every rank and
+run on all s tokens; the up projections are column-parallel (a/t heads per
+rank, the f operator of :mod:`.parallel` before them, and before the
+shared rotary key column, whose gradient each rank holds in part), the
+output projection row-parallel (g after it). Sequence parallelism is not
+measured.
+
 Each tensor the ledger counts is tagged with :func:`.saved.named` under its
 row key.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import nn
 
 from ..layer.config import LayerConfig
 from .layer import ReferenceLayer, _causal_bias, dropout, fused_attention, layer_input
+from .parallel import copy_to_parallel, reduce_from_parallel
 from .run import Measurement
 from .saved import Recorder, block, named
 
@@ -104,39 +115,50 @@ def explicit_attention(q, k, v, seed, mask="bool"):
 
 
 class ReferenceMLALayer(ReferenceLayer):
-    """One GPT layer with multi-latent attention, on one rank.
+    """One GPT layer with multi-latent attention, on tensor-parallel rank
+    ``rank`` of ``config.t`` (t > 1 needs a process group of t ranks).
 
     Args:
-        config: a layer with ``multi_latent_attention=True`` and t = 1.
+        config: a layer with ``multi_latent_attention=True``.
+        rank: this process's tensor-parallel rank.
         mask, seed, dtype: as :class:`.layer.ReferenceLayer`.
 
     Raises:
-        ValueError: ``config`` has no MLA, t > 1, ``recompute`` other than
-            ``"none"``, or ``flash_attention`` with d_qk + d_r != d_v.
+        ValueError: ``config`` has no MLA, ``recompute`` other than
+            ``"none"``, ``flash_attention`` with d_qk + d_r != d_v, or as
+            :class:`.layer.ReferenceLayer` (sequence parallelism, a bad rank).
     """
 
-    def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
+    def __init__(self, config: LayerConfig, rank: int = 0, *, mask="bool", seed=0,
+                 dtype=torch.bfloat16):
         c = config
-        if not c.multi_latent_attention or c.t != 1 or c.recompute != "none":
-            raise ValueError(f"ReferenceMLALayer needs multi_latent_attention=True, t=1 and "
+        if not c.multi_latent_attention or c.recompute != "none":
+            raise ValueError(f"ReferenceMLALayer needs multi_latent_attention=True and "
                              f"recompute='none', got multi_latent_attention="
-                             f"{c.multi_latent_attention}, t={c.t}, recompute={c.recompute!r}")
+                             f"{c.multi_latent_attention}, recompute={c.recompute!r}")
         dq = c.qk_head_dim + c.qk_pos_emb_head_dim
         if c.flash_attention and dq != c.v_head_dim:
             raise ValueError(f"flash_attention=True needs qk_head_dim + qk_pos_emb_head_dim "
                              f"= v_head_dim here (PyTorch's CPU kernel), got {dq} and "
                              f"{c.v_head_dim}")
-        super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
+        super().__init__(config, rank, mask=mask, seed=seed, dtype=dtype)
         gen = torch.Generator().manual_seed(seed + 1)
-
-        def weight(i, o):
-            return nn.Parameter((torch.randn(i, o, generator=gen) * i ** -0.5).to(dtype))
         h, a, rq, rkv = c.h, c.a, c.q_lora_rank, c.kv_lora_rank
-        q_in = rq or h
+        heads = slice(rank * a // c.t, (rank + 1) * a // c.t)  # this rank's heads
+
+        def weight(i, o, part=None):  # drawn whole (t = 1), then this rank's part
+            w = torch.randn(i, o, generator=gen) * i ** -0.5
+            if part == "columns":
+                w = w.view(i, a, -1)[:, heads].reshape(i, -1)
+            elif part == "rows":
+                w = w.view(a, -1, o)[heads].reshape(-1, o)
+            return nn.Parameter(w.to(dtype))
         self.mla = nn.ParameterDict({
-            "q_up": weight(q_in, a * dq), "kv_down": weight(h, rkv + c.qk_pos_emb_head_dim),
-            "kv_up": weight(rkv, a * (c.qk_head_dim + c.v_head_dim)),
-            "proj": weight(a * c.v_head_dim, h), **({"q_down": weight(h, rq)} if rq else {})})
+            "q_up": weight(rq or h, a * dq, "columns"),
+            "kv_down": weight(h, rkv + c.qk_pos_emb_head_dim),
+            "kv_up": weight(rkv, a * (c.qk_head_dim + c.v_head_dim), "columns"),
+            "proj": weight(a * c.v_head_dim, h, "rows"),
+            **({"q_down": weight(h, rq)} if rq else {})})
         self.latent_norms = nn.ModuleDict({"kv": nn.LayerNorm(rkv).to(dtype),
                                            **({"q": nn.LayerNorm(rq).to(dtype)} if rq else {})})
         self.cos, self.sin = _tables(c.s, c.qk_pos_emb_head_dim, dtype)
@@ -149,16 +171,17 @@ class ReferenceMLALayer(ReferenceLayer):
             q = self._query(y)
             kv_combined = y @ w["kv_down"]
             latent = named("kv_down_output", kv_combined[..., :c.kv_lora_rank].contiguous())
-            kv = named("kv_up_input", self.latent_norms["kv"](latent)) @ w["kv_up"]
+            latent = named("kv_up_input", self.latent_norms["kv"](latent))
             b, s = x.shape[:2]
-            kv = kv.view(b, s, c.a, -1)
-            key, value = RoPEKeyValue.apply(kv, kv_combined[..., c.kv_lora_rank:], self.cos,
-                                            self.sin, c.qk_head_dim)
+            kv = (copy_to_parallel(latent, self.tp) @ w["kv_up"]).view(b, s, c.a // c.t, -1)
+            k_pe = copy_to_parallel(kv_combined[..., c.kv_lora_rank:], self.tp)
+            key, value = RoPEKeyValue.apply(kv, k_pe, self.cos, self.sin, c.qk_head_dim)
             q, k, v = (named(n, t.transpose(1, 2).contiguous())
                        for n, t in (("query", q), ("key", key), ("value", value)))
             core = fused_attention if c.flash_attention else explicit_attention
             out = core(q, k, v, map_seed, self.mask)
             out = named("proj_input", out.transpose(1, 2).reshape(b, s, -1)) @ w["proj"]
+            out = reduce_from_parallel(out, self.tp)
             if out_seed is None:
                 return out
             return dropout(out, out_seed, "attn_out_dropout_mask", self.mask)
@@ -169,7 +192,7 @@ class ReferenceMLALayer(ReferenceLayer):
         if c.q_lora_rank is not None:
             latent = named("q_down_output", y @ w["q_down"])
             y = named("q_up_input", self.latent_norms["q"](latent))
-        q = (y @ w["q_up"]).view(*y.shape[:2], c.a, -1)
+        q = (copy_to_parallel(y, self.tp) @ w["q_up"]).view(*y.shape[:2], c.a // c.t, -1)
         return RoPEQuery.apply(q, self.cos.unsqueeze(-2), self.sin.unsqueeze(-2),
                                c.qk_head_dim)
 
@@ -181,16 +204,41 @@ def _tables(s: int, d: int, dtype):
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
-def measure_mla(config: LayerConfig, mask: str = "bool") -> Measurement:
-    """One forward pass of :class:`ReferenceMLALayer`, every saved storage
-    recorded (as :func:`.run.measure_layer`; the cos/sin tables counted as
-    the weights are, not as activations); set it against the ledger with
-    :func:`.compare.compare`.
+def measure_mla(config: LayerConfig, rank: int = 0, mask: str = "bool") -> Measurement:
+    """One forward pass of rank ``rank``'s :class:`ReferenceMLALayer`, every
+    saved storage recorded (as :func:`.run.measure_layer`; the cos/sin
+    tables counted as the weights are, not as activations); set it against
+    the ledger with :func:`.compare.compare`. With ``config.t > 1``, run it
+    on t ranks (:func:`.launch.on_ranks`).
 
     Raises:
         ValueError: see :class:`ReferenceMLALayer`.
     """
-    layer = ReferenceMLALayer(config, mask=mask)
+    layer = ReferenceMLALayer(config, rank, mask=mask)
     with Recorder([*layer.parameters(), layer.cos, layer.sin]) as rec:
         out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return Measurement(config, rank, mask, rec.storages(out))
+
+
+def measure_mla_rank(rank: int, config: LayerConfig, mask: str = "bool"
+                     ) -> tuple[Measurement, tuple[float, float]]:
+    """For :func:`.launch.on_ranks` (the rank first): rank ``rank``'s
+    :func:`measure_mla` and its :func:`mla_tensor_parallel_error`, in one
+    process start."""
+    return measure_mla(config, rank, mask), mla_tensor_parallel_error(rank, config)
+
+
+def mla_tensor_parallel_error(rank: int, config: LayerConfig) -> tuple[float, float]:
+    """Max |difference| (output, input gradient) of rank ``rank``'s MLA layer
+    against the same layer at t = 1, in fp32 without dropout (as
+    :func:`.check.tensor_parallel_error`). Run on every rank of a t-rank
+    process group (:func:`.launch.on_ranks`)."""
+    config = replace(config, dropout=False)
+    results = []
+    for c, r in ((config, rank), (replace(config, t=1), 0)):
+        x = layer_input(c, dtype=torch.float32)
+        out = ReferenceMLALayer(c, r, dtype=torch.float32)(x)
+        out.backward(torch.ones_like(out))
+        results.append((out.detach(), x.grad))
+    (out, grad), (ref_out, ref_grad) = results
+    return float((out - ref_out).abs().max()), float((grad - ref_grad).abs().max())
