@@ -22,10 +22,10 @@ import numbers
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from ..layer.recompute_modules import check_for_model
 from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
                         workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
-from ..layer.context_parallel import rank_model
 from .model import ModelConfig
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
@@ -146,8 +146,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     autocast_device: str = "cuda",
                     loss_chunk_tokens: int | None = None,
                     gradient_accumulation_fusion: bool | None = None,
-                    cp: int = 1, cp_comm_type: str = "p2p",
-                    hierarchical_context_parallel_sizes: tuple[int, int] | None = None
+                    recompute_modules: list[str] | tuple[str, ...] | None = None
                     ) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
@@ -174,6 +173,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             (:mod:`actmem.run.split_backward`).
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
+            recompute_modules: with ``recompute="selective"``, the modules
+            recomputed (Megatron-LM's ``--recompute-modules``, default
+            ``["core_attn"]``), each layer taking those it has
+            (:mod:`actmem.layer.recompute_modules`).
         accounting, zero_stage, distributed_optimizer: model states
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
@@ -210,13 +213,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
             persistent buffer, which it needs; :mod:`actmem.run.framework`).
-        cp, cp_comm_type, hierarchical_context_parallel_sizes: context
-            parallelism (``--context-parallel-size``, ``--cp-comm-type``,
-            :mod:`actmem.layer.context_parallel`): a rank runs the model on
-            s/cp tokens (``"p2p"`` or ``"allgather"``; a2a is refused here),
-            keeps (s/cp) x s of the data loader's mask (split along the
-            queries, ``get_batch_on_this_cp_rank``), and the model states
-            shard over d*cp (:func:`actmem.model_states`).
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -255,9 +251,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "the loss keeps fp32 logits in fp32 and under autocast "
                          "(log_softmax runs in fp32); use logits_bytes=4")
     k = positive_int("recompute_num_layers", recompute_num_layers)
-    expert_data_parallel(model, t, d, ep, etp, cp)
-    model = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp tokens
-                       hierarchical_context_parallel_sizes)
+    if recompute_modules is not None:
+        check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
+    expert_data_parallel(model, t, d, ep, etp)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -274,6 +270,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
     layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
+    if recompute_modules is not None:
+        layer_options["recompute_modules"] = recompute_modules
     base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
     first = embedding_activations(base, t, sequence_parallel, layer_options)
     last = precision_outputs(output_activations(base, t, sequence_parallel, logits_bytes,
@@ -299,7 +297,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                           autocast_device, layer_options)
         moments = replace(moments, weight_rows=layer_weight_rows(
             model, t, sequence_parallel, rows, layer_options))
-    mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
+    mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
         stacks = kinds and stage_stacks(model.moe_pattern(), split, i, kinds, plan.v_shaped)
@@ -310,12 +308,12 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                    "output_activations": one.output + one.logits_loss}
                   for (held, _), one in zip(parts, passes)]
-        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, cp=cp, accounting=accounting,
+        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
         if precision != "bf16":
             states = replace(states, **full_precision_states(
-                states.parameters, d * cp, zero_stage, distributed_optimizer))
+                states.parameters, d, zero_stage, distributed_optimizer))
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=passes,
