@@ -92,3 +92,26 @@ def test_measured_fp8_rows_to_the_byte(measured):
     assert dtypes["fp8_scale_inv"] == "float32" and dtypes["attn_norm_input"] == "bfloat16"
     assert all(e.storage.saved_by[0].startswith(("NativeLayerNorm", "MulBackward0"))
                for e in measured.extras)
+
+
+def test_training_memory_with_fp8_on_an_h100():
+    from actmem import PRESETS, training_memory
+    llama = PRESETS["llama2-7b"]
+    bf16 = training_memory(llama, gpu_memory="H100 80GB SXM").most_loaded
+    fp8 = training_memory(llama, gpu_memory="H100 80GB SXM", fp8="hybrid").most_loaded
+    sbh, sbf = 4096 * 4096, 4096 * 11008
+    assert bf16.layer_activations - fp8.layer_activations == 32 * (sbh + sbf - 16)
+    per_layer = sum(fp8_state_bytes(llama.layer(1, fp8="hybrid")).values())
+    assert fp8.weights - bf16.weights == 32 * per_layer
+    assert per_layer == 2 * (4096 * 3 * 4096 + 4096 * 4096 + 3 * 4096 * 11008) + 16 + 160
+    assert training_memory(llama, fp8=None).most_loaded == training_memory(llama).most_loaded
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(fp8="e5m2"), "--fp8-format"),
+    (dict(fp8="hybrid", precision="fp32"), "modelled over bf16"),
+])
+def test_training_memory_refuses_bad_fp8(kw, message):
+    from actmem import PRESETS, training_memory
+    with pytest.raises(ValueError, match=message):
+        training_memory(PRESETS["llama2-7b"], **kw)

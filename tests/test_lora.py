@@ -102,3 +102,49 @@ def test_targets_must_be_a_list_of_names():
     assert LayerConfig(64, 1, 64, 4, lora_rank=4, lora_targets=["q_proj"]).lora_targets == \
         ("q_proj",)
     assert "linear_fc1_gate" in LORA_TARGETS and "o_proj" in LORA_TARGETS
+
+
+def _llama_lora(**kw):
+    from actmem import PRESETS
+    return PRESETS["llama2-7b"].with_(lora_rank=16, lora_targets=["q_proj", "v_proj"], **kw)
+
+
+def test_model_states_freeze_the_base_and_train_the_adapters():
+    from actmem import model_states, parameter_count
+    model = _llama_lora()
+    base, adapters = parameter_count(model), 8_388_608
+    # PEFT for LLaMA-2-7B at r=8 prints "all params: 6,742,609,920": the base plus 4,194,304
+    assert base + adapters // 2 == 6_742_609_920
+    states = model_states(model, accounting="megatron")
+    assert (states.parameters, states.frozen_parameters) == (base + adapters, base)
+    assert states.weights == 2 * (base + adapters)  # bf16, frozen or not
+    assert (states.gradients, states.optimizer) == (4 * adapters, 12 * adapters)
+    sharded = model_states(model, accounting="megatron", d=8, distributed_optimizer=True)
+    assert sharded.optimizer == 12 * adapters // 8 and sharded.gradients == 4 * adapters
+    zero3 = model_states(model, accounting="zero", zero_stage=3, d=8)
+    assert zero3.weights == -(-2 * base // 8) + 2 * adapters // 8
+    assert zero3.gradients == 2 * adapters // 8 and zero3.optimizer == 12 * adapters // 8
+    split = model_states(model, t=2, p=2, accounting="megatron", stage=0)
+    assert split.gradients == 4 * adapters // 4  # 16 of 32 layers, half of each adapter
+
+
+def test_training_memory_of_a_lora_run():
+    from actmem import PRESETS, training_memory
+    lora = training_memory(_llama_lora(), gpu_memory="H100 80GB SXM").most_loaded
+    full = training_memory(PRESETS["llama2-7b"], gpu_memory="H100 80GB SXM").most_loaded
+    sbh, sbf, sbr = 4096 * 4096, 4096 * 11008, 4096 * 16
+    assert full.layer_activations - lora.layer_activations == \
+        32 * (2 * sbh + 2 * sbf - 2 * 2 * sbr)
+    assert (lora.gradients, lora.optimizer) == (4 * 8_388_608, 12 * 8_388_608)
+    assert lora.peak < full.peak
+    with pytest.raises(ValueError, match="precision='fp32' with fp8=None, lora_rank=16"):
+        training_memory(_llama_lora(), precision="fp32")
+
+
+def test_model_config_refuses_names_the_model_lacks():
+    from actmem import PRESETS
+    with pytest.raises(ValueError, match="'gelu' MLP has no gate"):
+        PRESETS["gpt3-175b"].with_(lora_rank=8, lora_targets=("gate_proj",))
+    with pytest.raises(ValueError, match="dense layers"):
+        PRESETS["llama2-7b"].with_(num_experts=8, bias=False, lora_rank=8,
+                                   lora_targets=("q_proj",))

@@ -64,6 +64,21 @@ SOURCES = {
 """Where TE saves each FP8 input."""
 
 
+def fp8_format(fp8) -> str | None:
+    """``fp8`` checked alone: None (``None`` or ``False``: no FP8) or one of
+    :data:`FP8_FORMATS`.
+
+    Raises:
+        ValueError: anything else (``True`` too: pass the format).
+    """
+    if fp8 is None or fp8 is False:
+        return None
+    if not isinstance(fp8, str) or fp8 not in FP8_FORMATS:
+        raise ValueError(f"fp8 must be None (off) or Megatron-LM's --fp8-format, one of "
+                         f"{', '.join(map(repr, FP8_FORMATS))}; got {fp8!r}")
+    return fp8
+
+
 def check_fp8(c) -> str | None:
     """Validate ``fp8`` of a LayerConfig and the GEMM shapes TE accepts;
     return the format (``None`` for off: ``None`` or ``False``).
@@ -74,12 +89,9 @@ def check_fp8(c) -> str | None:
             linear layer's dimension TE's assert_dim_for_fp8_exec refuses
             (the message names it and the rule); context parallelism.
     """
-    fp8 = c.fp8
-    if fp8 is None or fp8 is False:
+    fp8 = fp8_format(c.fp8)
+    if fp8 is None:
         return None
-    if not isinstance(fp8, str) or fp8 not in FP8_FORMATS:
-        raise ValueError(f"fp8 must be None (off) or Megatron-LM's --fp8-format, one of "
-                         f"{', '.join(map(repr, FP8_FORMATS))}; got {fp8!r}")
     other = [n for n in ("num_experts", "lora_rank") if getattr(c, n, None) is not None]
     other += [n for n in ("multi_latent_attention",) if getattr(c, n, False)]
     other += [f"cp={c.cp}" for _ in [0] if getattr(c, "cp", 1) > 1]

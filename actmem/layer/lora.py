@@ -56,6 +56,8 @@ from dataclasses import dataclass, replace
 from .ledger import REPLICATED, LedgerRow
 from ..validate import divides, positive_int, shown
 
+LORA_OPTIONS = ("lora_rank", "lora_targets")
+"""The LoRA options of a layer, which a :class:`actmem.ModelConfig` fixes."""
 FUSED = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
 """Megatron-Bridge ``LoRA``'s target modules (its default: all four)."""
 CANONICAL = ("linear_q", "linear_k", "linear_v", "linear_proj", "linear_fc1_gate",

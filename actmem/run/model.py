@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
 from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
+from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
-from ..layer.recompute_modules import for_layer
 from ..validate import choice, flag, instance, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -26,7 +26,7 @@ POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
                        "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS,
-                       *HEAD_OPTIONS)
+                       *HEAD_OPTIONS, *LORA_OPTIONS)
 """The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
 (from the model's fields or its own arguments)."""
 RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
@@ -68,6 +68,12 @@ class ModelConfig:
         kv_channels, qk_layernorm: each head's width d (``--kv-channels``,
             None: h/a) and norms on queries and keys (``--qk-layernorm``),
             as :class:`actmem.LayerConfig` (:mod:`actmem.layer.head_dim`).
+        lora_rank, lora_targets: LoRA adapters of rank r on the named
+            modules of every layer, the rest frozen (``None``: full
+            training), as :class:`actmem.LayerConfig`
+            (:mod:`actmem.layer.lora`; a list is kept as a tuple);
+            :func:`actmem.model_states` then keeps no gradient and no
+            optimizer state for the frozen weights.
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
@@ -108,8 +114,12 @@ class ModelConfig:
     v_head_dim: int = 128
     kv_channels: int | None = None
     qk_layernorm: bool = False
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora_targets, list):  # PEFT's target_modules is a list
+            object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
             object.__setattr__(self, "moe_layer_freq", tuple(self.moe_layer_freq))
         optional = ("max_positions", "kv_heads", "ffn_hidden_size")
@@ -167,9 +177,7 @@ class ModelConfig:
         the model does not fix (:data:`RUN_LAYER_OPTIONS`).
 
         ``moe=None`` means the kind every layer has: MoE when all layers are
-        MoE layers, dense when none is. A run's ``recompute_modules`` is
-        given to each layer as far as it applies, and not without
-        recomputation (:func:`actmem.layer.recompute_modules.for_layer`).
+        MoE layers, dense when none is.
 
         Raises:
             ValueError: ``moe=None`` for a model that mixes dense and MoE
@@ -204,15 +212,13 @@ class ModelConfig:
                            moe_aux_loss_coeff=self.moe_aux_loss_coeff)
         elif etp is not None:
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
-        if "recompute_modules" in options:  # per layer, as Megatron-LM applies the names
-            options["recompute_modules"] = for_layer(options["recompute_modules"], recompute,
-                                                     moe, self.num_experts is not None)
         return LayerConfig(self.s, self.b, self.h, self.a, t,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
                            activation=self.activation, dropout=self.dropout, **experts,
                            **{name: getattr(self, name) for name in (*MLA_OPTIONS, *HEAD_OPTIONS)},
+                           **{name: getattr(self, name) for name in LORA_OPTIONS},
                            **options)
 
     def padded_vocab(self, t: int = 1) -> int:

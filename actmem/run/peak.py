@@ -22,7 +22,7 @@ import numbers
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from ..layer.recompute_modules import check_for_model
+from ..layer.fp8 import fp8_format, fp8_state_bytes
 from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
                         workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
@@ -146,8 +146,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     autocast_device: str = "cuda",
                     loss_chunk_tokens: int | None = None,
                     gradient_accumulation_fusion: bool | None = None,
-                    recompute_modules: list[str] | tuple[str, ...] | None = None
-                    ) -> TrainingMemory:
+                    fp8: str | None = None) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
     The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
@@ -173,10 +172,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             (:mod:`actmem.run.split_backward`).
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
-            recompute_modules: with ``recompute="selective"``, the modules
-            recomputed (Megatron-LM's ``--recompute-modules``, default
-            ``["core_attn"]``), each layer taking those it has
-            (:mod:`actmem.layer.recompute_modules`).
         accounting, zero_stage, distributed_optimizer: model states
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
@@ -213,6 +208,13 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
             persistent buffer, which it needs; :mod:`actmem.run.framework`).
+        fp8: ``None`` or Megatron-LM's ``--fp8-format`` (``"e4m3"``,
+            ``"hybrid"``): Transformer Engine's FP8 linear layers; their
+            saved inputs take 1 byte (:mod:`actmem.layer.fp8`), and each
+            layer's FP8 weight copies and scaling state
+            (:func:`actmem.layer.fp8.fp8_state_bytes`) join the weights. A
+            model with ``lora_rank`` trains its adapters (frozen base:
+            :mod:`actmem.run.lora_states`) in bf16 only.
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -251,8 +253,15 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "the loss keeps fp32 logits in fp32 and under autocast "
                          "(log_softmax runs in fp32); use logits_bytes=4")
     k = positive_int("recompute_num_layers", recompute_num_layers)
-    if recompute_modules is not None:
-        check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
+    fp8 = fp8_format(fp8)
+    if precision != "bf16" and (fp8 or model.lora_rank is not None):
+        raise ValueError(f"precision={precision!r} with fp8={fp8!r}, lora_rank={model.lora_rank}:"
+                         " FP8 and LoRA are modelled over bf16 training; use 'bf16'")
+    if fp8 and model.num_experts is not None:
+        raise ValueError(f"fp8={fp8!r} is modelled for dense models; this model has "
+                         f"num_experts={model.num_experts}: use fp8=None")
+    if fp8:
+        model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
     expert_data_parallel(model, t, d, ep, etp)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
@@ -270,8 +279,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
     layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
-    if recompute_modules is not None:
-        layer_options["recompute_modules"] = recompute_modules
+    if fp8:
+        layer_options["fp8"] = fp8
     base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
     first = embedding_activations(base, t, sequence_parallel, layer_options)
     last = precision_outputs(output_activations(base, t, sequence_parallel, logits_bytes,
@@ -314,6 +323,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         if precision != "bf16":
             states = replace(states, **full_precision_states(
                 states.parameters, d, zero_stage, distributed_optimizer))
+        if fp8:  # Transformer Engine's FP8 weight copies and scaling state, per layer
+            states = replace(states, weights=states.weights + sum(split[i]) * sum(
+                fp8_state_bytes(model.layer(t, fp8=fp8)).values()))
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=passes,

@@ -64,6 +64,8 @@ class ModelStates:
         stage: the pipeline stage this GPU belongs to (0 = first).
         expert_parameters: how many of ``parameters`` are routed experts'
             (sharded over the expert data-parallel group).
+        frozen_parameters: how many of ``parameters`` are frozen (LoRA:
+            the whole base model; weights only, :mod:`actmem.run.lora_states`).
     """
 
     parameters: int
@@ -72,6 +74,7 @@ class ModelStates:
     optimizer: int
     stage: int = 0
     expert_parameters: int = 0
+    frozen_parameters: int = 0
 
     @property
     def total(self) -> int:
@@ -224,6 +227,12 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     e_d = expert_data_parallel(model_or_params, t, d, ep, etp, cp) if experts else d * cp
     sharded = {"zero": (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1),
                "megatron": (False, False, distributed_optimizer)}[accounting]
+    if getattr(model_or_params, "lora_rank", None) is not None:  # frozen base, adapters
+        from .lora_states import adapter_parameters, lora_model_states
+        adapters = adapter_parameters(model_or_params, t, p, stage_layers)[int(stage)]
+        return ModelStates(dense + adapters, stage=int(stage), frozen_parameters=dense,
+                           **lora_model_states(dense, adapters, BYTES_PER_PARAMETER[accounting],
+                                               d * cp, sharded))
     w, g, o = (_share(dense * k, d * cp, cut) + _share(experts * k, e_d, cut)
                for k, cut in zip(BYTES_PER_PARAMETER[accounting], sharded))
     return ModelStates(dense + experts, w, g, o, int(stage), experts)
