@@ -79,3 +79,8 @@ def test_qwen3_trains_with_expert_parallelism():
     layer = activation_memory(**vars(model.layer(2, True, etp=1)))
     assert r.stages[0].layer_activations == 4 * layer.total
     assert layer.config.kv_channels == 128 and "q_norm_input" in {x.key for x in layer.rows}
+
+
+def test_other_precisions_refuse_head_options_they_do_not_model():
+    with pytest.raises(ValueError, match=r"precision='fp32' is modelled for heads of width h/a"):
+        training_memory(PRESETS["llama2-7b"].with_(kv_channels=256), precision="fp32")

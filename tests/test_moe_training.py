@@ -6,9 +6,16 @@ actmem/run/moe_timeline.py's docstring (Megatron-LM's MoELayer.forward and
 MoEAlltoAllTokenDispatcher).
 """
 
+import json
+
 import pytest
 
-from actmem import LayerConfig, ModelConfig, activation_memory, model_states, training_memory
+from actmem import (MOE_PRESETS, PRESETS, LayerConfig, ModelConfig, activation_memory,
+                    expert_data_parallel, model_states, training_memory)
+from actmem.views.cli import main
+from actmem.views.fit_views import (D_CHOICES, STATES, FitPlanner, expert_choices,
+                                    run_arguments, tensor_choices)
+from actmem.views.train_cli import verdict
 from actmem.run.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
                                      stack_parts, stage_stacks, virtual_offsets)
 from actmem.run.timeline_events import LayerMoments
@@ -158,3 +165,61 @@ def test_invalid_expert_sizes_name_the_argument():
         training_memory(TINY, ep=3)
     with pytest.raises(ValueError, match=r"ep\*etp=4 \(ep=2, etp=2\) must divide t\*d=2"):
         training_memory(TINY, t=2, ep=2, etp=2, sequence_parallel=True)
+
+
+MIXTRAL = MOE_PRESETS["mixtral-8x7b"]
+
+
+def test_the_planner_offers_expert_sizes_that_divide_the_experts_and_t_times_d():
+    assert expert_choices(MIXTRAL, 2, 2) == ([1, 2, 4], [1, 2, 4])
+    assert expert_choices(MIXTRAL, 2, 2, ep=4) == ([1, 2, 4], [1])
+    assert expert_choices(MIXTRAL, 4, 8, ep=8) == ([1, 2, 4, 8], [1, 2, 4])  # f_e = 14336
+    assert expert_choices(PRESETS["llama2-7b"], 8, 8) == ([1], [1])
+    assert tensor_choices(MIXTRAL, False) == [1]   # MoE with t > 1 needs sequence parallelism
+    assert tensor_choices(MIXTRAL, True) == [1, 2, 4, 8]
+
+
+def test_every_offered_expert_layout_is_one_the_states_accept():
+    for model in MOE_PRESETS.values():
+        for t in tensor_choices(model, True):
+            for d in D_CHOICES:
+                eps, _ = expert_choices(model, t, d)
+                for ep in eps:
+                    for etp in expert_choices(model, t, d, ep)[1]:
+                        assert expert_data_parallel(model, t, d, ep, etp) >= 1
+
+
+def test_the_planner_runs_an_moe_preset_with_its_expert_sizes():
+    x = FitPlanner()
+    x.controls["model"].value = "mixtral-8x7b"
+    assert x.controls["sequence_parallel"].value is True
+    x.controls["ep"].value, x.controls["etp"].value = 4, 1
+    values = {**x.values(), "states": STATES[x.values()["states"]]}
+    arguments = run_arguments(values)
+    assert (arguments["ep"], arguments["etp"]) == (4, 1)
+    result = training_memory(x.model(), **arguments)
+    assert x.readouts["verdict"].value == verdict(result, gpu=values["gpu"])
+    assert "token dispatch" in result.most_loaded.timeline.peak.label
+
+
+def test_the_train_command_takes_ep_and_etp(capsys):
+    main(["train", "--preset", "mixtral-8x7b", "-t", "2", "-d", "4", "--ep", "4", "--etp", "1",
+          "--sequence-parallel", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    r = training_memory(MIXTRAL, t=2, d=4, ep=4, etp=1, sequence_parallel=True)
+    assert out["stages"][0]["peak"] == r.stages[0].peak
+    assert (out["config"]["ep"], out["config"]["etp"]) == (4, 1)
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--preset", "mixtral-8x7b", "--ep", "3"])
+    assert exit_.value.code == 2
+    assert "ep=3 must divide num_experts=8; valid ep: 1, 2, 4, 8" in capsys.readouterr().err
+
+
+def test_the_new_moments_read_in_chinese():
+    from actmem.language import chinese
+    from actmem.views.fit_figures import event_label
+    stage = training_memory(TINY.with_(moe_layer_freq=(0, 1, 1, 1)), m=1).stages[0]
+    labels = [e.label for e in stage.timeline.events if "MoE" in e.label]
+    assert len(labels) == 2
+    assert all("MoE" in event_label(x, chinese) and "micro-batch" not in event_label(x, chinese)
+               for x in labels)

@@ -240,6 +240,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     if precision != "bf16" and getattr(model, "num_experts", None) is not None:
         raise ValueError(f"precision={precision!r} is modelled for dense models only; "
                          f"this model has num_experts={model.num_experts}: use 'bf16'")
+    if precision != "bf16" and (model.kv_channels is not None or model.qk_layernorm):
+        raise ValueError(f"precision={precision!r} is modelled for heads of width h/a "
+                         f"without query/key norms; this model has kv_channels="
+                         f"{model.kv_channels}, qk_layernorm={model.qk_layernorm}: use 'bf16'")
     if precision != "bf16" and model.multi_latent_attention:
         raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
                          "(fp32 rows and autocast's weight copies); this model has "
