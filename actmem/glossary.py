@@ -62,6 +62,8 @@ SYMBOLS = (
          "MLP 内部的宽度（GeLU 时为 4h）"),
     Term("d", "data-parallel size: copies of the model", "数据并行度（DP）",
          "模型副本的份数"),
+    Term("cp", "context-parallel size: GPUs that share one sequence, s/cp tokens each",
+         "上下文并行度（CP）", "共同分担一条序列的 GPU 数，每卡 s/cp 个 token"),
     Term("M", "one layer's activation memory: bytes per micro-batch, per GPU",
          "单层激活显存", "一层的激活显存：每个微批次、每卡的字节数"),
     Term("k", "layers per group under full recomputation (recompute_num_layers)",
@@ -100,6 +102,12 @@ TERMS = (
          "All-Reduce（全归约）", "每卡最后都得到所有卡上张量之和"),
     Term("sequence parallelism", "the tensors tensor parallelism replicates are split "
          "along s instead", "序列并行", "把张量并行中每卡完整保存的张量改为沿 s 切分"),
+    Term("context parallelism", "each of cp GPUs keeps s/cp tokens of every activation; "
+         "only the core attention exchanges keys and values (p2p: a ring; allgather) or "
+         "heads (a2a: Ulysses all-to-all)", "上下文并行",
+         "cp 张卡各保存每个激活的 s/cp 个 token；只有核心注意力交换 K、V（p2p 环形传递、"
+         "allgather 全收集）或注意力头（a2a：Ulysses 全对全）",
+         ("p2p", "a2a", "allgather", "a2a+p2p")),
     Term("pipeline parallelism", "consecutive layers on different GPUs (stages)",
          "流水线并行", "相邻的若干层放在不同的 GPU（流水线级）上"),
     Term("pipeline stage", "the GPU (group) that runs L/p consecutive layers",

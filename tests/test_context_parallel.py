@@ -1,5 +1,7 @@
 """Context parallelism (issue 23, item 2): rows per rank, validation, model states."""
 
+import re
+
 import pytest
 
 from actmem import LayerConfig, activation_memory, ledger_rows, model_states
@@ -129,3 +131,44 @@ def test_expert_states_shard_over_t_cp_d_over_ep_etp():
     assert got.optimizer == -(-12 * dense // 4) + -(-12 * got.expert_parameters // e_d)
     with pytest.raises(ValueError, match="must divide t\\*cp\\*d=4"):
         model_states(model, t=1, d=2, cp=2, ep=8, etp=1)
+
+
+def test_training_memory_runs_each_rank_on_s_over_cp_tokens():
+    """p2p and allgather: a rank is the model on s/cp tokens, its states over d*cp."""
+    from actmem import training_memory
+    model, run = PRESETS["llama3-8b"].with_(s=65536), dict(
+        t=8, sequence_parallel=True, accounting="megatron", distributed_optimizer=True,
+        create_attention_mask_in_dataloader=False)
+    ref = training_memory(model.with_(s=8192), d=8, **run).stages[0]
+    for kind in ("p2p", "allgather"):
+        got = training_memory(model, cp=8, cp_comm_type=kind, **run).stages[0]
+        assert got.parts == ref.parts and got.peak == ref.peak
+
+
+def test_training_memory_keeps_the_mask_rows_of_the_rank_queries():
+    """get_batch_on_this_cp_rank splits the b*s*s mask along the queries only."""
+    from actmem import training_memory
+    from actmem.run.timeline import CATEGORIES
+    model, at = PRESETS["llama3-8b"].with_(s=16384), CATEGORIES.index("transient")
+    events = [training_memory(model, t=8, sequence_parallel=True, cp=4,
+                              create_attention_mask_in_dataloader=mask).stages[0].timeline.events
+              for mask in (False, True)]
+    assert max(y.bytes[at] - x.bytes[at] for x, y in zip(*events)) == 16384 // 4 * 16384
+
+
+@pytest.mark.parametrize("options, words", [
+    (dict(cp=8, cp_comm_type="a2a"), "training_memory models 'p2p' and 'allgather'"),
+    (dict(cp=6), "s=65536 must be divisible by 2*cp=12"),
+    (dict(cp=True), "cp must be a positive integer"),
+])
+def test_training_memory_refuses_before_any_work(options, words):
+    from actmem import training_memory
+    with pytest.raises((TypeError, ValueError), match=re.escape(words)):
+        training_memory(PRESETS["llama3-8b"].with_(s=65536), **options)
+
+
+def test_training_memory_keeps_learned_positions_whole():
+    from actmem import training_memory
+    gpt = PRESETS["gpt2-large"].with_(flash_attention=True)
+    assert (training_memory(gpt, cp=2).stages[0].weights
+            == training_memory(gpt).stages[0].weights)

@@ -178,3 +178,50 @@ def test_measured_layer_refuses_moe_names():
         k: v for k, v in MOE.items() if k != "recompute"})
     with pytest.raises(ValueError, match="dense layer"):
         ModuleRecomputeLayer(c)
+
+
+def test_training_memory_takes_recompute_modules():
+    from actmem import PRESETS, training_memory
+    llama = PRESETS["llama2-7b"]     # SwiGLU, FlashAttention, no dropout
+    sbh = 4096 * 4096
+
+    def stage(**options):
+        return training_memory(llama, m=4, recompute="selective", **options).stages[0]
+
+    default = stage()
+    assert stage(recompute_modules=["core_attn"]) == default
+    # per layer: the norms' inputs, the QKV and fc1 inputs, Q, K, V and proj_input: 16sbh
+    assert stage(recompute_modules=["mlp", "core_attn"]).layer_activations == 32 * 16 * sbh
+    assert stage(recompute_modules=["core_attn", "layernorm", "mlp"]).layer_activations == \
+        32 * 12 * sbh
+    # core_attn alone: the same and SwiGLU's gate, up and fc2 input, 3 x 2sbf
+    assert default.layer_activations == 32 * (16 * sbh + 3 * 2 * 4096 * 11008)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(recompute="none", recompute_modules=["mlp"]), "needs recompute='selective'"),
+    (dict(recompute="selective", recompute_modules=["moe"]), "dense"),
+    (dict(recompute="selective", recompute_modules=["core"]), "unknown name"),
+])
+def test_training_memory_refuses_before_any_work(options, match):
+    from actmem import PRESETS, training_memory
+    with pytest.raises(ValueError, match=match):
+        training_memory(PRESETS["llama2-7b"], **options)
+    with pytest.raises(TypeError, match="list of module names"):
+        training_memory(PRESETS["llama2-7b"], recompute_modules="mlp")
+
+
+def test_each_layer_of_a_model_takes_the_names_it_has():
+    from actmem import MOE_PRESETS, PRESETS, training_memory
+    from actmem.layer.recompute_modules import for_layer
+    assert for_layer(("core_attn", "mlp", "moe_act"), "selective", True, True) == \
+        ("core_attn", "moe_act")
+    assert for_layer(("core_attn", "mlp", "moe_act"), "selective", False, True) == \
+        ("core_attn", "mlp")
+    assert for_layer(("mlp",), "none", False, False) is None
+    mixtral = MOE_PRESETS["mixtral-8x7b"]
+    with pytest.raises(ValueError, match="every layer of this model is an MoE layer"):
+        training_memory(mixtral, t=2, sequence_parallel=True, recompute="selective",
+                        recompute_modules=["mlp"])
+    layer = PRESETS["llama2-7b"].layer(1, False, "selective", recompute_modules=["mlp"])
+    assert layer.recompute_modules == ("mlp",)

@@ -189,3 +189,42 @@ def a2a_output_row(c) -> LedgerRow:
                      "FlashAttention backward: D = rowsum(dO * O) needs the output O of "
                      "the heads this rank computed")
 
+
+
+RUN_COMM_TYPES = ("p2p", "allgather")
+"""The comm types :func:`actmem.training_memory` takes: their rows are the
+layer's on s/cp tokens, so a rank's whole run is the model on s/cp tokens."""
+
+
+def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int = 1,
+               cp_comm_type: str = "p2p", hierarchical_context_parallel_sizes=None):
+    """The model one context-parallel rank runs (``model`` an
+    :class:`actmem.ModelConfig`): the same model on s/cp tokens (a learned
+    position table keeps its s rows), checked first as Megatron-LM and
+    Transformer Engine check a layer (:func:`check_context_parallel`, which
+    looks at the attention, the same in dense and MoE layers). Every part of a p2p or allgather rank is
+    then the model's on s/cp tokens: the layer rows (:func:`with_context_parallel`),
+    the embedding's and the output layer's inputs, the logits and the loss
+    (``get_batch_on_this_cp_rank`` splits tokens, labels and loss mask
+    along s).
+
+    Raises:
+        TypeError, ValueError: as :class:`actmem.LayerConfig`;
+            cp_comm_type ``"a2a"`` or ``"a2a+p2p"`` with cp > 1 (one row
+            more per layer than s/cp tokens give: use
+            :func:`actmem.activation_memory` for that layer).
+    """
+    options = dict(cp=positive_int("cp", cp), cp_comm_type=cp_comm_type,
+                   hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes)
+    if options == dict(cp=1, cp_comm_type="p2p", hierarchical_context_parallel_sizes=None):
+        return model
+    model.layer(t, sequence_parallel, recompute, moe=False, **options)  # the attention's checks
+    if cp == 1:
+        return model
+    if cp_comm_type not in RUN_COMM_TYPES:
+        raise ValueError(f"cp_comm_type={cp_comm_type!r} with cp={cp}: training_memory models "
+                         f"{' and '.join(map(repr, RUN_COMM_TYPES))} so far (a rank runs the "
+                         "model on s/cp tokens); a2a keeps one row more per layer, see "
+                         "activation_memory(..., cp=..., cp_comm_type='a2a')")
+    positions = model.max_positions or model.s if model.positions == "learned" else None
+    return model.with_(s=model.s // cp, max_positions=positions)

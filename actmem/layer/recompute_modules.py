@@ -113,13 +113,8 @@ def check_recompute_modules(c) -> tuple[str, ...] | None:
     names = c.recompute_modules
     if names is None:
         return None
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"recompute_modules must be None or a list of module names from "
-                        f"{', '.join(MODULES)}, got {names!r}")
-    if c.recompute != "selective":
-        raise ValueError(f"recompute_modules={list(names)!r} needs recompute='selective' "
-                         f"(Megatron-LM reads --recompute-modules only with "
-                         f"--recompute-granularity selective), got recompute={c.recompute!r}")
+    _names_type(names)
+    _selective_only(names, c.recompute)
     unknown = [n for n in names if n not in MODULES]
     if unknown:
         raise ValueError(f"recompute_modules: unknown name(s) {', '.join(map(repr, unknown))}; "
@@ -128,6 +123,19 @@ def check_recompute_modules(c) -> tuple[str, ...] | None:
         raise ValueError(f"recompute_modules={list(names)!r} names a module twice")
     _check_applies(c, set(names))
     return tuple(n for n in MODULES if n in names)
+
+
+def _names_type(names) -> None:
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"recompute_modules must be None or a list of module names from "
+                        f"{', '.join(MODULES)}, got {names!r}")
+
+
+def _selective_only(names, recompute: str) -> None:
+    if recompute != "selective":
+        raise ValueError(f"recompute_modules={list(names)!r} needs recompute='selective' "
+                         f"(Megatron-LM reads --recompute-modules only with "
+                         f"--recompute-granularity selective), got recompute={recompute!r}")
 
 
 def _check_applies(c, names: set[str]) -> None:
@@ -229,3 +237,37 @@ def working_set(c) -> int:
     else:
         inner = rebuilt("mlp") + max(rebuilt("shared_experts"), rebuilt("moe_act"))
     return max(attention, norm + inner)
+
+
+def for_layer(names, recompute: str, moe: bool, has_experts: bool):
+    """A run's ``recompute_modules`` for one of its layers
+    (:meth:`actmem.ModelConfig.layer`): None without recomputation (the
+    rows a timeline reads without it); in a model with MoE layers, each layer
+    takes the names it has, as Megatron-LM applies ``mlp`` to dense layers
+    only (``transformer_layer.py``: ``if not self.is_moe_layer``) and the
+    MoE names only inside MoE layers; else unchanged (:class:`LayerConfig`
+    refuses what does not apply)."""
+    if names is None or recompute == "none":
+        return None
+    if recompute != "selective" or not has_experts or not isinstance(names, (list, tuple)):
+        return names
+    return tuple(n for n in names if n not in (("mlp",) if moe else MOE_ONLY))
+
+
+def check_for_model(model, t: int, sequence_parallel: bool, recompute: str, names) -> None:
+    """Refuse a run's ``recompute_modules`` that no layer of ``model`` (a
+    :class:`actmem.ModelConfig`) takes: the rules of
+    :func:`check_recompute_modules` on each kind of layer the model has,
+    and ``mlp`` in a model without dense layers.
+
+    Raises:
+        TypeError, ValueError: as :func:`check_recompute_modules`.
+    """
+    _names_type(names)
+    _selective_only(names, recompute)
+    kinds = set(model.moe_pattern())
+    if "mlp" in names and kinds == {1}:
+        raise ValueError("recompute_modules: 'mlp' recomputes a dense MLP and every layer of "
+                         "this model is an MoE layer: use 'moe', 'moe_act' or 'shared_experts'")
+    for kind in sorted(kinds):
+        model.layer(t, sequence_parallel, recompute, moe=bool(kind), recompute_modules=names)

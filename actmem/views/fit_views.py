@@ -28,7 +28,7 @@ from .fit_figures import event_label, timeline_figure
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
-from ..run.presets import PRESETS, preset
+from ..run.presets import MOE_PRESETS, PRESETS
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
     schedule_options
 from .train_cli import verdict
@@ -47,10 +47,15 @@ MODEL_NAMES = {"gpt2-large": "GPT-2 774M", "gpt3-175b": "GPT-3 175B",
                "530b": "530B (Korthikanti et al.)", "1t": "1T (Korthikanti et al.)",
                "llama2-7b": "LLaMA-2-7B", "llama2-13b": "LLaMA-2-13B", "llama2-70b": "LLaMA-2-70B",
                "llama3-8b": "LLaMA-3-8B", "llama3-70b": "LLaMA-3-70B",
-               "llama3.1-405b": "Llama-3.1-405B"}
+               "llama3.1-405b": "Llama-3.1-405B", "mixtral-8x7b": "Mixtral 8x7B",
+               "deepseek-moe-16b": "DeepSeekMoE 16B", "deepseek-v3": "DeepSeek-V3",
+               "deepseek-v2-lite": "DeepSeek-V2-Lite", "qwen3-30b-a3b": "Qwen3-30B-A3B",
+               "qwen3-235b-a22b": "Qwen3-235B-A22B"}
 """The name the planner's model menu shows for each preset of
-:data:`actmem.PRESETS` (its value stays the preset's key); the sources are
-in each preset's ``source``."""
+:data:`actmem.PRESETS` and :data:`actmem.MOE_PRESETS` (its value stays the
+preset's key); the sources are in each preset's ``source``."""
+MODELS = {**PRESETS, **MOE_PRESETS}
+"""The planner's models: the dense presets, then the mixture-of-experts ones."""
 """GPUs offered: the names of :data:`actmem.GPUS` (capacity as the driver
 reports it: an "A100 80GB" has 81920 MiB = 80 GiB)."""
 LOSS_LABELS = {"vocab_parallel": "Megatron-LM cross-entropy (fp32 copy)",
@@ -162,10 +167,29 @@ def pipeline_choices(L: int) -> list[int]:
 
 def tensor_choices(model, sequence_parallel: bool) -> list[int]:
     """t values that divide a, h, kv_heads and f (and s with sequence
-    parallelism)."""
-    c = model.layer()
-    return valid_tensor_parallel_sizes(c.h, c.a, c.s if sequence_parallel else None,
-                                       kv_heads=c.g, ffn_hidden_size=c.f)
+    parallelism); for an MoE model those its MoE layers take too (t > 1
+    only with sequence parallelism, t dividing the shared experts' width)."""
+    c = model.layer(moe=False)
+    ts = valid_tensor_parallel_sizes(c.h, c.a, c.s if sequence_parallel else None,
+                                     kv_heads=c.g, ffn_hidden_size=c.f)
+    if model.num_experts is None:
+        return ts
+    shared = model.moe_shared_expert_intermediate_size or 0
+    return [t for t in ts if (t == 1 or sequence_parallel) and shared % t == 0]
+
+
+def expert_choices(model, t: int, d: int, ep: int | None = None) -> tuple[list[int], list[int]]:
+    """(ep values, etp values) the planner offers: ep divides the experts E,
+    etp the experts' width f_e, and ep*etp divides t*d (Megatron-LM folds
+    the expert groups over a stage's t*d ranks, :func:`actmem.expert_data_parallel`);
+    the etp values for ``ep`` (default its smallest value). A dense model:
+    ``([1], [1])`` (no experts to split)."""
+    if model.num_experts is None:
+        return [1], [1]
+    f_e = model.moe_ffn_hidden_size or model.layer(moe=False).f
+    eps = [e for e in common_divisors(model.num_experts) if (t * d) % e == 0]
+    ep = eps[0] if ep not in eps else ep
+    return eps, [x for x in common_divisors(f_e) if (t * d) % (ep * x) == 0]
 
 
 def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
@@ -189,7 +213,9 @@ def run_arguments(values: dict) -> dict:
     arguments (model excluded)."""
     recompute, k = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
-    return dict(**split_arguments(values["split"]),
+    moe = MODELS[values["model"]].num_experts is not None
+    return dict(**split_arguments(values["split"]), ep=values.get("ep", 1) if moe else 1,
+                etp=values.get("etp") if moe else None,
                 t=values["t"], p=values["p"], d=values["d"], m=values["m"],
                 schedule=values["schedule"], v=values["v"],
                 sequence_parallel=values["sequence_parallel"], recompute=recompute,
@@ -231,6 +257,10 @@ class FitPlanner(_Explorer):
     choosing another model takes that model's (the LLaMA presets use it).
     ``split``: a key of :func:`split_keys` (``"even"``, ``"last:6"`` ...);
     None takes the even split where p divides L, else the first offered.
+    ``ep``, ``etp``: expert-parallel and expert tensor-parallel sizes of a
+    mixture-of-experts model (:data:`actmem.MOE_PRESETS`; etp None: t), the
+    values of :func:`expert_choices`; choosing an MoE model turns sequence
+    parallelism on (Megatron-LM refuses MoE with t > 1 without it).
 
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
@@ -241,18 +271,22 @@ class FitPlanner(_Explorer):
                  split=None, recompute=("none", 1), flash_attention=None,
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
-                 gradient_buffer="persistent", gpu="A100 80GB"):
-        shape = preset(choice("model", model, tuple(PRESETS)))
+                 gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None):
+        shape = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = shape.flash_attention
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
-        c = {"model": _dropdown("model", [(MODEL_NAMES[k], k) for k in PRESETS], model),
+        c = {"model": _dropdown("model", [(MODEL_NAMES[k], k) for k in MODELS], model),
              "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),
              "p": _dropdown("p", pipeline_choices(shape.L), p,
                             f"p <= {P_MAX} and p <= L={shape.L}"),
              "d": _dropdown("d", D_CHOICES, d)}
+        eps, etps = expert_choices(shape, t, d, ep)
+        c["ep"] = _dropdown("ep", eps, ep, "ep divides the experts and t*d")
+        etp = (t if shape.num_experts is not None else 1) if etp is None else etp
+        c["etp"] = _dropdown("etp", etps, etp, "etp divides f_e, ep*etp divides t*d")
         chunks = interleaving_chunks(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
         c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
@@ -280,22 +314,29 @@ class FitPlanner(_Explorer):
         c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
-            ("model", "t", "p", "d"), ("split",), ("schedule", "v", "m", "recompute"),
+            ("model", "t", "p", "d", "ep", "etp"), ("split",), ("schedule", "v", "m", "recompute"),
             ("flash_attention", "sequence_parallel", "states"),
             ("loss", "gradient_buffer", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
 
     def model(self):
         """The chosen preset with the FlashAttention choice applied."""
-        return PRESETS[self.controls["model"].value].with_(
+        return MODELS[self.controls["model"].value].with_(
             flash_attention=self.controls["flash_attention"].value)
 
     def restrict(self) -> None:
         if self.cause == "model":  # the model as it is trained
-            chosen = PRESETS[self.controls["model"].value]
+            chosen = MODELS[self.controls["model"].value]
             self.controls["flash_attention"].value = chosen.flash_attention
+            if chosen.num_experts is not None:  # MoE with t > 1 needs it
+                self.controls["sequence_parallel"].value = True
         shape = self.model()
-        self._set_options("t", tensor_choices(shape, self.controls["sequence_parallel"].value))
+        t = self._set_options("t", tensor_choices(shape,
+                                                  self.controls["sequence_parallel"].value))
+        d = self.controls["d"].value
+        ep = self._set_options("ep", expert_choices(shape, t, d, self.controls["ep"].value)[0])
+        self._set_options("etp", expert_choices(shape, t, d, ep)[1],
+                          prefer=t if self.cause in ("model", "t") else None)
         p = self._set_options("p", pipeline_choices(shape.L))
         restrict_schedule(self, interleaving_chunks(shape.L, p), p)
         v = self.controls["v"].value

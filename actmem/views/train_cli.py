@@ -23,7 +23,7 @@ from ..run.gpus import GPUS, find_gpu
 from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from ..run.timeline import CATEGORIES
 from ..run.model import ModelConfig
-from ..run.presets import PRESETS, preset
+from ..run.presets import MOE_PRESETS, PRESETS
 from ..run.schedules import ORDERS, SCHEDULES
 from ..run.states import ACCOUNTINGS
 from ..units import format_bytes, format_change, format_value, parse_size
@@ -50,13 +50,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``train`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("train", help="peak training memory per GPU, per stage",
                               prog="actmem train", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", required=True, choices=list(PRESETS),
-                   help="published model shape (actmem.PRESETS)")
+    p.add_argument("--preset", required=True, choices=[*PRESETS, *MOE_PRESETS],
+                   help="published model shape (actmem.PRESETS, actmem.MOE_PRESETS)")
     p.add_argument("-s", "--s", type=count, help="sequence length (the preset's)")
     p.add_argument("-b", "--b", type=count, help="micro-batch size (the preset's: 1)")
     for name, help_ in (("t", "tensor-parallel size"), ("p", "pipeline stages"),
                         ("d", "data-parallel size"), ("m", "micro-batches per step")):
         p.add_argument(f"-{name}", f"--{name}", type=count, default=1, help=f"{help_} (1)")
+    p.add_argument("--ep", type=count, default=1,
+                   help="expert-parallel size of an MoE preset (1; Megatron-LM's "
+                        "--expert-model-parallel-size)")
+    p.add_argument("--etp", type=count,
+                   help="expert tensor-parallel size of an MoE preset (default t; "
+                        "--expert-tensor-parallel-size)")
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="(1f1b)")
     p.add_argument("--v", type=count, default=1, help="model chunks per GPU, interleaved (1)")
     p.add_argument("--order", choices=ORDERS, default="megatron", help="(megatron)")
@@ -110,7 +116,7 @@ def reserve(text: str) -> int | float:
 
 def model(args) -> ModelConfig:
     """The preset with the options ``--s``, ``--b`` and ``--flash-attention`` applied."""
-    return preset(args.preset).with_(
+    return {**PRESETS, **MOE_PRESETS}[args.preset].with_(
         **{k: getattr(args, k) for k in ("s", "b", "flash_attention")
            if getattr(args, k) is not None})
 
@@ -118,7 +124,8 @@ def model(args) -> ModelConfig:
 def compute(args) -> TrainingMemory:
     """:func:`training_memory` for the parsed ``args``."""
     return training_memory(
-        model(args), t=args.t, p=args.p, d=args.d, m=args.m, schedule=args.schedule,
+        model(args), t=args.t, p=args.p, d=args.d, ep=args.ep, etp=args.etp, m=args.m,
+        schedule=args.schedule,
         v=args.v, order=args.order, sequence_parallel=args.sequence_parallel,
         recompute=args.recompute, recompute_num_layers=args.recompute_num_layers,
         accounting=args.accounting, zero_stage=args.zero_stage,
