@@ -26,6 +26,7 @@ from ..layer.fp8 import fp8_format, fp8_state_bytes
 from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
                         workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
+from ..layer.context_parallel import rank_model
 from .model import ModelConfig
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
@@ -146,6 +147,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     autocast_device: str = "cuda",
                     loss_chunk_tokens: int | None = None,
                     gradient_accumulation_fusion: bool | None = None,
+                    cp: int = 1, cp_comm_type: str = "p2p",
+                    hierarchical_context_parallel_sizes: tuple[int, int] | None = None,
                     fp8: str | None = None) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
@@ -208,6 +211,13 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
             persistent buffer, which it needs; :mod:`actmem.run.framework`).
+        cp, cp_comm_type, hierarchical_context_parallel_sizes: context
+            parallelism (``--context-parallel-size``, ``--cp-comm-type``,
+            :mod:`actmem.layer.context_parallel`): a rank runs the model on
+            s/cp tokens (``"p2p"`` or ``"allgather"``; a2a is refused here),
+            keeps (s/cp) x s of the data loader's mask (split along the
+            queries, ``get_batch_on_this_cp_rank``), and the model states
+            shard over d*cp (:func:`actmem.model_states`).
         fp8: ``None`` or Megatron-LM's ``--fp8-format`` (``"e4m3"``,
             ``"hybrid"``): Transformer Engine's FP8 linear layers; their
             saved inputs take 1 byte (:mod:`actmem.layer.fp8`), and each
@@ -266,7 +276,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          f"num_experts={model.num_experts}: use fp8=None")
     if fp8:
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
-    expert_data_parallel(model, t, d, ep, etp)
+    expert_data_parallel(model, t, d, ep, etp, cp)
+    model = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp tokens
+                       hierarchical_context_parallel_sizes)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -310,7 +322,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                           autocast_device, layer_options)
         moments = replace(moments, weight_rows=layer_weight_rows(
             model, t, sequence_parallel, rows, layer_options))
-    mask = shape.s * shape.b * shape.s if create_attention_mask_in_dataloader else 0
+    mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
         stacks = kinds and stage_stacks(model.moe_pattern(), split, i, kinds, plan.v_shaped)
@@ -321,12 +333,12 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                    "output_activations": one.output + one.logits_loss}
                   for (held, _), one in zip(parts, passes)]
-        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, accounting=accounting,
+        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, cp=cp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
                               distributed_optimizer=distributed_optimizer, stage=i)
         if precision != "bf16":
             states = replace(states, **full_precision_states(
-                states.parameters, d, zero_stage, distributed_optimizer))
+                states.parameters, d * cp, zero_stage, distributed_optimizer))
         if fp8:  # Transformer Engine's FP8 weight copies and scaling state, per layer
             states = replace(states, weights=states.weights + sum(split[i]) * sum(
                 fp8_state_bytes(model.layer(t, fp8=fp8)).values()))
