@@ -64,6 +64,12 @@ SYMBOLS = (
          "模型副本的份数"),
     Term("cp", "context-parallel size: GPUs that share one sequence, s/cp tokens each",
          "上下文并行度（CP）", "共同分担一条序列的 GPU 数，每卡 s/cp 个 token"),
+    Term("ep", "expert-parallel size: GPUs that share a mixture-of-experts layer's experts, "
+         "E/ep each", "专家并行度（EP）", "共同分担一个混合专家层的专家的 GPU 数，每卡 E/ep 个专家"),
+    Term("etp", "expert tensor-parallel size: GPUs that split each expert's matrices "
+         "(default t)", "专家张量并行度（ETP）", "切分每个专家矩阵的 GPU 数（默认等于 t）"),
+    Term("d_h", "one attention head's width: h/a, or kv_channels", "注意力头宽度",
+         "一个注意力头的宽度：h/a，或 kv_channels"),
     Term("M", "one layer's activation memory: bytes per micro-batch, per GPU",
          "单层激活显存", "一层的激活显存：每个微批次、每卡的字节数"),
     Term("k", "layers per group under full recomputation (recompute_num_layers)",
@@ -140,6 +146,13 @@ TERMS = (
          "FlashAttention", "分块计算的精确注意力，从不保存 s x s 矩阵"),
     Term("grouped-query attention", "several query heads share one key/value head",
          "分组查询注意力（GQA）", "多个查询头共用一个 KV 头"),
+    Term("query/key norm", "a norm over each head's query and key before the rotary "
+         "embedding (qk_layernorm, Qwen3)", "查询/键归一化",
+         "在旋转位置编码之前对每个头的查询和键做归一化（qk_layernorm，Qwen3）"),
+    Term("token dispatch", "a mixture-of-experts layer sends each token's k copies to "
+         "their experts' GPUs (all-to-all) and combines the results back",
+         "token 分发", "混合专家层把每个 token 的 k 个副本发往其专家所在的 GPU（all-to-all），"
+         "再把结果合并回来"),
     Term("SwiGLU", "gated MLP activation: silu(gate) * up", "SwiGLU 激活函数",
          "带门控的 MLP 激活：silu(gate) * up"),
     Term("dropout mask", "which elements dropout zeroed, 1 byte each", "dropout 掩码",

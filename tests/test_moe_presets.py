@@ -38,7 +38,7 @@ def rows(**options):
 
 def test_kv_channels_sets_the_width_of_q_k_v_and_the_projection_input():
     plain, wide = rows(), rows(kv_channels=D)
-    assert wide["query"].bytes == 2 * S * A * D and wide["query"].shape == ("s", "b", "a*d")
+    assert wide["query"].bytes == 2 * S * A * D and wide["query"].shape == ("s", "b", "a*d_h")
     assert wide["key"].bytes == wide["value"].bytes == 2 * S * G * D
     assert wide["proj_input"].bytes == 2 * S * A * D
     assert wide["softmax_output"].bytes == plain["softmax_output"].bytes == 2 * A * S * S

@@ -3,7 +3,8 @@
 Two of Megatron-LM's options (``megatron/training/arguments.py``), as
 :class:`actmem.LayerConfig` fields:
 
-* ``kv_channels`` (``--kv-channels``): each head's width d, by default h/a
+* ``kv_channels`` (``--kv-channels``): each head's width d (``d_h`` in the
+  rows' shapes), by default h/a
   (``transformer_config.py``: TransformerConfig.__post_init__ sets
   ``kv_channels = hidden_size // num_attention_heads`` when it is None).
   The QKV projection makes a*d query and g*d key and value columns and the
@@ -88,7 +89,7 @@ def with_head_dim(rows, c):
     for r in rows:
         if r.key in sizes and c.kv_channels is not None:
             heads, n = sizes[r.key]
-            r = replace(r, shape=("s", "b", f"{heads}*d"), elements=sb * n * d)
+            r = replace(r, shape=("s", "b", f"{heads}*d_h"), elements=sb * n * d)
         out.append(r)
         if r.key == "value" and c.qk_layernorm:
             out += [_norm_row(c, "q_norm_input", "input of the query norm", "a", c.a * d),
@@ -97,7 +98,7 @@ def with_head_dim(rows, c):
 
 
 def _norm_row(c, key, name, heads, width):
-    return LedgerRow(key, name, "attention", ("s", "b", heads, "d"), c.s * c.b * width, 2,
+    return LedgerRow(key, name, "attention", ("s", "b", heads, "d_h"), c.s * c.b * width, 2,
                      HEAD_SPLIT, c.t, "intermediate", SOURCES[key], NEEDED_FOR[key])
 
 
