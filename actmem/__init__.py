@@ -21,10 +21,13 @@ from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidd
                            valid_tensor_parallel_sizes)
 from .layer.coefficients import coefficient_units, coefficients, row_coefficient
 from .layer.formula import TABLE2_FORMULAS, paper_formula
+from .layer.fp8 import FP8_FORMATS, fp8_state_bytes
+from .layer.lora import LORA_TARGETS, lora_parameters
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
 from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .run.gpus import GPU, GPUS, gpu_capacity
+from .run.lora_states import adapter_parameters
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from .run.presets import MOE_PRESETS, PRESETS, preset
@@ -61,13 +64,15 @@ __all__ = [
     "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",
     "paper_formula", "row_coefficient", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
     "valid_tensor_parallel_sizes",
+    "FP8_FORMATS", "LORA_TARGETS", "adapter_parameters", "fp8_state_bytes", "lora_parameters",
 ]
 
 _MODULES = {
-    **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe"), "layer"),
+    **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
+                     "fp8"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
-                     "stage_split", "pass_parts"), "run"),
+                     "stage_split", "pass_parts", "lora_states"), "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),

@@ -153,6 +153,11 @@ TERMS = (
          "their experts' GPUs (all-to-all) and combines the results back",
          "token 分发", "混合专家层把每个 token 的 k 个副本发往其专家所在的 GPU（all-to-all），"
          "再把结果合并回来"),
+    Term("multi-latent attention", "DeepSeek's attention: K and V (and Q) come from small "
+         "latents of width kv_lora_rank (q_lora_rank) through up projections; in training "
+         "every head still keeps its own Q, K and V", "多头潜在注意力（MLA）",
+         "DeepSeek 的注意力：K、V（以及 Q）由宽度为 kv_lora_rank（q_lora_rank）的小潜在向量"
+         "经上投影得到；训练时每个头仍保存自己的 Q、K、V"),
     Term("SwiGLU", "gated MLP activation: silu(gate) * up", "SwiGLU 激活函数",
          "带门控的 MLP 激活：silu(gate) * up"),
     Term("dropout mask", "which elements dropout zeroed, 1 byte each", "dropout 掩码",
@@ -219,6 +224,16 @@ TERMS = (
          ("looped-bfs",)),
     Term("uneven pipeline split", "stages with different numbers of layers, to relieve the "
          "first or last stage", "非均匀流水线切分", "各级层数不同，用来减轻首级或末级的负担"),
+    Term("LoRA", "fine-tuning that freezes every weight and trains low-rank adapters "
+         "(X A^T) B^T of rank r on chosen linear layers (lora_rank, lora_targets)",
+         "低秩适配（LoRA）", "冻结全部权重，只在选定的线性层上训练秩为 r 的低秩适配器 "
+         "(X A^T) B^T（lora_rank、lora_targets）"),
+    Term("frozen weight", "a weight that is not trained: no gradient, no optimizer state, "
+         "and its layer keeps no input for a weight gradient", "冻结权重",
+         "不训练的权重：没有梯度和优化器状态，其所在层也不为权重梯度保存输入"),
+    Term("FP8", "8-bit floating point (e4m3, e5m2) for the linear layers' inputs and "
+         "weights under Transformer Engine, with a scale per tensor (fp8)", "FP8 训练",
+         "Transformer Engine 下线性层的输入和权重使用 8 位浮点（e4m3、e5m2），每个张量带一个缩放因子（fp8）"),
 )
 """The field's terms as the notebooks use them."""
 
