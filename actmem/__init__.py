@@ -20,6 +20,7 @@ from .language import LANGUAGES, get_language, set_language
 from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidden_size,
                            valid_tensor_parallel_sizes)
 from .layer.coefficients import coefficient_units, coefficients, row_coefficient
+from .layer.context_parallel import CP_COMM_TYPES, valid_context_parallel_sizes
 from .layer.formula import TABLE2_FORMULAS, paper_formula
 from .layer.fp8 import FP8_FORMATS, fp8_state_bytes
 from .layer.lora import LORA_TARGETS, lora_parameters
@@ -65,11 +66,12 @@ __all__ = [
     "paper_formula", "row_coefficient", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",
     "valid_tensor_parallel_sizes",
     "FP8_FORMATS", "LORA_TARGETS", "adapter_parameters", "fp8_state_bytes", "lora_parameters",
+    "CP_COMM_TYPES", "valid_context_parallel_sizes",
 ]
 
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
-                     "fp8"), "layer"),
+                     "fp8", "context_parallel"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
                      "stage_split", "pass_parts", "lora_states"), "run"),

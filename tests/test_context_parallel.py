@@ -172,3 +172,29 @@ def test_training_memory_keeps_learned_positions_whole():
     gpt = PRESETS["gpt2-large"].with_(flash_attention=True)
     assert (training_memory(gpt, cp=2).stages[0].weights
             == training_memory(gpt).stages[0].weights)
+
+
+@pytest.mark.parametrize("t, sp, kind", [(1, False, "p2p"), (8, True, "p2p"), (2, True, "a2a"),
+                                         (1, False, "allgather")])
+def test_valid_sizes_are_exactly_those_layer_config_accepts(t, sp, kind):
+    from actmem.layer.context_parallel import valid_context_parallel_sizes
+    s = 384
+    offered = valid_context_parallel_sizes(s, 32, t, kv_heads=8, sequence_parallel=sp,
+                                           cp_comm_type=kind)
+    accepted = []
+    for cp in range(1, s + 1):
+        try:
+            LayerConfig(s, 1, 4096, 32, t, sequence_parallel=sp, kv_heads=8, cp=cp,
+                        flash_attention=True, cp_comm_type=kind)
+            accepted.append(cp)
+        except ValueError:
+            pass
+    assert offered == accepted and len(offered) > 2
+
+
+def test_docstring_examples():
+    import doctest
+
+    from actmem.layer import context_parallel
+    result = doctest.testmod(context_parallel)
+    assert result.attempted > 0 and result.failed == 0

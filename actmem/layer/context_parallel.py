@@ -52,7 +52,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
-from ..validate import choice, divides, positive_int
+from ..validate import choice, divides, divisors, positive_int
 from .ledger import HEAD_SPLIT, LedgerRow
 
 CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
@@ -118,6 +118,32 @@ def check_context_parallel(c) -> None:
     if a2a > 1:
         name = "cp" if kind == "a2a" else "hierarchical_context_parallel_sizes[0]"
         divides(name, a2a, **{"a/t": c.a // c.t, "kv_heads/t": c.g // c.t})
+
+
+def valid_context_parallel_sizes(s: int, a: int, t: int = 1, *, kv_heads: int | None = None,
+                                 sequence_parallel: bool = False, cp_comm_type: str = "p2p"
+                                 ) -> list[int]:
+    """Values of cp that :class:`actmem.LayerConfig` accepts with
+    ``flash_attention=True``, ascending (choices for widgets): 2*cp divides
+    s, s/cp is divisible by t under sequence parallelism, and for
+    ``"a2a"`` cp divides a/t and kv_heads/t. ``"a2a+p2p"`` takes the same
+    cp as p2p (its a2a size is checked separately).
+
+    >>> valid_context_parallel_sizes(8192, 32, 8, kv_heads=8, sequence_parallel=True)[-3:]
+    [256, 512, 1024]
+    >>> valid_context_parallel_sizes(8192, 32, 1, kv_heads=8, cp_comm_type="a2a")
+    [1, 2, 4, 8]
+
+    Raises:
+        TypeError, ValueError: a size is not a positive integer, or
+            ``cp_comm_type`` is unknown.
+    """
+    s, a, t = (positive_int(n, v) for n, v in (("s", s), ("a", a), ("t", t)))
+    g = a if kv_heads is None else positive_int("kv_heads", kv_heads)
+    choice("cp_comm_type", cp_comm_type, CP_COMM_TYPES)
+    return [cp for cp in divisors(max(s // 2, 1))  # 2*cp divides s
+            if cp == 1 or (not (sequence_parallel and (s // cp) % t)
+                           and not (cp_comm_type == "a2a" and ((a // t) % cp or (g // t) % cp)))]
 
 
 def _a2a_size(c, cp: int, kind: str) -> int:
