@@ -198,3 +198,11 @@ def test_docstring_examples():
     from actmem.layer import context_parallel
     result = doctest.testmod(context_parallel)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a2a_output_has_the_projection_input_width():
+    """With multi-latent attention the output is a*v_head_dim wide, not h."""
+    got = {r.key: r.bytes for r in activation_memory(
+        8192, 1, 4096, 32, 2, flash_attention=True, multi_latent_attention=True, dropout=False,
+        cp=4, cp_comm_type="a2a").rows}
+    assert got[A2A_OUTPUT] == got["proj_input"] == 2 * 8192 * 32 * 128 // (2 * 4)

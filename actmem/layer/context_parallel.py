@@ -191,7 +191,7 @@ def with_context_parallel(c) -> tuple[LedgerRow, ...]:
         rows.append(replace(row, elements=row.elements * c.cp, ranks=row.ranks * c.cp,
                             source=source))
         if row.key == "proj_input" and kind in ("a2a", "a2a+p2p") and _attention_kept(c):
-            rows.insert(len(rows) - 1, a2a_output_row(c))
+            rows.insert(len(rows) - 1, a2a_output_row(c, rows[-1]))
     return tuple(rows)
 
 
@@ -204,14 +204,15 @@ def _attention_kept(c) -> bool:
     return c.recompute == "none" or "core_attn" not in modules
 
 
-def a2a_output_row(c) -> LedgerRow:
+def a2a_output_row(c, proj: LedgerRow) -> LedgerRow:
     """The core attention's output kept before the all-to-all back (a2a,
-    a2a+p2p): s*b*h elements in 2 bytes over t*cp ranks, 2sbh/(t*cp) bytes
-    (``out_part`` in TE's save list; the output the projection saves is the
-    all-to-all's result, another storage)."""
+    a2a+p2p): as many elements as the output projection's input ``proj``
+    (s*b*h, or s*b*a*d with other head widths), in 2 bytes over t*cp ranks:
+    2sbh/(t*cp) bytes (``out_part`` in TE's save list; the output the
+    projection saves is the all-to-all's result, another storage)."""
     return LedgerRow(A2A_OUTPUT, "attention output before the all-to-all back (a2a)",
-                     "attention", ("s", "b", "h"), c.s * c.b * c.h, 2, HEAD_SPLIT,
-                     c.t * c.cp, "intermediate", SOURCES[c.cp_comm_type],
+                     "attention", proj.shape, proj.elements, 2, HEAD_SPLIT, c.t * c.cp,
+                     "intermediate", SOURCES[c.cp_comm_type],
                      "FlashAttention backward: D = rowsum(dO * O) needs the output O of "
                      "the heads this rank computed")
 
