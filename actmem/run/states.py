@@ -192,7 +192,9 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             reduces gradients and shards the distributed optimizer over the
             data-parallel group with context parallelism, d*cp ranks
             (``parallel_state.py``: get_data_parallel_group(
-            with_context_parallel=True); ``finalize_model_grads.py``); the
+            with_context_parallel=True); ``distributed_data_parallel.py``
+            builds the gradient buffers the distributed optimizer shards over
+            ``intra_dp_cp_group``; ``finalize_model_grads.py``); the
             expert data-parallel size becomes t*cp*d/(ep*etp)
             (``parallel_state.py``: expert_data_parallel_size = world_size //
             (etp*ep*p), world size t*p*d*cp). ZeRO shards over d*cp too.
