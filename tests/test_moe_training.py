@@ -17,7 +17,8 @@ from actmem.views.fit_views import (D_CHOICES, STATES, FitPlanner, expert_choice
                                     run_arguments, tensor_choices)
 from actmem.views.train_cli import verdict
 from actmem.run.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
-                                     stack_parts, stage_stacks, virtual_offsets)
+                                     stack_parts, stage_moe_layers, stage_stacks,
+                                     virtual_offsets)
 from actmem.run.timeline_events import LayerMoments
 
 S, H, A, E, K, FE = 64, 64, 4, 4, 2, 32
@@ -223,3 +224,16 @@ def test_the_new_moments_read_in_chinese():
     assert len(labels) == 2
     assert all("MoE" in event_label(x, chinese) and "micro-batch" not in event_label(x, chinese)
                for x in labels)
+
+
+def test_interleaved_stages_hold_the_experts_of_their_own_chunks():
+    model = TINY.with_(L=12, moe_layer_freq=2)   # MoE layers 0, 2, 4, ...: 1,0,1 | 0,1,0 | ...
+    split = ((3, 3), (3, 3))
+    assert stage_moe_layers(model.moe_pattern(), split) == (4, 2)   # layers 0-2 and 6-8
+    r = training_memory(model, p=2, v=2, m=2, schedule="interleaved")
+    for i, n_moe in enumerate((4, 2)):
+        states = model_states(model, p=2, accounting="megatron", stage=i, moe_layers=(4, 2))
+        assert r.stages[i].weights == states.weights
+        assert states.expert_parameters == n_moe * E * 3 * H * FE
+    with pytest.raises(ValueError, match=r"moe_layers=\(5, 2\) must give each of the 2 stages"):
+        model_states(model, p=2, moe_layers=(5, 2))

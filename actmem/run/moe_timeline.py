@@ -205,3 +205,11 @@ def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute:
                                                    "bf16", layer_options=opts))
         kinds[kind] = moments
     return kinds
+
+
+def stage_moe_layers(pattern, split, v_shaped: bool = False) -> tuple[int, ...]:
+    """MoE layers on each stage, counted over the layers its chunks hold
+    (:func:`virtual_offsets`): the ``moe_layers`` of
+    :func:`actmem.model_states` for interleaved and V schedules."""
+    return tuple(sum(pattern[first + j] for first, n in zip(offsets, chunks) for j in range(n))
+                 for offsets, chunks in zip(virtual_offsets(split, v_shaped), split))

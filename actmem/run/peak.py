@@ -33,7 +33,7 @@ from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_prec
                         layer_rows, moment_parts, precision_moments, precision_outputs)
 from .schedules import simulate_schedule
 from .split_backward import layer_weight_rows
-from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_stacks
+from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_moe_layers, stage_stacks
 from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
 from .timeline import Pass, StageTimeline, stage_timeline
@@ -335,7 +335,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   for (held, _), one in zip(parts, passes)]
         states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, cp=cp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
-                              distributed_optimizer=distributed_optimizer, stage=i)
+                              distributed_optimizer=distributed_optimizer, stage=i,
+                              moe_layers=kinds and stage_moe_layers(model.moe_pattern(), split,
+                                                                    plan.v_shaped))
         if precision != "bf16":
             states = replace(states, **full_precision_states(
                 states.parameters, d * cp, zero_stage, distributed_optimizer))

@@ -96,7 +96,8 @@ def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1,
 
 
 def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_layers=None,
-                           ep: int = 1, etp: int | None = None) -> list[tuple[int, int]]:
+                           ep: int = 1, etp: int | None = None,
+                           moe_layers=None) -> list[tuple[int, int]]:
     """(other parameters, routed experts' parameters) on one GPU of each
     pipeline stage, stage 0 first; the stages hold consecutive layers.
 
@@ -105,6 +106,10 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
             default ``L/p`` each.
         ep, etp: expert-parallel and expert tensor-parallel sizes (MoE
             models only; etp default t).
+        moe_layers: MoE layers on each stage, where its chunks hold layers
+            that are not consecutive (interleaved or V schedules,
+            :func:`actmem.run.moe_timeline.stage_moe_layers`); default those
+            among the stage's consecutive layers.
 
     Raises:
         TypeError, ValueError: t or p invalid for the model (t must divide
@@ -124,8 +129,14 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     moe = (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values())
            if count.moe_layers else 0)
     pattern, first, stages = model.moe_pattern(), 0, []
-    for layers in stage_layers:
-        n_moe = sum(pattern[first:first + layers])
+    if moe_layers is not None and (
+            len(moe_layers) != len(stage_layers) or sum(moe_layers) != sum(pattern)
+            or any(not 0 <= n <= s for n, s in zip(moe_layers, stage_layers))):
+        raise ValueError(f"moe_layers={moe_layers!r} must give each of the {len(stage_layers)} "
+                         f"stages at most its layers {list(stage_layers)}, {sum(pattern)} MoE "
+                         "layers in all")
+    for i, layers in enumerate(stage_layers):
+        n_moe = sum(pattern[first:first + layers]) if moe_layers is None else moe_layers[i]
         stages.append([(layers - n_moe) * dense + n_moe * moe,
                        n_moe * count.experts // (ep * etp)])
         first += layers
@@ -167,7 +178,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
                  stage: int | None = None, stage_layers=None, ep: int = 1,
-                 etp: int | None = None, cp: int = 1) -> ModelStates:
+                 etp: int | None = None, cp: int = 1, moe_layers=None) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -198,6 +209,8 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             expert data-parallel size becomes t*cp*d/(ep*etp)
             (``parallel_state.py``: expert_data_parallel_size = world_size //
             (etp*ep*p), world size t*p*d*cp). ZeRO shards over d*cp too.
+        moe_layers: MoE layers on each stage when its chunks are not
+            consecutive layers (:func:`stage_parameter_groups`), p ints.
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
@@ -220,7 +233,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     if accounting == "zero" and distributed_optimizer:
         raise ValueError("distributed_optimizer=True belongs to accounting='megatron'; "
                          "with accounting='zero' use zero_stage=1")
-    per_stage = _per_stage(model_or_params, t, p, stage_layers, ep, etp)
+    per_stage = _per_stage(model_or_params, t, p, stage_layers, ep, etp, moe_layers)
     if stage is None:
         stage = max(range(len(per_stage)), key=lambda i: sum(per_stage[i]))
     elif integer("stage", stage, "a stage index") not in range(len(per_stage)):
@@ -267,10 +280,10 @@ def expert_data_parallel(model: ModelConfig, t: int, d: int, ep: int = 1,
     return ranks // (ep * etp)
 
 
-def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp
+def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp, moe_layers=None
                ) -> list[tuple[int, int]]:
     if isinstance(model_or_params, ModelConfig):
-        return stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp)
+        return stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp, moe_layers)
     params = positive_int("model_or_params", model_or_params)
     if (positive_int("t", t), positive_int("p", p)) != (1, 1):
         raise ValueError(f"t={t}, p={p}: a bare parameter count cannot be split over "
