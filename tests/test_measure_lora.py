@@ -72,3 +72,16 @@ def test_gradients_and_adam_states_only_for_the_adapters(name):
     assert states.frozen_with_state == 0
     model = ModelConfig(**SHAPE, L=1, vocab_size=128, activation="swiglu")
     assert states.frozen == parameter_count(model).per_layer  # the frozen base, whole
+
+
+def test_two_tensor_parallel_ranks_keep_the_adapters_rows_to_the_byte():
+    from actmem.measure.lora import measure_lora_parallel
+    config = LayerConfig(**SHAPE, t=2, kv_heads=2, activation="swiglu", lora_rank=8,
+                         lora_targets=("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"))
+    for m in measure_lora_parallel(config):
+        rows = compare(m).rows
+        assert [(r.key, r.measured_bytes) for r in rows] == [(r.key, r.ledger_bytes) for r in rows]
+        saved = {r.key: r.measured_bytes for r in rows}
+        # A's output is whole on each rank (gathered, or all-reduced for the row-parallel bases)
+        assert saved["lora_linear_qkv_a_output"] == saved["lora_linear_fc2_a_output"] == 16 * 2 * 8 * 2
+        assert saved["proj_input"] == 16 * 2 * 32 // 2 * 2  # the base's slice, read by A

@@ -8,6 +8,16 @@ over Q, K and V for ``linear_qkv`` (its output split among the three, as
 Megatron's fused projection), over gate and up for SwiGLU's ``linear_fc1``.
 A's output is tagged as the ledger row ``lora_<name>_a_output``.
 
+On t tensor-parallel ranks (gloo, :func:`measure_lora_parallel`) each
+adapter is split as Megatron-Bridge's ParallelLinearAdapter
+(``src/megatron/bridge/peft/utils.py``): on a column-parallel base, A is a
+ColumnParallelLinear over r with ``gather_output=True`` (every rank then
+keeps A's whole output for B, itself column-parallel over the base's
+outputs); on a row-parallel base, A is a RowParallelLinear over the base's
+input slice (its output all-reduced) and B a ColumnParallelLinear with
+``gather_output=True``. The adapters' weights are drawn once (t = 1) and
+sliced; B is zero, as LoRA initialises it.
+
 :func:`measure_lora` records what autograd saves (:class:`.saved.Recorder`,
 parameters excluded; set it against the ledger with :func:`.compare.compare`);
 :func:`measure_lora_states` counts, after a backward pass and one Adam step,
@@ -19,12 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from ..layer.config import LayerConfig
 from ..layer.lora import adapters
+from .launch import on_ranks
 from .layer import ReferenceLayer, layer_input
+from .parallel import TensorParallel, copy_to_parallel, reduce_from_parallel
 from .run import Measurement
 from .saved import Recorder, named
 
@@ -32,24 +45,54 @@ ALPHA = 32
 """LoRA's alpha (Megatron-Bridge's default); the scale alpha/r saves nothing."""
 
 
-class LoRAAdapter(nn.Module):
-    """``(x A^T) B^T * alpha/r`` for one adapter; computed once per input,
-    however many base projections share it (the fused ``linear_qkv``)."""
+class _GatherLast(torch.autograd.Function):
+    """All-gather along the last dimension; backward keeps this rank's slice
+    (``megatron/core/tensor_parallel/mappings.py``: _GatherFromModelParallelRegion).
+    Saves no tensor."""
 
-    def __init__(self, name: str, in_features: int, out_features: int, r: int,
-                 gen: torch.Generator, dtype):
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        if tp.size == 1:
+            return x.view_as(x)
+        parts = [torch.empty_like(x) for _ in range(tp.size)]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        tp = ctx.tp
+        return grad.chunk(tp.size, dim=-1)[tp.rank].contiguous(), None
+
+
+class LoRAAdapter(nn.Module):
+    """``(x A^T) B^T * alpha/r`` for one adapter on rank ``tp.rank``;
+    computed once per input, however many base projections share it (the
+    fused ``linear_qkv``)."""
+
+    def __init__(self, adapter, r: int, tp: TensorParallel, gen: torch.Generator, dtype):
         super().__init__()
-        self.key = f"lora_{name}_a_output"
-        self.A = nn.Parameter((torch.randn(r, in_features, generator=gen)
-                               * in_features ** -0.5).to(dtype))
-        self.B = nn.Parameter(torch.zeros(out_features, r, dtype=dtype))  # LoRA's B = 0
+        self.key, self.tp, self.column = f"lora_{adapter.name}_a_output", tp, adapter.column
+        n_in, n_out = adapter.in_features, adapter.out_features
+        A = torch.randn(r, n_in, generator=gen) * n_in ** -0.5
+        rows = tp.shard(r, "lora_rank") if self.column else r
+        cols = n_in if self.column else tp.shard(n_in, "in_features")
+        at = tp.rank * (rows if self.column else cols)
+        A = A[at:at + rows] if self.column else A[:, at:at + cols]
+        self.A = nn.Parameter(A.contiguous().to(dtype))
+        self.B = nn.Parameter(torch.zeros(tp.shard(n_out, "out_features"), r, dtype=dtype))
         self.scale = ALPHA / r
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._last is None or self._last[0] is not x:
-            z = named(self.key, F.linear(x, self.A))
-            self._last = (x, F.linear(z, self.B) * self.scale)
+            if self.column:  # A column-parallel over r, its output gathered
+                z = _GatherLast.apply(F.linear(copy_to_parallel(x, self.tp), self.A), self.tp)
+                delta = F.linear(named(self.key, z), self.B)
+            else:  # A row-parallel over the base's input slice, its output all-reduced
+                z = reduce_from_parallel(F.linear(x, self.A), self.tp)
+                delta = _GatherLast.apply(F.linear(named(self.key, z), self.B), self.tp)
+            self._last = (x, delta * self.scale)
         return self._last[1]
 
 
@@ -68,24 +111,27 @@ class ReferenceLoRALayer(ReferenceLayer):
     """The reference layer, frozen, with LoRA adapters on ``config.lora_targets``.
 
     Args:
-        config: a layer with ``lora_rank`` (t = 1).
+        config: a layer with ``lora_rank`` (t > 1 inside a process group of t
+            ranks, :func:`actmem.measure.launch.on_ranks`).
+        rank: this process's tensor-parallel rank.
         mask, seed, dtype: as :class:`.layer.ReferenceLayer`.
 
     Raises:
-        ValueError: ``config`` has no ``lora_rank``, or t > 1.
+        ValueError: ``config`` has no ``lora_rank``; as
+            :class:`.layer.ReferenceLayer` (sequence parallelism is not
+            measured).
     """
 
-    def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
-        if config.lora_rank is None or config.t != 1:
-            raise ValueError(f"ReferenceLoRALayer needs lora_rank and t = 1, got "
-                             f"lora_rank={config.lora_rank}, t={config.t}")
-        super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
+    def __init__(self, config: LayerConfig, rank: int = 0, *, mask="bool", seed=0,
+                 dtype=torch.bfloat16):
+        if config.lora_rank is None:
+            raise ValueError("ReferenceLoRALayer needs lora_rank, got None")
+        super().__init__(config, rank, mask=mask, seed=seed, dtype=dtype)
         self.requires_grad_(False)
         gen = torch.Generator().manual_seed(seed + 2)
         self.adapters = nn.ModuleList()
         for a in adapters(config):
-            adapter = LoRAAdapter(a.name, a.in_features, a.out_features, config.lora_rank,
-                                  gen, dtype)
+            adapter = LoRAAdapter(a, config.lora_rank, self.tp, gen, dtype)
             self.adapters.append(adapter)
             for base, cols in _bases(a.name, config):
                 self.linears[base] = Adapted(self.linears[base], adapter, cols)
@@ -97,8 +143,9 @@ class ReferenceLoRALayer(ReferenceLayer):
 
 
 def _bases(name: str, c: LayerConfig) -> list[tuple[str, slice]]:
-    """The reference layer's linears an adapter feeds, with its output columns."""
-    h, kv, f = c.h, c.g * c.h // c.a, c.f
+    """The reference layer's linears an adapter feeds, with its output
+    columns on one rank (a column-parallel base keeps 1/t of its outputs)."""
+    h, kv, f = (n // c.t for n in (c.h, c.g * c.h // c.a, c.f))
     whole = slice(None)
     if name == "linear_qkv":
         return [("q", slice(0, h)), ("k", slice(h, h + kv)), ("v", slice(h + kv, h + 2 * kv))]
@@ -111,17 +158,31 @@ def _bases(name: str, c: LayerConfig) -> list[tuple[str, slice]]:
     return [(base, whole)]
 
 
-def measure_lora(config: LayerConfig, mask: str = "bool") -> Measurement:
-    """One forward pass of :class:`ReferenceLoRALayer`, every saved storage
-    recorded (parameters excluded), as :func:`.run.measure_layer`.
+def measure_lora(config: LayerConfig, rank: int = 0, mask: str = "bool") -> Measurement:
+    """One forward pass of rank ``rank``'s :class:`ReferenceLoRALayer`,
+    every saved storage recorded (parameters excluded), as
+    :func:`.run.measure_layer` (t > 1: inside a process group of t ranks).
 
     Raises:
         ValueError: see :class:`ReferenceLoRALayer`.
     """
-    layer = ReferenceLoRALayer(config, mask=mask)
+    layer = ReferenceLoRALayer(config, rank, mask=mask)
     with Recorder(layer.parameters()) as rec:
         out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return Measurement(config, rank, mask, rec.storages(out))
+
+
+def measure_lora_parallel(config: LayerConfig, mask: str = "bool") -> list[Measurement]:
+    """:func:`measure_lora` on each of ``config.t`` gloo ranks, rank 0 first.
+
+    Raises:
+        ValueError: see :class:`ReferenceLoRALayer`.
+    """
+    return on_ranks(_measure_rank, config.t, config, mask)
+
+
+def _measure_rank(rank: int, config: LayerConfig, mask: str) -> Measurement:
+    return measure_lora(config, rank, mask)
 
 
 @dataclass(frozen=True)
