@@ -157,7 +157,7 @@ def test_training_memory_keeps_the_mask_rows_of_the_rank_queries():
 
 
 @pytest.mark.parametrize("options, words", [
-    (dict(cp=8, cp_comm_type="a2a"), "training_memory models 'p2p' and 'allgather'"),
+    (dict(cp=8, precision="autocast"), "cp=8 with precision='autocast'"),
     (dict(cp=6), "s=65536 must be divisible by 2*cp=12"),
     (dict(cp=True), "cp must be a positive integer"),
 ])
@@ -206,3 +206,23 @@ def test_a2a_output_has_the_projection_input_width():
         8192, 1, 4096, 32, 2, flash_attention=True, multi_latent_attention=True, dropout=False,
         cp=4, cp_comm_type="a2a").rows}
     assert got[A2A_OUTPUT] == got["proj_input"] == 2 * 8192 * 32 * 128 // (2 * 4)
+
+
+def test_training_memory_a2a_keeps_one_output_more_per_layer():
+    from actmem import training_memory
+    model = PRESETS["llama3-8b"].with_(s=65536)
+    row = 2 * 65536 // 8 * 4096  # t=1: the whole hidden width of a rank's s/8 tokens
+    for recompute, kept, working in (("none", row, 0), ("selective", 0, row), ("full", 0, row)):
+        p2p, a2a = (training_memory(model, cp=8, cp_comm_type=kind, recompute=recompute,
+                                    create_attention_mask_in_dataloader=False).stages[0]
+                    for kind in ("p2p", "a2a"))
+        assert a2a.layer_activations - p2p.layer_activations == model.L * kept
+        assert a2a.recompute_working_set - p2p.recompute_working_set == working
+        assert a2a.peak > p2p.peak if recompute == "none" else a2a.peak >= p2p.peak
+
+
+def test_training_memory_a2a_is_for_dense_models():
+    from actmem import training_memory
+    with pytest.raises(ValueError, match="modelled in training_memory for dense models"):
+        training_memory(MOE_PRESETS["mixtral-8x7b"].with_(flash_attention=True), t=2,
+                        sequence_parallel=True, ep=8, d=4, cp=2, cp_comm_type="a2a")

@@ -218,28 +218,26 @@ def a2a_output_row(c, proj: LedgerRow) -> LedgerRow:
 
 
 
-RUN_COMM_TYPES = ("p2p", "allgather")
-"""The comm types :func:`actmem.training_memory` takes: their rows are the
-layer's on s/cp tokens, so a rank's whole run is the model on s/cp tokens."""
-
-
 def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int = 1,
-               cp_comm_type: str = "p2p", hierarchical_context_parallel_sizes=None):
+               cp_comm_type: str = "p2p", hierarchical_context_parallel_sizes=None,
+               precision: str = "bf16"):
     """The model one context-parallel rank runs (``model`` an
     :class:`actmem.ModelConfig`): the same model on s/cp tokens (a learned
     position table keeps its s rows), checked first as Megatron-LM and
     Transformer Engine check a layer (:func:`check_context_parallel`, which
-    looks at the attention, the same in dense and MoE layers). Every part of a p2p or allgather rank is
-    then the model's on s/cp tokens: the layer rows (:func:`with_context_parallel`),
-    the embedding's and the output layer's inputs, the logits and the loss
-    (``get_batch_on_this_cp_rank`` splits tokens, labels and loss mask
-    along s).
+    looks at the attention, the same in dense and MoE layers). Every part
+    of a rank is then the model's on s/cp tokens: the layer rows
+    (:func:`with_context_parallel`; a2a and a2a+p2p keep one row more,
+    :func:`with_a2a_output`), the embedding's and the output layer's
+    inputs, the logits and the loss (``get_batch_on_this_cp_rank`` splits
+    tokens, labels and loss mask along s).
 
     Raises:
-        TypeError, ValueError: as :class:`actmem.LayerConfig`;
-            cp_comm_type ``"a2a"`` or ``"a2a+p2p"`` with cp > 1 (one row
-            more per layer than s/cp tokens give: use
-            :func:`actmem.activation_memory` for that layer).
+        TypeError, ValueError: as :class:`actmem.LayerConfig`; cp > 1 with
+            ``precision`` other than ``"bf16"`` (TE's FlashAttention and
+            fused attention, the only ones with context parallelism, take
+            16-bit inputs; the fp32 and autocast paths are modelled without
+            them); a2a or a2a+p2p with cp > 1 for an MoE model (left).
     """
     options = dict(cp=positive_int("cp", cp), cp_comm_type=cp_comm_type,
                    hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes)
@@ -248,10 +246,34 @@ def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int =
     model.layer(t, sequence_parallel, recompute, moe=False, **options)  # the attention's checks
     if cp == 1:
         return model
-    if cp_comm_type not in RUN_COMM_TYPES:
-        raise ValueError(f"cp_comm_type={cp_comm_type!r} with cp={cp}: training_memory models "
-                         f"{' and '.join(map(repr, RUN_COMM_TYPES))} so far (a rank runs the "
-                         "model on s/cp tokens); a2a keeps one row more per layer, see "
-                         "activation_memory(..., cp=..., cp_comm_type='a2a')")
+    if precision != "bf16":
+        raise ValueError(f"cp={cp} with precision={precision!r}: context parallelism runs in "
+                         "Transformer Engine's FlashAttention or fused attention, on 16-bit "
+                         "inputs; use precision='bf16'")
+    if cp_comm_type in ("a2a", "a2a+p2p") and model.num_experts is not None:
+        raise ValueError(f"cp_comm_type={cp_comm_type!r} with cp={cp} is modelled in "
+                         f"training_memory for dense models (this one has num_experts="
+                         f"{model.num_experts}); use 'p2p' or 'allgather', or "
+                         "activation_memory for one MoE layer under a2a")
     positions = model.max_positions or model.s if model.positions == "learned" else None
     return model.with_(s=model.s // cp, max_positions=positions)
+
+
+def with_a2a_output(moments, model, t: int, sequence_parallel: bool, recompute: str, cp: int,
+                    cp_comm_type: str, hierarchical_context_parallel_sizes=None,
+                    layer_options=None):
+    """``moments`` (a dense layer's :class:`actmem.run.timeline.LayerMoments`,
+    computed on a rank's s/cp tokens by :func:`rank_model`'s model) with the
+    a2a output row (:func:`a2a_output_row`) added to what the layer keeps
+    under the run's recomputation and to its full rows; unchanged for p2p,
+    allgather or cp = 1. ``model`` is the whole-sequence model; the row's
+    bytes are read from its ledger rows (``layer_options`` as
+    :meth:`actmem.ModelConfig.layer`)."""
+    if cp == 1 or cp_comm_type not in ("a2a", "a2a+p2p"):
+        return moments
+    options = dict(layer_options or {}, cp=cp, cp_comm_type=cp_comm_type,
+                   hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes)
+    kept, full = (sum(r.bytes for r in with_context_parallel(
+        model.layer(t, sequence_parallel, mode, moe=False, **options)) if r.key == A2A_OUTPUT)
+        for mode in (recompute, "none"))
+    return replace(moments, kept=moments.kept + kept, full=moments.full + full)

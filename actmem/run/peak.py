@@ -26,7 +26,7 @@ from ..layer.fp8 import fp8_format, fp8_state_bytes
 from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
                         workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
-from ..layer.context_parallel import rank_model
+from ..layer.context_parallel import rank_model, with_a2a_output
 from .model import ModelConfig
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
@@ -214,7 +214,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         cp, cp_comm_type, hierarchical_context_parallel_sizes: context
             parallelism (``--context-parallel-size``, ``--cp-comm-type``,
             :mod:`actmem.layer.context_parallel`): a rank runs the model on
-            s/cp tokens (``"p2p"`` or ``"allgather"``; a2a is refused here),
+            s/cp tokens (a2a and a2a+p2p keep one row more per layer: dense
+            models only; bf16 only),
             keeps (s/cp) x s of the data loader's mask (split along the
             queries, ``get_batch_on_this_cp_rank``), and the model states
             shard over d*cp (:func:`actmem.model_states`).
@@ -277,8 +278,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     if fp8:
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
     expert_data_parallel(model, t, d, ep, etp, cp)
-    model = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp tokens
-                       hierarchical_context_parallel_sizes)
+    model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
+                              hierarchical_context_parallel_sizes, precision), model
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -322,6 +323,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                           autocast_device, layer_options)
         moments = replace(moments, weight_rows=layer_weight_rows(
             model, t, sequence_parallel, rows, layer_options))
+    moments = with_a2a_output(moments, whole, t, sequence_parallel, recompute, cp, cp_comm_type,
+                              hierarchical_context_parallel_sizes, layer_options)
     mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
     stages = []
     for i in range(p):
