@@ -30,6 +30,7 @@ from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .run.gpus import GPU, GPUS, gpu_capacity
 from .run.lora_states import adapter_parameters
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
+from .run.moe_timeline import dispatch_buffers, dispatch_gradients
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from .run.presets import MOE_PRESETS, PRESETS, preset
 from .run.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
@@ -67,14 +68,15 @@ __all__ = [
     "valid_tensor_parallel_sizes",
     "FP8_FORMATS", "LORA_TARGETS", "adapter_parameters", "fp8_state_bytes", "lora_parameters",
     "CP_COMM_TYPES", "valid_context_parallel_sizes",
+    "dispatch_buffers", "dispatch_gradients",
 ]
 
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
-                     "fp8", "context_parallel"), "layer"),
+                     "fp8", "context_parallel", "head_dim"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
-                     "stage_split", "pass_parts", "lora_states"), "run"),
+                     "stage_split", "pass_parts", "lora_states", "moe_timeline"), "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),

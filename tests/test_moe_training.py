@@ -237,3 +237,11 @@ def test_interleaved_stages_hold_the_experts_of_their_own_chunks():
         assert states.expert_parameters == n_moe * E * 3 * H * FE
     with pytest.raises(ValueError, match=r"moe_layers=\(5, 2\) must give each of the 2 stages"):
         model_states(model, p=2, moe_layers=(5, 2))
+
+
+def test_the_docstring_example_runs():
+    import doctest
+
+    from actmem.run import moe_timeline
+    result = doctest.testmod(moe_timeline)
+    assert result.attempted > 0 and result.failed == 0

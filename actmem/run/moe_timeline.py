@@ -68,6 +68,12 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
 
     Raises:
         ValueError: ``c`` has no experts, or ep does not divide E.
+
+    >>> from actmem import LayerConfig
+    >>> mixtral = LayerConfig(4096, 1, 4096, 32, activation="swiglu", num_experts=8,
+    ...                       ffn_hidden_size=14336)   # R = 4096 x 2 copies of 2h bytes
+    >>> {name: n // 2**20 for name, n in dispatch_buffers(mixtral, ep=8).items()}   # MiB
+    {'permuted tokens': 64, "experts' output": 64, 'all-to-all back': 64}
     """
     E, x = _experts(c, ep), c.expert_t
     R, row, local = routed_copies(c), 2 * c.h, E // ep
