@@ -115,3 +115,18 @@ def test_training_memory_refuses_bad_fp8(kw, message):
     from actmem import PRESETS, training_memory
     with pytest.raises(ValueError, match=message):
         training_memory(PRESETS["llama2-7b"], **kw)
+
+
+def test_model_states_gain_te_state_per_layer_of_the_stage():
+    from actmem import PRESETS, model_states
+    from actmem.run.fp8_states import fp8_stage_bytes
+    llama = PRESETS["llama2-7b"]
+    per_layer = sum(fp8_state_bytes(llama.layer(2, fp8="e4m3")).values())
+    assert fp8_stage_bytes(llama, "e4m3", t=2, p=4) == [8 * per_layer] * 4
+    for stage in (0, 3):
+        plain = model_states(llama, t=2, p=4, accounting="megatron", stage=stage)
+        fp8 = model_states(llama, t=2, p=4, accounting="megatron", stage=stage, fp8="e4m3")
+        assert fp8.weights - plain.weights == 8 * per_layer
+        assert (fp8.gradients, fp8.optimizer) == (plain.gradients, plain.optimizer)
+    with pytest.raises(ValueError, match="--fp8-format"):
+        model_states(llama, fp8="fp8")

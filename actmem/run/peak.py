@@ -22,7 +22,8 @@ import numbers
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from ..layer.fp8 import fp8_format, fp8_state_bytes
+from ..layer.fp8 import fp8_format
+from ..layer.recompute_modules import check_for_model
 from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
                         workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
@@ -149,6 +150,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     gradient_accumulation_fusion: bool | None = None,
                     cp: int = 1, cp_comm_type: str = "p2p",
                     hierarchical_context_parallel_sizes: tuple[int, int] | None = None,
+                    recompute_modules: list[str] | tuple[str, ...] | None = None,
                     fp8: str | None = None) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
@@ -175,6 +177,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             (:mod:`actmem.run.split_backward`).
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
+            recompute_modules: with ``recompute="selective"``, the modules
+            recomputed (Megatron-LM's ``--recompute-modules``, default
+            ``["core_attn"]``), each layer taking those it has
+            (:mod:`actmem.layer.recompute_modules`).
         accounting, zero_stage, distributed_optimizer: model states
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
@@ -259,10 +265,6 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
                          "(fp32 rows and autocast's weight copies); this model has "
                          "multi_latent_attention=True: use 'bf16'")
-    if precision != "bf16" and model.multi_latent_attention:
-        raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
-                         "(fp32 rows and autocast's weight copies); this model has "
-                         "multi_latent_attention=True: use 'bf16'")
     if precision != "bf16" and logits_bytes != 4:
         raise ValueError(f"logits_bytes={logits_bytes!r} contradicts precision={precision!r}: "
                          "the loss keeps fp32 logits in fp32 and under autocast "
@@ -277,6 +279,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          f"num_experts={model.num_experts}: use fp8=None")
     if fp8:
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
+    if recompute_modules is not None:
+        check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
     expert_data_parallel(model, t, d, ep, etp, cp)
     model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
                               hierarchical_context_parallel_sizes, precision), model
@@ -296,6 +300,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                          "(a V); uneven splits are modelled for looped schedules only")
     spare = _reserve(reserve, capacity)
     layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
+    if recompute_modules is not None:
+        layer_options["recompute_modules"] = recompute_modules
     if fp8:
         layer_options["fp8"] = fp8
     base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
@@ -338,15 +344,12 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   for (held, _), one in zip(parts, passes)]
         states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, cp=cp, accounting=accounting,
                               zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
-                              distributed_optimizer=distributed_optimizer, stage=i,
+                              distributed_optimizer=distributed_optimizer, stage=i, fp8=fp8,
                               moe_layers=kinds and stage_moe_layers(model.moe_pattern(), split,
                                                                     plan.v_shaped))
         if precision != "bf16":
             states = replace(states, **full_precision_states(
                 states.parameters, d * cp, zero_stage, distributed_optimizer))
-        if fp8:  # Transformer Engine's FP8 weight copies and scaling state, per layer
-            states = replace(states, weights=states.weights + sum(split[i]) * sum(
-                fp8_state_bytes(model.layer(t, fp8=fp8)).values()))
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=passes,

@@ -41,8 +41,9 @@ bytes per expert parameter).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..layer.fp8 import fp8_format
 from .model import ModelConfig, ParameterCount, parameter_count
 from .stage_split import split_layers
 from .training import chunk_layers
@@ -178,7 +179,8 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  d: int = 1, optimizer: str = "adam", accounting: str = "zero",
                  zero_stage: int = 0, distributed_optimizer: bool = False,
                  stage: int | None = None, stage_layers=None, ep: int = 1,
-                 etp: int | None = None, cp: int = 1, moe_layers=None) -> ModelStates:
+                 etp: int | None = None, cp: int = 1, moe_layers=None,
+                 fp8: str | None = None) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -211,6 +213,10 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             (etp*ep*p), world size t*p*d*cp). ZeRO shards over d*cp too.
         moe_layers: MoE layers on each stage when its chunks are not
             consecutive layers (:func:`stage_parameter_groups`), p ints.
+        fp8: ``None`` or Megatron-LM's ``--fp8-format`` (``"e4m3"``,
+            ``"hybrid"``): the weights gain each layer's Transformer Engine
+            FP8 weight copies and scaling state
+            (:func:`actmem.run.fp8_states.fp8_stage_bytes`).
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
@@ -223,6 +229,15 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     """
     choice("optimizer", optimizer, OPTIMIZERS)
     choice("accounting", accounting, ACCOUNTINGS)
+    if fp8_format(fp8):  # the states without FP8, plus TE's per-layer FP8 state
+        from .fp8_states import fp8_stage_bytes
+        states = model_states(model_or_params, t=t, p=p, d=d, optimizer=optimizer,
+                              accounting=accounting, zero_stage=zero_stage,
+                              distributed_optimizer=distributed_optimizer, stage=stage,
+                              stage_layers=stage_layers, ep=ep, etp=etp, cp=cp,
+                              moe_layers=moe_layers)
+        extra = fp8_stage_bytes(model_or_params, fp8, t, p, stage_layers)[states.stage]
+        return replace(states, weights=states.weights + extra)
     d, cp = positive_int("d", d), positive_int("cp", cp)
     flag("distributed_optimizer", distributed_optimizer)
     if integer("zero_stage", zero_stage, "0, 1, 2 or 3") not in (0, 1, 2, 3):
