@@ -148,3 +148,16 @@ def test_model_config_refuses_names_the_model_lacks():
     with pytest.raises(ValueError, match="dense layers"):
         PRESETS["llama2-7b"].with_(num_experts=8, bias=False, lora_rank=8,
                                    lora_targets=("q_proj",))
+
+
+def test_a_frozen_fc2_makes_no_weight_gradient_in_the_timeline():
+    from actmem import PRESETS, training_memory
+
+    def mlp_transient(model, buffer):
+        events = training_memory(model, gradient_buffer=buffer).stages[0].timeline.events
+        return next(e.by_category["transient"] for e in events if "MLP" in e.label)
+    llama = PRESETS["llama2-7b"]
+    # full training without Megatron's fusion: fc2's weight gradient, 2fh bytes, is a tensor
+    assert mlp_transient(llama, "backward") - mlp_transient(llama, "persistent") == \
+        2 * 11008 * 4096
+    assert mlp_transient(_llama_lora(), "backward") == mlp_transient(_llama_lora(), "persistent")

@@ -321,9 +321,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     kinds = None if model.num_experts is None else kind_moments(  # MoE: layers by kind
         model, t, sequence_parallel, recompute, k, ep=ep, etp=etp, weight_gradients=not fusion,
         split_backward=plan.splits_backward, layer_options=layer_options)
-    moments = kinds[max(kinds)] if kinds else precision_moments(
+    moments = kinds[max(kinds)] if kinds else precision_moments(  # LoRA: fc2 is frozen
         model, t, sequence_parallel, recompute, k, precision, fused_projections,
-        autocast_device, not fusion, layer_options)
+        autocast_device, not fusion and model.lora_rank is None, layer_options)
     if plan.splits_backward and not kinds:  # zero bubble: from I to W a pass keeps what W reads
         rows = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
                           autocast_device, layer_options)
@@ -355,7 +355,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             workspace=workspace, passes=passes,
             layers=list(split[i]), layer=moments, loss=losses, mask=mask,
             copies=autocast_copies(model, t, precision),
-            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion),
+            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion
+                                  and model.lora_rank is None),  # LoRA: embedding frozen
             stacks=stacks)
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks, _pending(
