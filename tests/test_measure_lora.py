@@ -83,5 +83,6 @@ def test_two_tensor_parallel_ranks_keep_the_adapters_rows_to_the_byte():
         assert [(r.key, r.measured_bytes) for r in rows] == [(r.key, r.ledger_bytes) for r in rows]
         saved = {r.key: r.measured_bytes for r in rows}
         # A's output is whole on each rank (gathered, or all-reduced for the row-parallel bases)
-        assert saved["lora_linear_qkv_a_output"] == saved["lora_linear_fc2_a_output"] == 16 * 2 * 8 * 2
+        a_output = 16 * 2 * 8 * 2  # s * b * r, 2 bytes
+        assert saved["lora_linear_qkv_a_output"] == saved["lora_linear_fc2_a_output"] == a_output
         assert saved["proj_input"] == 16 * 2 * 32 // 2 * 2  # the base's slice, read by A
