@@ -130,3 +130,10 @@ def test_model_states_gain_te_state_per_layer_of_the_stage():
         assert (fp8.gradients, fp8.optimizer) == (plain.gradients, plain.optimizer)
     with pytest.raises(ValueError, match="--fp8-format"):
         model_states(llama, fp8="fp8")
+
+
+def test_zero_bubble_w_step_reads_the_fp8_copies():
+    from actmem.run.split_backward import weight_gradient_rows
+    rows = weight_gradient_rows(activation_memory(**LLAMA, fp8="hybrid"))
+    assert [(r.key, r.bytes_per_element) for r in rows] == [
+        ("qkv_input", 1), ("proj_input_fp8", 1), ("fc1_input", 1), ("fc2_input", 1)]
