@@ -62,7 +62,7 @@ def test_state_bytes_per_layer_follow_te():
     (dict(fp8="e5m2"), "'e4m3', 'hybrid'"),
     (dict(fp8="hybrid", s=60), "tokens s\\*b=60 must be divisible by 8"),
     (dict(fp8="hybrid", h=72, a=4), "h=72 must be divisible by 16"),
-    (dict(fp8="hybrid", h=96, t=4), "h/t=24"),
+    (dict(fp8="hybrid", h=96, t=4), "a\\*d/t=24"),
     (dict(fp8="hybrid", ffn_hidden_size=200), "f/t"),
     (dict(fp8="hybrid", lora_rank=4, lora_targets=("q_proj",)), "no LoRA"),
 ])
@@ -137,3 +137,9 @@ def test_zero_bubble_w_step_reads_the_fp8_copies():
     rows = weight_gradient_rows(activation_memory(**LLAMA, fp8="hybrid"))
     assert [(r.key, r.bytes_per_element) for r in rows] == [
         ("qkv_input", 1), ("proj_input_fp8", 1), ("fc1_input", 1), ("fc2_input", 1)]
+
+
+def test_fp8_weight_copies_follow_the_head_width():
+    c = LayerConfig(64, 1, 64, 4, kv_heads=2, kv_channels=32, fp8="hybrid")
+    weights = 64 * (128 + 2 * 64) + 128 * 64 + 64 * 256 + 256 * 64
+    assert fp8_state_bytes(c)["weight_copies"] == 2 * weights + 16

@@ -168,3 +168,10 @@ def test_zero_bubble_w_step_reads_the_adapters_rows_only():
     m = activation_memory(**LLAMA, lora_rank=16, lora_targets=("q_proj", "v_proj"))
     assert [r.key for r in weight_gradient_rows(m)] == [
         "qkv_input", "lora_linear_q_a_output", "lora_linear_v_a_output"]
+
+
+def test_adapters_follow_the_head_width():
+    c = LayerConfig(64, 1, 64, 4, kv_heads=2, kv_channels=32, lora_rank=4,
+                    lora_targets=("linear_qkv", "linear_proj"))
+    assert [(a.name, a.in_features, a.out_features) for a in adapters(c)] == [
+        ("linear_qkv", 64, 4 * 32 + 2 * 2 * 32), ("linear_proj", 4 * 32, 64)]

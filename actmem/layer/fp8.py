@@ -108,12 +108,13 @@ def check_fp8(c) -> str | None:
 
 def _gemm_dims(c):
     """(name, size, divisor) of every GEMM dimension TE checks on one rank."""
-    kv, t = c.g * c.h // c.a, c.t
+    from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
+    q, kv, t = c.a * head_dim(c), c.g * head_dim(c), c.t
     fc1 = 2 * c.f if c.activation == "swiglu" else c.f
     local = c.s * c.b // (t if c.sequence_parallel else 1)
     return (("tokens s*b" + "/t" * c.sequence_parallel, local, 8), ("h", c.h, 16),
-            ("h/t", c.h // t, 16), ("f/t (ffn_hidden_size/t)", c.f // t, 16),
-            ("QKV outputs (h+2*h*g/a)/t", (c.h + 2 * kv) // t, 8),
+            ("attention width a*d/t", q // t, 16), ("f/t (ffn_hidden_size/t)", c.f // t, 16),
+            ("QKV outputs (a*d+2*g*d)/t", (q + 2 * kv) // t, 8),
             ("fc1 outputs/t", fc1 // t, 8))
 
 
@@ -169,9 +170,10 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN) -> dict[str, in
     """
     if c.fp8 is None:
         return {"weight_copies": 0, "scaling": 0}
-    kv = c.g * c.h // c.a
+    from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
+    q, kv = c.a * head_dim(c), c.g * head_dim(c)
     fc1 = 2 * c.f if c.activation == "swiglu" else c.f
-    weights = (c.h * (c.h + 2 * kv) + c.h * c.h + c.h * fc1 + c.f * c.h) // c.t
+    weights = (c.h * (q + 2 * kv) + q * c.h + c.h * fc1 + c.f * c.h) // c.t
     modules = 4
     return {"weight_copies": 2 * weights + 4 * modules,
             "scaling": modules * 20 * (1 + amax_history_len)}

@@ -117,11 +117,12 @@ def adapters(c) -> tuple[Adapter, ...]:
 
 
 def _adapters(c, targets) -> tuple[Adapter, ...]:
-    h, kv, f = c.h, c.g * c.h // c.a, c.f
+    from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns (d: kv_channels or h/a)
+    h, q, kv, f = c.h, c.a * head_dim(c), c.g * head_dim(c), c.f
     fc1_out = 2 * f if c.activation == "swiglu" else f
-    sizes = {"linear_qkv": ("qkv_input", h, h + 2 * kv, True),
-             "linear_q": ("qkv_input", h, h, True), "linear_k": ("qkv_input", h, kv, True),
-             "linear_v": ("qkv_input", h, kv, True), "linear_proj": ("proj_input", h, h, False),
+    sizes = {"linear_qkv": ("qkv_input", h, q + 2 * kv, True),
+             "linear_q": ("qkv_input", h, q, True), "linear_k": ("qkv_input", h, kv, True),
+             "linear_v": ("qkv_input", h, kv, True), "linear_proj": ("proj_input", q, h, False),
              "linear_fc1": ("fc1_input", h, fc1_out, True),
              "linear_fc1_gate": ("fc1_input", h, f, True),
              "linear_fc1_up": ("fc1_input", h, f, True),

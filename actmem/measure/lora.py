@@ -145,7 +145,8 @@ class ReferenceLoRALayer(ReferenceLayer):
 def _bases(name: str, c: LayerConfig) -> list[tuple[str, slice]]:
     """The reference layer's linears an adapter feeds, with its output
     columns on one rank (a column-parallel base keeps 1/t of its outputs)."""
-    h, kv, f = (n // c.t for n in (c.h, c.g * c.h // c.a, c.f))
+    from ..layer.head_dim import head_dim
+    h, kv, f = (n // c.t for n in (c.a * head_dim(c), c.g * head_dim(c), c.f))
     whole = slice(None)
     if name == "linear_qkv":
         return [("q", slice(0, h)), ("k", slice(h, h + kv)), ("v", slice(h + kv, h + 2 * kv))]
