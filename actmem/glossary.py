@@ -234,6 +234,18 @@ TERMS = (
     Term("FP8", "8-bit floating point (e4m3, e5m2) for the linear layers' inputs and "
          "weights under Transformer Engine, with a scale per tensor (fp8)", "FP8 训练",
          "Transformer Engine 下线性层的输入和权重使用 8 位浮点（e4m3、e5m2），每个张量带一个缩放因子（fp8）"),
+    Term("mixture of experts (MoE)", "a layer whose MLP is E experts; a router sends each "
+         "token to k of them (num_experts, moe_router_topk)", "混合专家（MoE）",
+         "MLP 换成 E 个专家的层；路由器把每个 token 送往其中 k 个专家（num_experts、moe_router_topk）"),
+    Term("expert parallelism", "each of ep GPUs holds E/ep experts of every MoE layer: it "
+         "divides the experts' weights and gradients, not the activations", "专家并行（EP）",
+         "ep 张卡各持有每个 MoE 层的 E/ep 个专家：切分专家的权重和梯度，不切分激活"),
+    Term("named-module recomputation", "recompute chosen modules of each layer (Megatron-LM's "
+         "recompute_modules: core_attn, mlp, layernorm, moe_act, ...)", "按模块重计算",
+         "只重计算每层中选定的模块（Megatron-LM 的 recompute_modules：core_attn、mlp、"
+         "layernorm、moe_act 等）"),
+    Term("long context", "sequences of 32K to 128K tokens and more: activations grow with s, "
+         "model states do not", "长上下文", "32K 到 128K 乃至更多 token 的序列：激活随 s 增长，模型状态不变"),
 )
 """The field's terms as the notebooks use them."""
 
