@@ -39,9 +39,17 @@ d_q = d_qk + d_r. :func:`with_mla` is a row transformation of the paper's
 attention block (sec. 4.1): the attention-map rows (b, a, s, s) and the
 dropout mask after the block stay, and every later storage option
 (FlashAttention, recomputation, sequence parallelism) applies unchanged.
-Not modelled: ``--mla-down-proj-fusion`` (FusedMLASelfAttention), MLA
-without ``--qk-layernorm`` (no latent norms: 2sb(r_q + r_kv) bytes fewer),
-the unfused rotary path (four s x d_r cos/sin tables more per layer).
+The latent norms are always counted: DeepSeek's checkpoints have them
+(``q_a_layernorm``, ``kv_a_layernorm``), and Megatron-LM builds them with
+``--qk-layernorm`` (``mla_qk_norm_config.py``: QKNormConfigResolver), so
+:class:`actmem.LayerConfig` refuses its own ``qk_layernorm`` with MLA.
+Not modelled: MLA without ``--qk-layernorm`` (no latent norms: 2sb(r_q +
+r_kv) bytes and r_q + r_kv weights fewer); with it and no ``q_lora_rank``,
+Megatron-LM's ``linear_q_proj`` is a fused norm+linear that normalises the
+hidden state again (2sbh bytes and h weights more, which DeepSeek-V2-Lite's
+checkpoint does not have); ``--mla-down-proj-fusion``
+(FusedMLASelfAttention); the unfused rotary path (four s x d_r cos/sin
+tables more per layer).
 """
 
 from __future__ import annotations
