@@ -73,7 +73,7 @@ __all__ = [
 
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
-                     "fp8", "context_parallel", "head_dim"), "layer"),
+                     "fp8", "context_parallel", "head_dim", "mla"), "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
                      "stage_split", "pass_parts", "lora_states", "moe_timeline"), "run"),
