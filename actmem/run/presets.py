@@ -108,8 +108,9 @@ MOE_PRESETS: dict[str, ModelConfig] = {
                "embedding and output layer; the card's \"14B\" counts its copies of them) "
                "is left out, as the paper's 671B does. Its router scores with a sigmoid and "
                "an expert bias (Megatron-LM's moe_router_score_function='sigmoid'), not the "
-               "ledger's softmax after top-k: the same 12sbk bytes of top-k indices and "
-               "fp32 scores"),
+               "ledger's softmax after top-k: unfused (moe_utils.py: "
+               "topk_routing_with_score_function) it also keeps the fp32 sigmoid of all "
+               "256 scores, 4sbE bytes, which the ledger leaves out"),
     "deepseek-v2-lite": ModelConfig(
         s=4096, b=1, h=2048, a=16, L=27, vocab_size=102400, ffn_hidden_size=10944,
         num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408,
