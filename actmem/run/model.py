@@ -18,6 +18,7 @@ from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
 from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
+from ..layer.recompute_modules import for_layer
 from ..validate import choice, flag, instance, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -177,7 +178,9 @@ class ModelConfig:
         the model does not fix (:data:`RUN_LAYER_OPTIONS`).
 
         ``moe=None`` means the kind every layer has: MoE when all layers are
-        MoE layers, dense when none is.
+        MoE layers, dense when none is. A run's ``recompute_modules`` is
+        given to each layer as far as it applies, and not without
+        recomputation (:func:`actmem.layer.recompute_modules.for_layer`).
 
         Raises:
             ValueError: ``moe=None`` for a model that mixes dense and MoE
@@ -212,6 +215,9 @@ class ModelConfig:
                            moe_aux_loss_coeff=self.moe_aux_loss_coeff)
         elif etp is not None:
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
+        if "recompute_modules" in options:  # per layer, as Megatron-LM applies the names
+            options["recompute_modules"] = for_layer(options["recompute_modules"], recompute,
+                                                     moe, self.num_experts is not None)
         return LayerConfig(self.s, self.b, self.h, self.a, t,
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            flash_attention=self.flash_attention, kv_heads=self.kv_heads,
