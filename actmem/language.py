@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from .validate import shown
+
 LANGUAGES = ("en", "zh")
 """Languages offered: English and Simplified Chinese."""
 FONT_FILE = Path(__file__).parent / "fonts" / "ActmemCJK-SC.otf"
@@ -48,8 +50,8 @@ def set_language(language: str) -> None:
     Raises:
         ValueError: ``language`` is not one of :data:`LANGUAGES`.
     """
-    if language not in LANGUAGES:
-        raise ValueError(f"language={language!r} is not offered; choose one of "
+    if not isinstance(language, str) or language not in LANGUAGES:  # no array compared
+        raise ValueError(f"language={shown(language)} is not offered; choose one of "
                          f"{', '.join(map(repr, LANGUAGES))}")
     if language == "zh":
         use_chinese_font()

@@ -8,6 +8,7 @@ deep inside a library or a silently wrong number.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -53,6 +54,27 @@ def integer(name: str, value: object, kind: str = "an integer") -> int:
     return number
 
 
+def plain(value: object) -> object:
+    """A NumPy integer or float scalar as Python's ``int`` or ``float``
+    (so that records and results hold plain numbers); anything else,
+    NumPy bools and arrays included, unchanged for the checks to judge."""
+    kind = type(value)
+    if kind in (int, float, bool, str) or kind.__name__ in ("bool", "bool_", "ndarray"):
+        return value
+    if hasattr(kind, "__index__"):
+        return operator.index(value)
+    return float(value) if isinstance(value, float) else value
+
+
+def plain_fields(record) -> None:
+    """Replace each NumPy scalar in the dataclass ``record``'s fields by
+    :func:`plain`'s number (in ``__post_init__``, before the checks)."""
+    for field in dataclasses.fields(record):
+        value = getattr(record, field.name)
+        if plain(value) is not value:
+            object.__setattr__(record, field.name, plain(value))
+
+
 def lists_keywords(function):
     """Decorate ``function`` (or a class's ``__init__``) so that an unknown
     keyword argument raises a ``TypeError`` that lists the keywords it takes
@@ -93,6 +115,62 @@ def positive_int(name: str, value: object) -> int:
     if number < 1:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {number}")
     return number
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """``value`` as a plain ``int`` if it is an integer >= 0 (see :func:`integer`).
+
+    Raises:
+        TypeError: ``value`` is not an integer.
+        ValueError: ``value`` is < 0.
+    """
+    number = integer(name, value, "an integer >= 0")
+    if number < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {number}")
+    return number
+
+
+def optional(check, name: str, value: object):
+    """``None``, or ``check(name, value)`` (e.g. :func:`positive_int`)."""
+    return None if value is None else check(name, value)
+
+
+def one_of_ints(name: str, value: object, allowed: tuple[int, ...]) -> int:
+    """``value`` as a plain ``int`` if it is one of ``allowed``: 4.0, a
+    bool or an array is refused, not compared (``4.0 in (2, 4)`` is True)."""
+    number = integer(name, value, f"one of {', '.join(map(str, allowed))} (an int)")
+    if number not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}, got {number}")
+    return number
+
+
+def compute_capability(name: str, value: object) -> tuple[int, int] | None:
+    """``None`` (an AMD GPU) or a GPU's compute capability as a pair of
+    integers >= 0, e.g. ``(9, 0)``."""
+    if value is None:
+        return None
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{name} must be a pair such as (9, 0) or None, got {shown(value)}")
+    return (non_negative_int(f"{name}[0]", value[0]), non_negative_int(f"{name}[1]", value[1]))
+
+
+def finite_number(name: str, value: object, *, positive: bool = False,
+                  allowed: str = "") -> int | float:
+    """``value`` if it is an int or a float (not a bool), finite and ``>= 0``
+    (``> 0`` when ``positive``); a huge int counts as finite (no float
+    conversion, which would overflow). ``allowed`` replaces the message's
+    ``"a finite number >= 0"``.
+
+    Raises:
+        ValueError: anything else (the message names ``name`` and the value).
+    """
+    bad = (isinstance(value, bool) or not isinstance(value, (int, float))
+           or (isinstance(value, float) and not math.isfinite(value))
+           or value < 0 or (positive and value == 0))
+    if bad:
+        allowed = allowed or f"a finite number {'>' if positive else '>='} 0"
+        raise ValueError(f"{name} must be {allowed}, got {shown(value)}")
+    return value
 
 
 def flag(name: str, value: object) -> bool:

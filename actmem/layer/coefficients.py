@@ -70,6 +70,11 @@ def row_coefficient(row: LedgerRow, config: LayerConfig) -> Fraction:
     >>> r = activation_memory(2048, 1, 4096, 32, t=2)
     >>> [str(row_coefficient(row, r.config)) for row in r.rows[:3]]
     ['2', '2', '2']
+
+    Raises:
+        TypeError: ``row`` is not a :class:`LedgerRow` or ``config`` not a
+            :class:`LayerConfig`.
     """
+    instance("row", row, LedgerRow, "activation_memory(2048, 1, 4096, 32).rows[0]")
     unit = coefficient_units(config)[row.group].removesuffix("/t")
     return row.global_bytes / _unit_elements(config, unit)

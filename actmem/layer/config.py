@@ -8,11 +8,11 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, fields
 
-from ..validate import choice, common_divisors, divides, flag, positive_int
+from ..validate import (choice, common_divisors, divides, finite_number, flag, plain_fields,
+                        positive_int)
 from .recompute_modules import check_recompute_modules
 
 SP_AT_T1 = ("sequence_parallel=True does nothing at t=1: there is one rank, so nothing "
@@ -43,7 +43,7 @@ def default_ffn_hidden_size(h: int, activation: str = "gelu") -> int:
             ``activation`` is unknown; SwiGLU with h < 24, where the rule
             gives 0 (pass ``ffn_hidden_size``).
     """
-    positive_int("h", h)
+    h = positive_int("h", h)  # a plain int: 4 * np.int32 wraps around
     if choice("activation", activation, ACTIVATIONS) == "gelu":
         return 4 * h
     f = 8 * h // 192 * 64
@@ -240,6 +240,7 @@ class LayerConfig:
     qk_layernorm: bool = False
 
     def __post_init__(self) -> None:
+        plain_fields(self)  # NumPy scalars stored as Python's numbers
         for name in ("s", "b", "h", "a", "t", "kv_heads", "ffn_hidden_size"):
             value = getattr(self, name)
             if value is not None or name not in ("kv_heads", "ffn_hidden_size"):
@@ -352,19 +353,15 @@ def check_moe(c: LayerConfig) -> None:
             positive_int(name, getattr(c, name))
     divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
     flag("moe_pad_expert_input_to_capacity", c.moe_pad_expert_input_to_capacity)
-    coeff = c.moe_aux_loss_coeff
-    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) \
-            or not (coeff >= 0 and math.isfinite(coeff)):
-        raise ValueError(f"moe_aux_loss_coeff must be a finite number >= 0 (0: no "
-                         f"load-balancing loss), got {coeff!r}")
+    finite_number("moe_aux_loss_coeff", c.moe_aux_loss_coeff,
+                  allowed="a finite number >= 0 (0: no load-balancing loss)")
     factor = c.moe_expert_capacity_factor
     if factor is None:
         if c.moe_pad_expert_input_to_capacity:
             raise ValueError("moe_pad_expert_input_to_capacity=True needs "
                              "moe_expert_capacity_factor: padding is to that capacity")
-    elif isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-            or not (factor > 0 and math.isfinite(factor)):
-        raise ValueError(f"moe_expert_capacity_factor must be None (dropless) or a finite "
-                         f"number > 0, got {factor!r}")
+    else:
+        finite_number("moe_expert_capacity_factor", factor, positive=True,
+                      allowed="None (dropless) or a finite number > 0")
     if c.moe_shared_expert_intermediate_size is not None:
         divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .config import LayerConfig
+from ..validate import instance
 
 GROUPS = ("fixed", "intermediate", "attention_map")
 """The paper's three terms: replicated tensors, split activations, s x s maps."""
@@ -97,9 +98,10 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     ``config`` as a change to rows.
 
     Raises:
-        AttributeError: ``config`` is not a :class:`LayerConfig` (build one
-            to validate the input).
+        TypeError: ``config`` is not a :class:`LayerConfig` (build one to
+            validate the input).
     """
+    instance("config", config, LayerConfig, "actmem.LayerConfig(2048, 1, 4096, 32)")
     if config.cp > 1:  # each rank's s/cp tokens (actmem.layer.context_parallel)
         from .context_parallel import with_context_parallel
         return with_context_parallel(config)

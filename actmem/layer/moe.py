@@ -47,6 +47,7 @@ compute_routing_scores_for_aux_loss).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from .config import LayerConfig
 from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
@@ -196,7 +197,11 @@ def routed_copies(c: LayerConfig) -> int:
     tokens, E, k = c.s * c.b // c.t, c.num_experts, c.moe_router_topk
     if c.moe_expert_capacity_factor is None:
         return tokens * k
-    capacity = min(math.ceil((tokens * k / E) * c.moe_expert_capacity_factor), tokens)
+    factor = c.moe_expert_capacity_factor
+    try:
+        capacity = min(math.ceil((tokens * k / E) * factor), tokens)
+    except OverflowError:  # past floats (a factor of 1e308): the exact share
+        capacity = min(math.ceil(Fraction(tokens * k, E) * Fraction(factor)), tokens)
     if c.moe_pad_expert_input_to_capacity or tokens * k > E * capacity:
         return E * capacity
     return tokens * k

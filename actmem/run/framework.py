@@ -60,7 +60,8 @@ from __future__ import annotations
 
 import re
 
-from ..validate import choice
+from ..validate import (choice, compute_capability as capability, flag, non_negative_int,
+                        one_of_ints, optional, positive_int, shown)
 
 LOSSES = ("vocab_parallel", "torch", "fused")
 """Loss implementations (module docstring)."""
@@ -97,13 +98,17 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
         included).
 
     Raises:
-        ValueError: an unknown ``loss``, a dtype not 2 or 4, or
+        TypeError: a size or dtype that is not an int.
+        ValueError: an unknown ``loss``, a dtype not 2 or 4, ``logits`` or
+            ``tokens`` < 1, ``chunk`` < 1, ``output_gradients`` < 0, or
             ``"vocab_parallel"`` with ``loss_dtype=2``.
     """
     choice("loss", loss, LOSSES)
-    for name, value in (("logits_dtype", logits_dtype), ("loss_dtype", loss_dtype)):
-        if isinstance(value, bool) or value not in (2, 4):
-            raise ValueError(f"{name} must be 2 or 4 bytes, got {value!r}")
+    logits, tokens = positive_int("logits", logits), positive_int("tokens", tokens)
+    logits_dtype = one_of_ints("logits_dtype", logits_dtype, (2, 4))
+    loss_dtype = one_of_ints("loss_dtype", loss_dtype, (2, 4))
+    chunk = optional(positive_int, "chunk", chunk)
+    output_gradients = non_negative_int("output_gradients", output_gradients)
     if loss == "fused":
         # one chunk's logits and their fp32 copy; per token the fp32
         # log-sum-exp it keeps and, in forward, the fp32 target logit
@@ -191,11 +196,11 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
         config = default_cublas_workspace_config(compute_capability)
     if not isinstance(config, str):
         raise TypeError(f"cublas_workspace_config must be a string such as ':4096:8' "
-                        f"or None, got {config!r}")
+                        f"or None, got {shown(config)}")
     pairs = re.findall(r":([0-9]+):([0-9]+)", config)
     if not pairs:
         raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "
-                         f"(e.g. ':4096:8'), got {config!r}")
+                         f"(e.g. ':4096:8'), got {shown(config)}")
     return sum(int(size) * 1024 * int(count) for size, count in pairs)
 
 
@@ -219,6 +224,8 @@ def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
     workspaces (forward and backward threads) and, with Transformer Engine,
     its cuBLASLt workspace. ``compute_capability``: the NVIDIA GPU's, or None
     for an AMD GPU (ROCm)."""
+    compute_capability = capability("compute_capability", compute_capability)
+    flag("transformer_engine", transformer_engine)
     one = torch_cublas_workspace(compute_capability, cublas_workspace_config)
     parts = {"PyTorch cuBLAS workspace (forward thread)": one,
              "PyTorch cuBLAS workspace (autograd thread)": one}

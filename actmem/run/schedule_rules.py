@@ -25,7 +25,11 @@ ALL_SCHEDULES = SCHEDULES + PYTORCH_ONLY
 ORDERS = ("megatron", "pytorch")
 """Whose order of operations: Megatron-LM's or ``torch.distributed.pipelining``'s."""
 MAX_OPERATIONS = 10**6
-"""Most operations (``3*p*m*v``, all stages) a simulation builds."""
+"""Most operations (``3*p*m*v``, all stages) a simulation builds. Measured
+(``benchmarks/schedule_cap.py``, GPipe at p=100, CPU seconds): 10.4 s and
+368 MiB at 1.5 x 10^6 (2.2 s to build, 8.2 s for the bubble's timing), 79 s
+and 2.4 GiB at 10^7: about 7 us per operation, so the cap keeps one call
+near 7 s, under the 10 s a learner waits; larger sizes have closed forms."""
 
 
 def resolve_order(schedule: str, order: str | None) -> str:
@@ -54,7 +58,8 @@ def check_schedule(schedule: str, p: int, m: int, v: int = 1, order: str | None 
     p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
     if 3 * p * m * v > MAX_OPERATIONS:
         raise ValueError(f"p={p}, m={m}, v={v}: 3*p*m*v operations exceed the "
-                         f"simulation's {MAX_OPERATIONS:,}; the closed forms of "
+                         f"simulation's {MAX_OPERATIONS:,} (about 7 s of CPU; its timing "
+                         "costs about 7 us per operation); the closed forms of "
                          "actmem.pipeline_formulas answer such sizes")
     if microbatch_group_size is not None and schedule != "interleaved":
         raise ValueError(f"microbatch_group_size={microbatch_group_size!r}: only "

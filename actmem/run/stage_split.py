@@ -24,7 +24,7 @@ and the checks of ``transformer_config.py``), with its flags in snake_case:
 from __future__ import annotations
 
 from .training import chunk_layers
-from ..validate import flag, integer, lists_keywords, positive_int
+from ..validate import flag, integer, lists_keywords, positive_int, shown
 
 
 @lists_keywords
@@ -86,8 +86,12 @@ def _refuse_mixtures(stage_layers, first, last, embedding, loss) -> None:
 
 
 def _given(stage_layers, L: int, p: int) -> list[int]:
-    if isinstance(stage_layers, (str, bytes)) or not hasattr(stage_layers, "__len__"):
-        raise TypeError(f"stage_layers must be a tuple of p={p} ints, got {stage_layers!r}")
+    if not isinstance(stage_layers, (tuple, list)):  # not a str, a dict or an array
+        raise TypeError(f"stage_layers must be a tuple of p={p} ints, got "
+                        f"{shown(stage_layers)} ({type(stage_layers).__name__})")
+    if len(stage_layers) != p:  # before reading a long one
+        raise ValueError(f"stage_layers has {len(stage_layers)} entries; it must give "
+                         f"p={p} stages whose layers sum to L={L}")
     counts = [_count(f"stage_layers[{i}]", n) for i, n in enumerate(stage_layers)]
     if len(counts) != p or sum(counts) != L:
         raise ValueError(f"stage_layers={tuple(counts)} must give p={p} stages whose "

@@ -34,6 +34,7 @@ import ipywidgets as widgets
 from . import figures
 from .readouts import HTML, TEXT, ReadoutPanel
 from .redraw import png
+from .strict_controls import strict
 from ..language import english, get_language, tr, translator
 from ..layer.coefficients import coefficient_units, coefficients
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
@@ -183,7 +184,9 @@ class _Explorer:
         self.cause = None  # the control whose change is being applied
         self._offered = {name: list(c.options) for name, c in controls.items()
                          if hasattr(c, "options")}  # set by the explorer only
-        for control in controls.values():
+        for name, control in controls.items():
+            strict(name, control, lambda name=name: None if self._busy else
+                   self._offered.get(name))  # refuses what it does not offer, by name
             control.observe(self._changed, names="value")
             if hasattr(control, "options"):
                 control.observe(self._options_changed, names="options")
