@@ -19,12 +19,16 @@ from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..layer.recompute_modules import for_layer
-from ..validate import choice, flag, instance, positive_int
+from ..validate import choice, flag, instance, plain_fields, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
+MAX_LAYERS = 10**6
+"""Most layers a model may have: per-layer work stays below a second
+(``training_memory`` took 0.5 s of CPU for L = 10^6), and no published
+model comes near it."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
                        "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS,
                        *HEAD_OPTIONS, *LORA_OPTIONS)
@@ -121,6 +125,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if isinstance(self.lora_targets, list):  # PEFT's target_modules is a list
             object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        plain_fields(self)  # NumPy scalars stored as Python's numbers
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
             object.__setattr__(self, "moe_layer_freq", tuple(self.moe_layer_freq))
         optional = ("max_positions", "kv_heads", "ffn_hidden_size")
@@ -129,6 +134,10 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None or name not in optional:
                 object.__setattr__(self, name, positive_int(name, value))  # plain ints
+        if self.L > MAX_LAYERS:  # before anything walks the layers
+            raise ValueError(f"L={self.L} layers: at most {MAX_LAYERS:,} (the model keeps a "
+                             "pattern of L layers and the timeline walks them; published "
+                             "models have at most a few hundred)")
         choice("norm", self.norm, NORMS)
         choice("positions", self.positions, POSITIONS)
         flag("bias", self.bias)

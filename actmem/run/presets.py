@@ -15,6 +15,7 @@ dropout; GPT models with it.
 from __future__ import annotations
 
 from .model import ModelConfig
+from ..validate import shown
 
 _GPT = dict(norm="layernorm", bias=True, tied_embeddings=True, positions="learned")
 _LLAMA = dict(norm="rmsnorm", bias=False, tied_embeddings=False, positions="rotary",
@@ -163,5 +164,5 @@ def preset(name: str) -> ModelConfig:
         ValueError: ``name`` is not a preset; the message lists them.
     """
     if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {name!r}")
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got name={shown(name)}")
     return PRESETS[name]
