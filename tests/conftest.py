@@ -1,0 +1,57 @@
+"""How the README's test command shares the work between cores (issue 21).
+
+pyproject.toml's ``addopts`` run pytest-xdist workers (``-n auto``, at most 4)
+with ``--dist loadfile``: each file runs whole on one worker, so a notebook's
+nbval cells share their kernel. Two changes to loadfile, here:
+
+* ``tests/browser/`` is one unit, not two files: its files share one
+  JupyterLab, one Chromium and one screenshots folder (session fixtures in
+  ``tests/browser/conftest.py``), which each of two workers would start, and
+  empty, again.
+* Units start longest first (``--no-loadscope-reorder`` keeps this order):
+  the browser suite, then the notebooks, then the unit-test files, so that
+  the short files fill the other workers while the browser suite runs.
+
+With ``-n 0`` (or ``-o addopts=...``, which drops the options above) every
+test runs in one process, in this order.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import pytest
+
+BROWSER = "tests/browser"
+"""The browser suite's folder, relative to the repository root (node ids)."""
+
+
+def unit(nodeid: str) -> str:
+    """The work unit of a test: its file, or the whole browser suite."""
+    path = nodeid.split("::", 1)[0]
+    return BROWSER if PurePosixPath(path).is_relative_to(BROWSER) else path
+
+
+def rank(nodeid: str) -> int:
+    """0 for the browser suite, 1 for a notebook, 2 for the rest."""
+    path = unit(nodeid)
+    return 0 if path == BROWSER else 1 if path.endswith(".ipynb") else 2
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Longest units first; each unit's own order is kept (stable sort)."""
+    items.sort(key=lambda item: rank(item.nodeid))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """loadfile's scheduler with the browser suite as one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BrowserSuiteTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit(nodeid)
+
+    return BrowserSuiteTogether(config, log)
