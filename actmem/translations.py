@@ -51,6 +51,7 @@ ZH = {
     "states": "模型状态",
     "gpu": "GPU",
     "kv_heads": "KV 头数",
+    "etp": "专家TP",
     "none": "不重计算",
     "selective": "选择性",
     "full": "完全",

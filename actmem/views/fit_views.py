@@ -287,6 +287,7 @@ class FitPlanner(_Explorer):
         c["ep"] = _dropdown("ep", eps, ep, "ep divides the experts and t*d")
         etp = (t if shape.num_experts is not None else 1) if etp is None else etp
         c["etp"] = _dropdown("etp", etps, etp, "etp divides f_e, ep*etp divides t*d")
+        c["etp"].description = tr("etp")  # a word in Chinese, not a symbol (the catalog's key)
         chunks = interleaving_chunks(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
         c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
