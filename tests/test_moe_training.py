@@ -245,3 +245,10 @@ def test_the_docstring_example_runs():
     from actmem.run import moe_timeline
     result = doctest.testmod(moe_timeline)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_one_expert_peaks_at_the_unpermute_beside_its_zeros():
+    c = LayerConfig(S, 1, H, A, activation="swiglu", num_experts=1, moe_router_topk=1,
+                    moe_ffn_hidden_size=FE, dropout=False, flash_attention=True)
+    # the permuted tokens and probabilities are the expert's own input (ledger rows)
+    assert dispatch_buffers(c) == {"experts' output": S * ROW, "unpermuted output": S * ROW}

@@ -31,7 +31,9 @@ experts and 2h bytes per bf16 token copy (probabilities: 2 bytes per copy):
 * after the experts (``routed_experts_compute``): their output (R*x
   copies, alive until ``combine_preprocess`` returns), its unsort (l > 1),
   the reduce-scatter over etp (R copies, x > 1), then the all-to-all back
-  (``token_combine``, R copies, ep > 1) beside its input.
+  (``token_combine``, R copies, ep > 1) beside its input, and
+  ``combine_postprocess``'s unpermute (``moe_utils.py``: unpermute, a
+  ``scatter_add_`` into zeros of the rank's s*b/t tokens) beside its input.
 
 :func:`dispatch_buffers` takes the largest of those moments (beside the
 held permuted tokens and probabilities); the layer's rows are all alive
@@ -89,6 +91,8 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     moments = [after[:n] for n in range(1, len(after) + 1)]
     if ep > 1 and len(after) > 2:   # combine's all-to-all: the experts' output is freed
         moments[-1] = after[-2:]
+    # unpermute: its input and the zeros of the rank's s*b/t tokens it scatters into
+    moments.append([after[-1], ("unpermuted output", c.s * c.b // c.t)])
     busiest = max(moments, key=lambda m: sum(n for _, n in m))
     return {**held, **{name: n * row for name, n in busiest}}
 
