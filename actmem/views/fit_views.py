@@ -11,7 +11,10 @@ first/last-stage layer counts, or its embedding/loss accounting); schedule, v
 and m as in notebook 05 (:func:`actmem.schedule_views.couple`); full
 recomputation's group size k divides the layers of the largest model chunk;
 the GPUs are :data:`actmem.GPUS`, with
-the capacity their driver reports. Like the other view modules it imports
+the capacity their driver reports. Today's levers, context parallelism (cp
+and its comm type), FP8 and the modules recomputed under selective
+recomputation, offer only what each feature's checks accept
+(:mod:`actmem.views.fit_levers`). Like the other view modules it imports
 ipywidgets and matplotlib; ``import actmem`` does not import it.
 """
 
@@ -25,6 +28,7 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import event_label, timeline_figure
+from .fit_levers import comm_arguments, comm_options, cp_choices, fp8_options, module_options
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -178,27 +182,35 @@ def tensor_choices(model, sequence_parallel: bool) -> list[int]:
     return [t for t in ts if (t == 1 or sequence_parallel) and shared % t == 0]
 
 
-def expert_choices(model, t: int, d: int, ep: int | None = None) -> tuple[list[int], list[int]]:
+def expert_choices(model, t: int, d: int, ep: int | None = None,
+                   cp: int = 1) -> tuple[list[int], list[int]]:
     """(ep values, etp values) the planner offers: ep divides the experts E,
-    etp the experts' width f_e, and ep*etp divides t*d (Megatron-LM folds
-    the expert groups over a stage's t*d ranks, :func:`actmem.expert_data_parallel`);
+    etp the experts' width f_e, and ep*etp divides t*cp*d (Megatron-LM folds
+    the expert groups over a stage's t*cp*d ranks, :func:`actmem.expert_data_parallel`);
     the etp values for ``ep`` (default its smallest value). A dense model:
     ``([1], [1])`` (no experts to split)."""
     if model.num_experts is None:
         return [1], [1]
     f_e = model.moe_ffn_hidden_size or model.layer(moe=False).f
-    eps = [e for e in common_divisors(model.num_experts) if (t * d) % e == 0]
+    ranks = t * cp * d
+    eps = [e for e in common_divisors(model.num_experts) if ranks % e == 0]
     ep = eps[0] if ep not in eps else ep
-    return eps, [x for x in common_divisors(f_e) if (t * d) % (ep * x) == 0]
+    return eps, [x for x in common_divisors(f_e) if ranks % (ep * x) == 0]
 
 
-def recompute_options(layers: int) -> list[tuple[str, tuple[str, int]]]:
+def recompute_options(layers: int, model=None, t: int = 1, sequence_parallel: bool = False
+                      ) -> list[tuple[str, tuple]]:
     """(label, (recompute, k)) pairs, labelled in the current language:
     none, selective, and full recomputation in groups of k layers for
-    every k dividing ``layers``."""
+    every k dividing ``layers``; with ``model`` (at ``t`` and
+    ``sequence_parallel``), after ``selective`` the named-module variants
+    ``(label, ("selective", 1, modules))`` of
+    :func:`actmem.views.fit_levers.module_options` (Megatron-LM's
+    ``--recompute-modules``)."""
     plain = [(tr(mode), (mode, 1)) for mode in RECOMPUTE if mode != "full"]
-    return plain + [(tr("full, k={k}").format(k=k), ("full", k))
-                    for k in common_divisors(layers)]
+    named = [] if model is None else module_options(model, t, sequence_parallel)
+    return plain + named + [(tr("full, k={k}").format(k=k), ("full", k))
+                            for k in common_divisors(layers)]
 
 
 def interleaving_chunks(L: int, p: int) -> list[int]:
@@ -210,11 +222,17 @@ def interleaving_chunks(L: int, p: int) -> list[int]:
 
 def run_arguments(values: dict) -> dict:
     """The planner's control values as :func:`actmem.training_memory`
-    arguments (model excluded)."""
-    recompute, k = values["recompute"]
+    arguments (model excluded); cp, cp_comm_type (a key of
+    :func:`actmem.views.fit_levers.comm_keys`) and fp8 default to off, and a
+    recompute value ``("selective", 1, modules)`` gives ``recompute_modules``."""
+    recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
     moe = MODELS[values["model"]].num_experts is not None
-    return dict(**split_arguments(values["split"]), ep=values.get("ep", 1) if moe else 1,
+    levers = dict(cp=values.get("cp", 1), **comm_arguments(values.get("cp_comm_type", "p2p")),
+                  fp8=values.get("fp8"),
+                  recompute_modules=list(modules[0]) if modules else None)
+    return dict(**split_arguments(values["split"]), **levers,
+                ep=values.get("ep", 1) if moe else 1,
                 etp=values.get("etp") if moe else None,
                 t=values["t"], p=values["p"], d=values["d"], m=values["m"],
                 schedule=values["schedule"], v=values["v"],
@@ -261,6 +279,10 @@ class FitPlanner(_Explorer):
     mixture-of-experts model (:data:`actmem.MOE_PRESETS`; etp None: t), the
     values of :func:`expert_choices`; choosing an MoE model turns sequence
     parallelism on (Megatron-LM refuses MoE with t > 1 without it).
+    ``cp``, ``cp_comm_type`` (``"p2p"``, ``"allgather"``, ``"a2a"`` or
+    ``"a2a+p2p:NxM"``), ``fp8`` (None, ``"e4m3"``, ``"hybrid"``) and a
+    ``recompute`` of ``("selective", 1, modules)`` (Megatron-LM's
+    ``--recompute-modules``): the values of :mod:`actmem.views.fit_levers`.
 
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
@@ -271,7 +293,8 @@ class FitPlanner(_Explorer):
                  split=None, recompute=("none", 1), flash_attention=None,
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
-                 gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None):
+                 gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
+                 cp_comm_type="p2p", fp8=None):
         shape = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = shape.flash_attention
@@ -283,7 +306,13 @@ class FitPlanner(_Explorer):
              "p": _dropdown("p", pipeline_choices(shape.L), p,
                             f"p <= {P_MAX} and p <= L={shape.L}"),
              "d": _dropdown("d", D_CHOICES, d)}
-        eps, etps = expert_choices(shape, t, d, ep)
+        trained = shape.with_(flash_attention=flash_attention)
+        c["cp"] = _dropdown("cp", cp_choices(trained, t, sequence_parallel), cp,
+                            "2*cp divides s, FlashAttention for cp > 1")
+        c["cp_comm_type"] = _dropdown("cp_comm_type", comm_options(
+            trained, t, sequence_parallel, cp), cp_comm_type, "fit_levers.comm_keys")
+        c["cp_comm_type"].description = tr("cp comm")
+        eps, etps = expert_choices(shape, t, d, ep, cp)
         c["ep"] = _dropdown("ep", eps, ep, "ep divides the experts and t*d")
         etp = (t if shape.num_experts is not None else 1) if etp is None else etp
         c["etp"] = _dropdown("etp", etps, etp, "etp divides f_e, ep*etp divides t*d")
@@ -298,9 +327,13 @@ class FitPlanner(_Explorer):
                                "a key of fit_views.split_keys(L, p, v)")
         c["split"].description = tr("layers per stage")
         c["split"].style.description_width = "initial"
+        recompute = (*recompute[:2], *(tuple(m) for m in recompute[2:]))
         c["recompute"] = _dropdown("recompute", recompute_options(
-            _largest_chunk(shape.L, p, v, split)), tuple(recompute),
+            _largest_chunk(shape.L, p, v, split), trained, t, sequence_parallel), recompute,
             "k divides the largest chunk's layers")
+        c["fp8"] = _dropdown("fp8", fp8_options(trained, t, sequence_parallel, recompute[0],
+                                                (*recompute[2:], None)[0], cp), fp8,
+                             "Transformer Engine's FP8 dimensions, dense layers, cp=1")
         c["flash_attention"] = widgets.Checkbox(value=flash_attention,
                                                 description=tr("FlashAttention"))
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
@@ -316,6 +349,7 @@ class FitPlanner(_Explorer):
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
             ("model", "t", "p", "d", "ep", "etp"), ("split",), ("schedule", "v", "m", "recompute"),
+            ("cp", "cp_comm_type", "fp8"),
             ("flash_attention", "sequence_parallel", "states"),
             ("loss", "gradient_buffer", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
@@ -334,9 +368,12 @@ class FitPlanner(_Explorer):
         shape = self.model()
         t = self._set_options("t", tensor_choices(shape,
                                                   self.controls["sequence_parallel"].value))
-        d = self.controls["d"].value
-        ep = self._set_options("ep", expert_choices(shape, t, d, self.controls["ep"].value)[0])
-        self._set_options("etp", expert_choices(shape, t, d, ep)[1],
+        d, sp = self.controls["d"].value, self.controls["sequence_parallel"].value
+        cp = self._set_options("cp", cp_choices(shape, t, sp))
+        self._keep("cp_comm_type", comm_options(shape, t, sp, cp))
+        ep = self._set_options("ep", expert_choices(shape, t, d, self.controls["ep"].value,
+                                                    cp)[0])
+        self._set_options("etp", expert_choices(shape, t, d, ep, cp)[1],
                           prefer=t if self.cause in ("model", "t") else None)
         p = self._set_options("p", pipeline_choices(shape.L))
         restrict_schedule(self, interleaving_chunks(shape.L, p), p)
@@ -345,8 +382,18 @@ class FitPlanner(_Explorer):
         split = self.controls["split"].value
         self._set_options("split", split_options(shape.L, p, v),
                           prefer=split if split in keys else _default_split(keys))
-        self._set_options("recompute", recompute_options(
-            _largest_chunk(shape.L, p, v, self.controls["split"].value)))
+        recompute, _, *modules = self._set_options("recompute", recompute_options(
+            _largest_chunk(shape.L, p, v, self.controls["split"].value), shape, t, sp))
+        self._keep("fp8", fp8_options(shape, t, sp, recompute, (*modules, None)[0], cp))
+
+    def _keep(self, name: str, options: list) -> None:
+        """Offer ``options`` (``(label, value)`` pairs), keeping the value if
+        offered, else taking the first (off, or Megatron-LM's default)."""
+        control, values = self.controls[name], [v for _, v in options]
+        self._offered[name] = list(options)  # as _set_options, without ordering the values
+        if list(control.options) != options:
+            control.options = options
+        control.value = control.value if control.value in values else values[0]
 
     def result(self) -> TrainingMemory:
         """:func:`actmem.training_memory` for the current controls."""

@@ -18,6 +18,10 @@ import re
 
 from ..language import english
 from ..layer.config import RECOMPUTE
+from ..layer.context_parallel import CP_COMM_TYPES
+from ..layer.fp8 import FP8_FORMATS
+from ..layer.lora import LORA_TARGETS
+from ..layer.recompute_modules import MODULES
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS, find_gpu
 from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
@@ -63,6 +67,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--etp", type=count,
                    help="expert tensor-parallel size of an MoE preset (default t; "
                         "--expert-tensor-parallel-size)")
+    add_levers(p)
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="(1f1b)")
     p.add_argument("--v", type=count, default=1, help="model chunks per GPU, interleaved (1)")
     p.add_argument("--order", choices=ORDERS, default="megatron", help="(megatron)")
@@ -73,6 +78,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--recompute", choices=RECOMPUTE, default="none", help="(none)")
     p.add_argument("--recompute-num-layers", type=count, default=1,
                    help="layers per checkpointed group, full recomputation (1)")
+    p.add_argument("--recompute-modules", nargs="+", choices=MODULES, metavar="MODULE",
+                   help="with --recompute selective, the modules recomputed (Megatron-LM's; "
+                        "default core_attn): " + ", ".join(MODULES))
     p.add_argument("--accounting", choices=ACCOUNTINGS, default="megatron",
                    help="model-state bytes per parameter (megatron: 18)")
     p.add_argument("--zero-stage", type=count, default=0, help="ZeRO stage, accounting zero (0)")
@@ -100,6 +108,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def add_levers(p: argparse.ArgumentParser) -> None:
+    """Context parallelism, FP8 and LoRA options, under Megatron-LM's flag
+    names (``--cp`` and ``--fp8`` are short for ``--context-parallel-size``
+    and ``--fp8-format``); :func:`actmem.training_memory` judges how they
+    combine."""
+    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=count, default=1,
+                   help="context-parallel size (1): each rank runs s/cp tokens")
+    p.add_argument("--cp-comm-type", choices=CP_COMM_TYPES, default="p2p",
+                   help="context-parallel attention: p2p (ring, default), allgather, a2a "
+                        "(Ulysses) or a2a+p2p (with --hierarchical-context-parallel-sizes)")
+    p.add_argument("--hierarchical-context-parallel-sizes", nargs=2, type=count,
+                   metavar=("A2A", "P2P"),
+                   help="a2a+p2p: the all-to-all group's and the ring's sizes (product cp)")
+    p.add_argument("--fp8", "--fp8-format", dest="fp8", choices=FP8_FORMATS,
+                   help="Transformer Engine's FP8 linear layers (default off; dense "
+                        "presets, cp 1)")
+    p.add_argument("--lora-rank", type=count,
+                   help="LoRA adapters of this rank on --lora-targets; the base is frozen")
+    p.add_argument("--lora-targets", nargs="+", choices=LORA_TARGETS, metavar="MODULE",
+                   help="modules given adapters (PEFT's or Megatron-Bridge's names): "
+                        + ", ".join(LORA_TARGETS))
+
+
 def reserve(text: str) -> int | float:
     """argparse type of ``--reserve``: bytes (``'5'``), a fraction of the
     GPU (``'0.05'``) or a size (``'4GiB'``, :func:`actmem.parse_size`)."""
@@ -115,10 +146,13 @@ def reserve(text: str) -> int | float:
 
 
 def model(args) -> ModelConfig:
-    """The preset with the options ``--s``, ``--b`` and ``--flash-attention`` applied."""
+    """The preset with the options ``--s``, ``--b``, ``--flash-attention``,
+    ``--lora-rank`` and ``--lora-targets`` applied."""
     return {**PRESETS, **MOE_PRESETS}[args.preset].with_(
-        **{k: getattr(args, k) for k in ("s", "b", "flash_attention")
-           if getattr(args, k) is not None})
+        **{k: getattr(args, k) for k in ("s", "b", "flash_attention", "lora_rank")
+           if getattr(args, k, None) is not None},
+        **({"lora_targets": tuple(args.lora_targets)} if getattr(args, "lora_targets", None)
+           else {}))
 
 
 def compute(args) -> TrainingMemory:
@@ -132,7 +166,12 @@ def compute(args) -> TrainingMemory:
         distributed_optimizer=args.distributed_optimizer, logits_bytes=args.logits_bytes,
         reserve=args.reserve, gpu_memory=args.gpu_memory, loss=args.loss,
         gradient_buffer=args.gradient_buffer,
-        create_attention_mask_in_dataloader=args.attention_mask)
+        create_attention_mask_in_dataloader=args.attention_mask, cp=args.cp,
+        cp_comm_type=args.cp_comm_type,
+        hierarchical_context_parallel_sizes=(None if args.hierarchical_context_parallel_sizes
+                                             is None else
+                                             tuple(args.hierarchical_context_parallel_sizes)),
+        recompute_modules=args.recompute_modules, fp8=args.fp8)
 
 
 def gpu_text(result: TrainingMemory, gpu=None, tr=english) -> str:
@@ -215,8 +254,20 @@ def render(args, result: TrainingMemory) -> str:
     timelines = ([timeline_text(s) for s in result.stages]
                  if getattr(args, "timeline", False) else [])
     return "\n".join([f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
-                      f"{args.schedule} v={args.v}", *timelines,
+                      f"{args.schedule} v={args.v}" + levers_text(args), *timelines,
                       table(result, args.gpu_memory)])
+
+
+def levers_text(args) -> str:
+    """The levers set away from their defaults, as the run line shows them:
+    ``' cp=4 a2a fp8=hybrid'`` (empty when none is)."""
+    cp = getattr(args, "cp", 1)
+    parts = [f"cp={cp} {args.cp_comm_type}" if cp != 1 else "",
+             f"fp8={args.fp8}" if getattr(args, "fp8", None) else "",
+             "recompute_modules=" + ",".join(args.recompute_modules)
+             if getattr(args, "recompute_modules", None) else "",
+             f"lora_rank={args.lora_rank}" if getattr(args, "lora_rank", None) else ""]
+    return "".join(" " + x for x in parts if x)
 
 
 def _option_names() -> list[str]:

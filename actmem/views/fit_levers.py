@@ -1,0 +1,160 @@
+"""The planner's levers of today's jobs (issue 23): context parallelism, FP8
+and named-module recomputation, offered only where they run.
+
+Each menu here is narrowed by the feature's own checks, called on the
+planner's other controls, so that no entry makes
+:func:`actmem.training_memory` raise:
+
+* cp (Megatron-LM's ``--context-parallel-size``): the sizes up to
+  :data:`CP_MAX` that :func:`actmem.valid_context_parallel_sizes` gives
+  (2*cp divides s; s/cp divisible by t under sequence parallelism), each
+  accepted by :func:`actmem.layer.context_parallel.rank_model` (which
+  refuses cp > 1 without FlashAttention: Transformer Engine runs context
+  parallelism only in its fused attentions);
+* the comm type (``--cp-comm-type``, with ``--hierarchical-context-parallel-sizes``
+  for ``"a2a+p2p"``): keys ``"p2p"``, ``"allgather"``, ``"a2a"`` and
+  ``"a2a+p2p:NxM"`` (a2a groups of N, rings of M, N*M = cp), each accepted
+  by ``rank_model`` (a2a needs cp dividing a/t and the key/value heads/t,
+  and is modelled for dense models only);
+* the modules recomputed under ``recompute="selective"``
+  (``--recompute-modules``): the names each kind of layer of the model has,
+  checked by :func:`actmem.layer.recompute_modules.check_for_model` and
+  then by :func:`actmem.training_memory` itself at p = m = 1 (which, for a
+  model that mixes dense and MoE layers, refuses today the MoE names that
+  Megatron-LM applies to the MoE layers only: the dense layers are built
+  without experts, :func:`actmem.run.moe_timeline.dense_twin`);
+* fp8 (``--fp8-format``): ``None``, ``"e4m3"`` or ``"hybrid"`` where
+  :func:`actmem.layer.fp8.check_fp8` (Transformer Engine's GEMM dimension
+  rules; dense layers without LoRA, cp = 1) accepts the layer as run.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..language import tr
+from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
+from ..layer.fp8 import FP8_FORMATS
+from ..layer.recompute_modules import MODULES, check_for_model
+from ..run.peak import training_memory
+from ..validate import divisors
+
+CP_MAX = 32
+"""Largest context-parallel size the planner offers."""
+
+
+def _runs(check, *args, **kwargs) -> bool:
+    """Whether ``check(*args, **kwargs)`` accepts its arguments."""
+    try:
+        check(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def cp_choices(model, t: int, sequence_parallel: bool) -> list[int]:
+    """The cp values offered for ``model`` (a :class:`actmem.ModelConfig`
+    as trained: its FlashAttention choice applies) at tensor-parallel size
+    ``t``: ``[1]`` without FlashAttention.
+
+    >>> from actmem import PRESETS
+    >>> cp_choices(PRESETS["llama2-7b"], 2, False)
+    [1, 2, 4, 8, 16, 32]
+    """
+    c = model.layer(t, moe=False)
+    sizes = valid_context_parallel_sizes(c.s, c.a, t, kv_heads=c.g,
+                                         sequence_parallel=sequence_parallel)
+    return [cp for cp in sizes if cp <= CP_MAX
+            and _runs(rank_model, model, t, sequence_parallel, "none", cp)]
+
+
+def comm_arguments(key: str) -> dict:
+    """:func:`actmem.training_memory` options of a comm-type key.
+
+    >>> comm_arguments("a2a+p2p:2x4")
+    {'cp_comm_type': 'a2a+p2p', 'hierarchical_context_parallel_sizes': (2, 4)}
+    """
+    kind, _, sizes = key.partition(":")
+    return {"cp_comm_type": kind, "hierarchical_context_parallel_sizes":
+            tuple(int(n) for n in sizes.split("x")) if sizes else None}
+
+
+def comm_keys(model, t: int, sequence_parallel: bool, cp: int) -> list[str]:
+    """The comm types offered at context-parallel size ``cp``: only
+    ``"p2p"`` (Megatron-LM's default) at cp = 1; else p2p, allgather, a2a
+    and every two-level a2a+p2p split of cp that ``rank_model`` accepts.
+
+    >>> from actmem import PRESETS
+    >>> comm_keys(PRESETS["llama2-7b"], 2, False, 4)
+    ['p2p', 'allgather', 'a2a', 'a2a+p2p:2x2']
+    """
+    if cp == 1:
+        return ["p2p"]
+    keys = ["p2p", "allgather", "a2a", *(f"a2a+p2p:{n}x{cp // n}" for n in divisors(cp)
+                                          if 1 < n < cp)]
+    return [k for k in keys
+            if _runs(rank_model, model, t, sequence_parallel, "none", cp, **comm_arguments(k))]
+
+
+def comm_options(model, t: int, sequence_parallel: bool, cp: int) -> list[tuple[str, str]]:
+    """The comm-type menu: ``(label, key)`` pairs of :func:`comm_keys`
+    (``'a2a 2 x p2p 4'`` for ``'a2a+p2p:2x4'``)."""
+    def label(key):
+        sizes = comm_arguments(key)["hierarchical_context_parallel_sizes"]
+        return key if sizes is None else "a2a {} x p2p {}".format(*sizes)
+    return [(label(k), k) for k in comm_keys(model, t, sequence_parallel, cp)]
+
+
+@functools.lru_cache(maxsize=256)
+def module_sets(model, t: int, sequence_parallel: bool) -> list[tuple[str, ...]]:
+    """Named-module recomputations offered beside plain ``"selective"``
+    (which is ``("core_attn",)``): each module the model's layers take
+    alone, ``core_attn`` with each, and all of them together, in
+    :data:`actmem.layer.recompute_modules.MODULES` order; each accepted by
+    ``check_for_model``.
+
+    >>> from actmem import PRESETS
+    >>> module_sets(PRESETS["llama2-7b"], 2, False)[-2:]
+    [('core_attn', 'mlp'), ('core_attn', 'layernorm', 'mlp')]
+    """
+    def valid(names):
+        return _runs(check_for_model, model, t, sequence_parallel, "selective", list(names))
+    names = [n for n in MODULES if valid((n,))]
+    sets = [(n,) for n in names if n != "core_attn"]
+    if "core_attn" in names:
+        sets += [("core_attn", n) for n in names if n != "core_attn"]
+    if len(names) > 2:
+        sets.append(tuple(names))
+    return [s for s in dict.fromkeys(sets) if valid(s) and _runs(
+        training_memory, model, t=t, sequence_parallel=sequence_parallel,
+        recompute="selective", recompute_modules=list(s))]
+
+
+def module_options(model, t: int, sequence_parallel: bool) -> list[tuple[str, tuple]]:
+    """Recompute-menu entries of :func:`module_sets`: ``(label, ("selective",
+    1, names))``, labelled ``'selective: core_attn + mlp'``."""
+    return [(tr("selective: {modules}").format(modules=" + ".join(names)),
+             ("selective", 1, names)) for names in module_sets(model, t, sequence_parallel)]
+
+
+def fp8_choices(model, t: int, sequence_parallel: bool, recompute: str,
+                recompute_modules=None, cp: int = 1) -> list[str | None]:
+    """``None`` (off) and the formats of :data:`actmem.FP8_FORMATS` that
+    the layers accept as run (Transformer Engine's dimension rules, dense
+    layers without LoRA or multi-latent attention, cp = 1).
+
+    >>> from actmem import MOE_PRESETS, PRESETS
+    >>> fp8_choices(PRESETS["llama2-7b"], 2, False, "none"), fp8_choices(
+    ...     MOE_PRESETS["mixtral-8x7b"], 1, False, "none")
+    ([None, 'e4m3', 'hybrid'], [None])
+    """
+    if model.num_experts is not None or cp != 1:  # training_memory: dense, TE: cp = 1
+        return [None]
+    options = {} if recompute_modules is None else {"recompute_modules": recompute_modules}
+    return [None, *(f for f in FP8_FORMATS
+                    if _runs(model.layer, t, sequence_parallel, recompute, fp8=f, **options))]
+
+
+def fp8_options(*args, **kwargs) -> list[tuple[str, str | None]]:
+    """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`."""
+    return [(tr("off") if f is None else f, f) for f in fp8_choices(*args, **kwargs)]
