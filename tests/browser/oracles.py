@@ -111,16 +111,25 @@ def _fit_planner(layer, v, image, tr):
     'full, k=5' or a stage split's 'last stage 5 layers (...)') are read
     from their label."""
     from actmem.views.fit_figures import event_label
-    from actmem.views.fit_views import STATES, run_arguments, split_keys, split_options
+    from actmem.views.fit_levers import comm_options
+    from actmem.views.fit_views import MODELS, STATES, run_arguments, split_keys, split_options
     values = dict(v)
     recompute = values["recompute"]
-    if isinstance(recompute, str):  # 'none', 'selective' or 'full, k=N', translated
+    if isinstance(recompute, str):  # 'none', 'selective', 'selective: a + b' or 'full, k=N'
         k = re.search(r"k=(\d+)", recompute)
+        named = re.search(r"[:：]\s*(\S.*)$", recompute)
         recompute = ("full", int(k.group(1))) if k else \
+            ("selective", 1, tuple(_spaces(named.group(1)).split(" + "))) if named else \
             {tr(mode): mode for mode in actmem.RECOMPUTE}[recompute]
     values["recompute"] = (recompute, 1) if isinstance(recompute, str) else tuple(recompute)
     values["states"] = STATES[values["states"]]
-    model = actmem.PRESETS[values["model"]].with_(flash_attention=values["flash_attention"])
+    model = MODELS[values["model"]].with_(flash_attention=values["flash_attention"])
+    if values.get("fp8") == tr("off"):  # a label made after Run All
+        values["fp8"] = None
+    comm = {_spaces(label): key for label, key in comm_options(
+        model, values["t"], values["sequence_parallel"], values.get("cp", 1))}
+    values["cp_comm_type"] = comm.get(_spaces(str(values.get("cp_comm_type", "p2p"))),
+                                      values.get("cp_comm_type", "p2p"))
     keys = split_keys(model.L, values["p"], values["v"])
     if values["split"] not in keys:  # a label made after Run All (p or v changed): its key
         labels = {label.replace("\xa0", " "): key for label, key in
