@@ -29,6 +29,7 @@ from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fus
 from .gpus import find_gpu, gpu_capacity
 from ..layer.context_parallel import rank_model, with_a2a_output
 from .model import ModelConfig
+from .offload import check_offload, cpu_offload, offloaded_timeline
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
                         layer_rows, moment_parts, precision_moments, precision_outputs)
@@ -63,6 +64,8 @@ class StageMemory:
     # compared too: the peak is the timeline's (two plans that differ only in
     # when things are alive, e.g. the loss, are not the same plan)
     timeline: StageTimeline | None = field(default=None, repr=False)
+    # pinned host bytes of activation offloading (actmem.run.offload), not on the GPU
+    host_memory: int = field(default=0, repr=False)
 
     @property
     def peak(self) -> int:
@@ -151,7 +154,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     cp: int = 1, cp_comm_type: str = "p2p",
                     hierarchical_context_parallel_sizes: tuple[int, int] | None = None,
                     recompute_modules: list[str] | tuple[str, ...] | None = None,
-                    fp8: str | None = None) -> TrainingMemory:
+                    fp8: str | None = None, cpu_offloading_num_layers: int = 0
+                    ) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
     The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
@@ -181,6 +185,12 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             recomputed (Megatron-LM's ``--recompute-modules``, default
             ``["core_attn"]``), each layer taking those it has
             (:mod:`actmem.layer.recompute_modules`).
+            cpu_offloading_num_layers: n, Megatron-LM's
+            ``--cpu-offloading-num-layers``: the first n layers' large saved
+            tensors go to pinned host memory (Transformer Engine's offload,
+            :mod:`actmem.run.offload`), so a pass keeps n layers' fewer on the
+            GPU; the stage's ``host_memory`` reports the host bytes. Needs
+            p=1, recompute="none" and schedule="1f1b"; 0 <= n < L.
         accounting, zero_stage, distributed_optimizer: model states
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
@@ -281,6 +291,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
     if recompute_modules is not None:
         check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
+    check_offload(cpu_offloading_num_layers, L=model.L, p=p, recompute=recompute,
+                  schedule=schedule)
     expert_data_parallel(model, t, d, ep, etp, cp)
     model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
                               hierarchical_context_parallel_sizes, precision), model
@@ -332,6 +344,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     moments = with_a2a_output(moments, whole, t, sequence_parallel, recompute, cp, cp_comm_type,
                               hierarchical_context_parallel_sizes, layer_options)
     mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
+    offload = cpu_offloading_num_layers and cpu_offload(
+        model, t, cpu_offloading_num_layers, sequence_parallel, layer_options)
     stages = []
     for i in range(p):
         stacks = kinds and stage_stacks(model.moe_pattern(), split, i, kinds, plan.v_shaped)
@@ -363,6 +377,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                                       moments, stacks or [(moments,) * n for n in split[i]])),
                                   recompute_working_set=max(w for _, w in parts),
                                   reserve=spare, timeline=timeline))
+        if offload:  # n layers' offloadable rows on the host while a pass is held
+            stages[-1] = replace(stages[-1], timeline=offloaded_timeline(timeline, offload.saving),
+                                 layer_activations=stages[-1].layer_activations - offload.saving,
+                                 host_memory=offload.host)
     return TrainingMemory(tuple(stages), capacity)
 
 
