@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .validate import shown
+from .validate import lists_keywords, shown
 
 LANGUAGES = ("en", "zh")
 """Languages offered: English and Simplified Chinese."""
@@ -38,6 +38,7 @@ subset (a user's title with 昇 or 熵, traditional characters) still draws."""
 _current = {"language": "en"}
 
 
+@lists_keywords
 def set_language(language: str) -> None:
     """Draw figure and widget labels in ``language`` from now on.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .validate import MAX_INT_DIGITS, integer, shown
+from .validate import MAX_INT_DIGITS, integer, lists_keywords, shown
 
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
          "PiB": 2**50, "GB": 10**9, "TB": 10**12}
@@ -49,6 +49,7 @@ def _unit(unit: object) -> int:
     return UNITS[unit]
 
 
+@lists_keywords
 def convert(n_bytes: int, unit: str) -> float:
     """``n_bytes`` expressed in ``unit`` (one of ``UNITS``), as a float
     (for plotting; use :func:`format_value` for exact text).
@@ -66,21 +67,25 @@ def convert(n_bytes: int, unit: str) -> float:
                          "format_value prints it exactly") from None
 
 
+@lists_keywords
 def to_mib(n_bytes: int) -> float:
     """Bytes to MiB (2^20 bytes)."""
     return convert(n_bytes, "MiB")
 
 
+@lists_keywords
 def to_gib(n_bytes: int) -> float:
     """Bytes to GiB (2^30 bytes)."""
     return convert(n_bytes, "GiB")
 
 
+@lists_keywords
 def to_gb(n_bytes: int) -> float:
     """Bytes to GB (10^9 bytes)."""
     return convert(n_bytes, "GB")
 
 
+@lists_keywords
 def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     """The number of ``unit`` in ``n_bytes``, fixed-point, without the unit,
     computed exactly (rounded half to even at ``digits`` decimals).
@@ -106,6 +111,7 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     return text
 
 
+@lists_keywords
 def format_bytes(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     """``n_bytes`` in ``unit`` with the unit printed, e.g. ``'184 MiB'``.
 
@@ -114,6 +120,7 @@ def format_bytes(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     return f"{format_value(n_bytes, unit, digits)} {unit}"
 
 
+@lists_keywords
 def format_change(delta: int, unit: str = "MiB", digits: int = 2) -> str:
     """A signed difference of bytes without the unit: ``'+80'``, ``'-80'``,
     or ``'0'`` when it rounds to nothing at ``digits`` decimals."""
@@ -122,6 +129,7 @@ def format_change(delta: int, unit: str = "MiB", digits: int = 2) -> str:
     return text if text == "0" else ("+" if number > 0 else "-") + text
 
 
+@lists_keywords
 def parse_size(name: str, value: object) -> int:
     """Bytes from ``value``: an int of bytes, or a string such as ``"80GB"``
     (80 x 10^9 bytes) or ``"80GiB"`` (80 x 2^30 bytes); units as

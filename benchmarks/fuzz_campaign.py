@@ -199,6 +199,7 @@ class Entry:
     args: dict
     positional: tuple = ()  # names passed positionally, in order
     alias: dict = dataclasses.field(default_factory=dict)  # argument -> names in messages
+    keywords: bool = True  # the call takes keywords (not a wrapper of *args)
 
     def __call__(self, **kw):
         kw = {**self.base, **kw}
@@ -310,12 +311,40 @@ ENTRIES = [
     Entry("parse_size", actmem.parse_size, dict(name="gpu_memory", value="80GB"),
           dict(value=Any_()), alias=dict(value=("gpu_memory",))),
     Entry("common_divisors", lambda **kw: actmem.common_divisors(*kw.values()),
-          dict(numbers=52), dict(numbers=I), alias=dict(numbers=("numbers[0]",))),
+          dict(numbers=52), dict(numbers=I), alias=dict(numbers=("numbers[0]",)),
+          keywords=False),
     Entry("set_language", actmem.set_language, dict(language="en"),
           dict(language=Choice(actmem.LANGUAGES))),
     Entry("preset.with_[moe]", lambda **kw: MIX.with_(**kw), {}, MODEL_MOE),
 ]
 """Every entry point, with a valid call and the domain of each argument."""
+
+
+def explorer_entries() -> list[Entry]:
+    """The explorers' constructors (no figures where that can be chosen):
+    only the clarity of their refusals is judged."""
+    from actmem.views.fit_views import FitPlanner
+    from actmem.views.schedule_views import ScheduleExplorer
+    from actmem.views.variant_views import VariantExplorer
+    from actmem.views.widgets import LayerExplorer, LedgerExplorer, ShardingExplorer
+    layer = dict(s=I, b=I, h=I, a=I, t=I)
+    return [
+        Entry("LayerExplorer", LayerExplorer, {}, dict(layer, figure=B)),
+        Entry("LedgerExplorer", LedgerExplorer, {}, layer),
+        Entry("ShardingExplorer", ShardingExplorer, {}, layer),
+        Entry("VariantExplorer", VariantExplorer, dict(figure=False),
+              dict(layer, **LAYER_OPTIONS)),
+        Entry("ScheduleExplorer", ScheduleExplorer, {},
+              dict(layer, L=I, schedule=Choice(actmem.SCHEDULES), p=I, v=I, m=I,
+                   order=Choice(actmem.ORDERS, optional=True), N=OI),
+              alias=dict(N=("N", "microbatch_group_size"))),
+        Entry("FitPlanner", FitPlanner, {},
+              dict(model=Choice(tuple(actmem.PRESETS)), t=I, p=I, d=I, m=I,
+                   schedule=Choice(actmem.SCHEDULES), v=I, split=Any_(), recompute=Any_(),
+                   flash_attention=Flag(optional=True), sequence_parallel=B, states=Any_(),
+                   loss=Choice(actmem.LOSSES), gradient_buffer=Choice(actmem.GRADIENT_BUFFERS),
+                   gpu=Any_())),
+    ]
 
 
 # ---- judging -----------------------------------------------------------------
@@ -400,6 +429,38 @@ def judge(entry: Entry, name: str | None, value, *, domain_says: str = "?") -> t
     if why:
         return "wrong", f"{entry.name}({name}={shown(value)[:60]}): {why}"
     return "result", ""
+
+
+def judge_unknown_keyword(entry: Entry) -> tuple[str, str]:
+    """An unknown keyword (a typo of the first argument) must be refused by
+    name, with the keywords that are allowed."""
+    typo = next(iter(entry.args)) + "_typo"
+    what = f"{entry.name}({typo}=1)"
+    try:
+        with limit(), warnings_silenced():
+            entry(**{typo: 1})
+    except Hang:
+        return "hang", what
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        if typo not in message:
+            return "unclear", f"{what}: does not name it: {message[:200]}"
+        if not any(known in message.replace(typo, "") for known in entry.args):
+            return "unclear", f"{what}: lists no allowed keyword: {message[:200]}"
+        return "clear", ""
+    except Exception as error:  # noqa: BLE001
+        return "unclear", f"{what}: {type(error).__name__}: {str(error)[:200]}"
+    return "accepted", f"{what} returned a result"
+
+
+def judge_subprocess(argv: list[str]) -> tuple[str, str]:
+    """``python -m actmem ARGV`` in a fresh interpreter: no traceback."""
+    import subprocess
+    run = subprocess.run([sys.executable, "-m", "actmem", *argv], capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    if "Traceback" in run.stderr or run.returncode not in (0, 2):
+        return "traceback", f"python -m actmem {argv!r}: exit {run.returncode}: {run.stderr[-300:]!r}"
+    return ("result" if run.returncode == 0 else "clear"), ""
 
 
 @contextlib.contextmanager
@@ -530,7 +591,7 @@ def judge_control(explorer, name: str, value, options: bool = False) -> tuple[st
 
 # ---- the campaign -----------------------------------------------------------------
 
-def campaign(examples: int) -> dict:
+def campaign(examples: int, processes: int = 20) -> dict:
     counts: Counter = Counter()
     faults: dict[str, list[str]] = {}
 
@@ -542,17 +603,21 @@ def campaign(examples: int) -> dict:
     quiet = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                      suppress_health_check=list(HealthCheck))
     longer = settings(quiet, max_examples=examples * 4)
-    for entry in ENTRIES:
+    fewer = settings(quiet, max_examples=max(1, examples // 4))
+    for entry in ENTRIES + explorer_entries():
+        slow = entry.name.endswith(("Explorer", "Planner"))
         note(*judge(entry, None, None))
+        if entry.keywords:
+            note(*judge_unknown_keyword(entry))
         for name, domain in entry.args.items():
-            @quiet
+            @(fewer if slow else quiet)
             @given(value=st.one_of(ODD, valid_for(domain)))
             def one(value):
                 note(*judge(entry, name, value, domain_says=domain.judge(value)))
             one()
         ints = {n: d for n, d in entry.args.items() if not isinstance(d, Any_)}
         if ints:
-            @quiet
+            @(fewer if slow else quiet)
             @given(values=st.fixed_dictionaries({n: valid_for(d) for n, d in ints.items()}))
             def many(values):
                 verdict, detail = judge(entry, None, None) if not values else _many(entry,
@@ -567,6 +632,13 @@ def campaign(examples: int) -> dict:
     def cli(argv):
         note(*judge_cli(argv))
     cli()
+
+    @settings(quiet, max_examples=processes)
+    @given(argv=command_lines())
+    def fresh(argv):
+        note(*judge_subprocess(argv))
+    if processes:
+        fresh()
     print(f"cli: {sum(counts.values())} calls so far", file=sys.stderr)
 
     for explorer in explorers():
@@ -601,10 +673,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=60,
                         help="hypothesis examples per argument (60)")
+    parser.add_argument("--processes", type=int, default=20,
+                        help="command lines run as 'python -m actmem' in a new process (20)")
     parser.add_argument("--json", help="write counts and faults to this file")
     args = parser.parse_args()
     start = time.perf_counter()
-    report = campaign(args.examples)
+    report = campaign(args.examples, args.processes)
     report["seconds"] = round(time.perf_counter() - start)
     print(json.dumps(report["counts"]), f"{report['seconds']} s")
     for verdict, details in report["faults"].items():

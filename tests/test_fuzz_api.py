@@ -156,10 +156,20 @@ def test_huge_numbers_reach_no_float_and_no_unprintable_message():
         actmem.set_language(10**5000)  # the message's repr raised Python's digit limit
 
 
-def test_the_schedule_cap_says_why():
+def test_the_schedule_caps_say_why():
     with pytest.raises(ValueError, match=r"exceed the simulation's 1,000,000 \(about 7 s of "
                                          r"CPU; its timing costs about 7 us per operation\)"):
         actmem.simulate_schedule("gpipe", 100, 5000)
+    with pytest.raises(ValueError, match=r"^p=2, m=120692, v=1: 3\*p\*m\*v operations exceed "
+                                         r"training_memory's timeline of 200,000 \(about 7 s"):
+        actmem.training_memory(P, t=2, p=2, m=120692)  # ran past 10 s of CPU
+
+
+@pytest.mark.parametrize("entry", [e for e in campaign.ENTRIES if e.keywords],
+                         ids=[e.name for e in campaign.ENTRIES if e.keywords])
+def test_unknown_keywords_are_named_with_the_keywords_allowed(entry):
+    verdict, detail = campaign.judge_unknown_keyword(entry)  # Python's message lists none
+    assert verdict == "clear", detail
 
 
 def test_menus_refuse_look_alike_values_by_name(explorers):

@@ -13,9 +13,10 @@ from fractions import Fraction
 from .config import LayerConfig
 from .ledger import LedgerRow
 from .memory import ActivationMemory
-from ..validate import instance
+from ..validate import instance, lists_keywords
 
 
+@lists_keywords
 def coefficient_units(config: LayerConfig) -> dict[str, str]:
     """The unit each group's coefficient counts in, for ``config``'s options.
 
@@ -42,6 +43,7 @@ def _unit_elements(config: LayerConfig, unit: str) -> Fraction:
     return Fraction(base, c.t) if unit.endswith("/t") else Fraction(base)
 
 
+@lists_keywords
 def coefficients(result: ActivationMemory) -> dict[str, Fraction]:
     """Each group's bytes per GPU as a multiple of its unit, read back exactly.
 
@@ -62,6 +64,7 @@ def coefficients(result: ActivationMemory) -> dict[str, Fraction]:
             for group, unit in coefficient_units(c).items()}
 
 
+@lists_keywords
 def row_coefficient(row: LedgerRow, config: LayerConfig) -> Fraction:
     """One row's whole (unsplit) tensor as a multiple of its group's unit
     without ``/t`` (sbh, bas^2 or bas): its share of the coefficient.

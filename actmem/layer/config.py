@@ -11,8 +11,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, fields
 
-from ..validate import (choice, common_divisors, divides, finite_number, flag, plain_fields,
-                        positive_int)
+from ..validate import (choice, common_divisors, divides, finite_number, flag, lists_keywords,
+                        plain_fields, positive_int)
 from .recompute_modules import check_recompute_modules
 
 SP_AT_T1 = ("sequence_parallel=True does nothing at t=1: there is one rank, so nothing "
@@ -26,6 +26,7 @@ ACTIVATIONS = ("gelu", "swiglu")
 """MLP activation functions the ledger knows how to count."""
 
 
+@lists_keywords
 def default_ffn_hidden_size(h: int, activation: str = "gelu") -> int:
     """The MLP inner width f a layer gets when ``ffn_hidden_size`` is not given.
 
@@ -80,6 +81,7 @@ def split_dimensions(h: int, a: int, s: int | None = None, kv_heads: int | None 
     return dims
 
 
+@lists_keywords
 def valid_tensor_parallel_sizes(h: int, a: int, s: int | None = None, *,
                                 kv_heads: int | None = None,
                                 ffn_hidden_size: int | None = None,
@@ -365,3 +367,6 @@ def check_moe(c: LayerConfig) -> None:
                       allowed="None (dropless) or a finite number > 0")
     if c.moe_shared_expert_intermediate_size is not None:
         divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)
+
+
+LayerConfig.__init__ = lists_keywords(LayerConfig.__init__)  # unknown keywords list the fields

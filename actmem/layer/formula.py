@@ -10,6 +10,7 @@ that would not be exact, so it never returns a floored number.
 from __future__ import annotations
 
 from .config import LayerConfig
+from ..validate import lists_keywords
 
 
 def _checked(s, b, h, a, t, **options) -> tuple[int, int, int, int, int]:
@@ -27,6 +28,7 @@ def _exact(numerator: int, t: int) -> int:
     return quotient
 
 
+@lists_keywords
 def paper_formula(s: int, b: int, h: int, a: int, t: int = 1) -> int:
     """``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` = 10sbh + 24sbh/t + 5as^2b/t bytes.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .config import LayerConfig
-from ..validate import instance
+from ..validate import instance, lists_keywords
 
 GROUPS = ("fixed", "intermediate", "attention_map")
 """The paper's three terms: replicated tensors, split activations, s x s maps."""
@@ -88,6 +88,7 @@ class LedgerRow:
         return share
 
 
+@lists_keywords
 def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     """Rows saved for backward by one layer, one micro-batch, on one GPU.
 

@@ -60,8 +60,8 @@ from __future__ import annotations
 
 import re
 
-from ..validate import (choice, compute_capability as capability, flag, non_negative_int,
-                        one_of_ints, optional, positive_int, shown)
+from ..validate import (choice, compute_capability as capability, flag, lists_keywords,
+                        non_negative_int, one_of_ints, optional, positive_int, shown)
 
 LOSSES = ("vocab_parallel", "torch", "fused")
 """Loss implementations (module docstring)."""
@@ -70,6 +70,7 @@ GRADIENT_BUFFERS = ("persistent", "backward")
 MiB = 2**20
 
 
+@lists_keywords
 def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
                loss_dtype: int = 4, chunk: int | None = None,
                output_gradients: int = 0) -> dict[str, int]:
@@ -217,6 +218,7 @@ def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> 
     return 32 * MiB if compute_capability[0] >= 9 else 4 * MiB
 
 
+@lists_keywords
 def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
                     cublas_workspace_config: str | None = None,
                     transformer_engine: bool = True) -> dict[str, int]:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ..units import format_value, parse_size
-from ..validate import choice
+from ..validate import choice, lists_keywords
 
 MiB = 2**20
 """Bytes in a MiB, the unit ``nvidia-smi`` prints."""
@@ -123,6 +123,7 @@ def _preset(text: str) -> GPU:
                          "(an int) or a size such as '80GiB'") from None
 
 
+@lists_keywords
 def gpu_capacity(gpu_memory: str | int | GPU) -> int:
     """A GPU's capacity in bytes (an int).
 

@@ -19,7 +19,7 @@ from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..layer.recompute_modules import for_layer
-from ..validate import choice, flag, instance, plain_fields, positive_int
+from ..validate import choice, flag, instance, lists_keywords, plain_fields, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
@@ -315,6 +315,7 @@ class ParameterCount(int):
                 f"output layer {self.output_layer}, final norm {self.final_norm})")
 
 
+@lists_keywords
 def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCount:
     """Count the parameters of ``model`` (Megatron-LM's GPT layout): an
     ``int`` carrying its breakdown (:class:`ParameterCount`).
@@ -374,3 +375,6 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
         embedding=table,
         positions=(model.max_positions or model.s) * h if model.positions == "learned" else 0,
         output_layer=0 if model.tied_embeddings else table, final_norm=norm, **moe)
+
+
+ModelConfig.__init__ = lists_keywords(ModelConfig.__init__)  # unknown keywords list the fields

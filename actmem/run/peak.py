@@ -33,6 +33,7 @@ from .offload import check_offload, cpu_offload, offloaded_timeline
 from .pass_parts import embedding_activations, output_activations
 from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
                         layer_rows, moment_parts, precision_moments, precision_outputs)
+from .schedule_rules import MAX_TIMELINE_OPERATIONS, check_size
 from .schedules import simulate_schedule
 from .split_backward import layer_weight_rows
 from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_moe_layers, stage_stacks
@@ -306,6 +307,7 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                   account_for_embedding_in_pipeline_split=account_for_embedding_in_pipeline_split,
                   account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
     split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
+    check_size(p, m, v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")  # cheaply first
     plan = simulate_schedule(schedule, p, m, v, order)
     if plan.v_shaped and any(x not in (None, False) for x in uneven.values()):
         raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "

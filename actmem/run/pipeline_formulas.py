@@ -22,7 +22,7 @@ from .dualpipe import dualpipe_in_flight, dualpipe_parameter_copies
 from .schedule_orders import interleaved_group
 from .schedules import SCHEDULES, stage_index
 from .training import chunk_layers, layer_bytes, pipeline_stage_memory
-from ..validate import choice, positive_int
+from ..validate import choice, lists_keywords, positive_int
 
 __all__ = ["bubble_fraction_formula", "dualpipe_in_flight", "dualpipe_parameter_copies",
            "first_stage_memory_1f1b", "gpipe_in_flight", "interleaved_factor",
@@ -46,6 +46,7 @@ def _chunks(v: object) -> int:
     return v
 
 
+@lists_keywords
 def gpipe_in_flight(p: int, m: int, i: int) -> int:
     """GPipe: every stage holds all ``m`` micro-batches at its peak
     (all forwards run before any backward)."""
@@ -53,6 +54,7 @@ def gpipe_in_flight(p: int, m: int, i: int) -> int:
     return positive_int("m", m)
 
 
+@lists_keywords
 def one_f_one_b_in_flight(p: int, m: int, i: int) -> int:
     """1F1B: stage ``i`` holds at most ``min(p - i, m)`` micro-batches:
     ``p - i - 1`` warm-up forwards plus the one in flight in the steady
@@ -65,6 +67,7 @@ def one_f_one_b_in_flight(p: int, m: int, i: int) -> int:
     return min(p - i, positive_int("m", m))
 
 
+@lists_keywords
 def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = None
                           ) -> int:
     """Interleaved 1F1B: (micro-batch, chunk) forward passes stage ``i``
@@ -93,6 +96,7 @@ def interleaved_in_flight(p: int, m: int, v: int, i: int, group: int | None = No
     return min(2 * (p - i - 1) + (v - 1) * group + 1, m * v)
 
 
+@lists_keywords
 def interleaved_factor(p: int, v: int) -> Fraction:
     """``1 + (p-1)/(p*v)``: the interleaved first stage's activations over
     ``L*M`` in the steady state (sec. 4.2.3): it holds ``(v+1)*p - 1``
@@ -105,6 +109,7 @@ def interleaved_factor(p: int, v: int) -> Fraction:
     return 1 + Fraction(p - 1, p * v)
 
 
+@lists_keywords
 def interleaved_factor_holds(p: int, m: int, v: int) -> bool:
     """Whether the first stage reaches the steady-state peak behind
     :func:`interleaved_factor`: ``m*v >= (v+1)*p - 1`` (more chunk passes
@@ -116,6 +121,7 @@ def interleaved_factor_holds(p: int, m: int, v: int) -> bool:
     return m * v >= (v + 1) * p - 1
 
 
+@lists_keywords
 def first_stage_memory_1f1b(per_layer: ActivationMemory | int, L: int, p: int,
                             m: int) -> int:
     """Bytes the first stage holds at its peak under 1F1B:
@@ -133,6 +139,7 @@ def first_stage_memory_1f1b(per_layer: ActivationMemory | int, L: int, p: int,
     return pipeline_stage_memory(per_layer, L, p, one_f_one_b_in_flight(p, m, 0))
 
 
+@lists_keywords
 def interleaved_first_stage_memory(per_layer: ActivationMemory | int, L: int,
                                    p: int, v: int) -> int:
     """``L*M*(1 + (p-1)/(p*v))`` bytes, exact: ``((v+1)*p - 1) * L/(p*v) * M``;
@@ -147,6 +154,7 @@ def interleaved_first_stage_memory(per_layer: ActivationMemory | int, L: int,
     return ((v + 1) * p - 1) * chunk_layers(L, p, v) * layer_bytes(per_layer)
 
 
+@lists_keywords
 def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fraction:
     """Narayanan et al. 2021, sec. 2.2: ``(p-1)/m`` for GPipe and 1F1B,
     ``(p-1)/(v*m)`` for interleaved 1F1B. Equal to the simulated

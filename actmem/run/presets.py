@@ -15,7 +15,7 @@ dropout; GPT models with it.
 from __future__ import annotations
 
 from .model import ModelConfig
-from ..validate import shown
+from ..validate import lists_keywords, shown
 
 _GPT = dict(norm="layernorm", bias=True, tied_embeddings=True, positions="learned")
 _LLAMA = dict(norm="rmsnorm", bias=False, tied_embeddings=False, positions="rotary",
@@ -157,6 +157,7 @@ expert sizes). Use them with :func:`actmem.parameter_count`,
 and ``etp``; models that mix dense and MoE layers too)."""
 
 
+@lists_keywords
 def preset(name: str) -> ModelConfig:
     """``PRESETS[name]`` with a clear error for an unknown name.
 

@@ -30,6 +30,31 @@ MAX_OPERATIONS = 10**6
 368 MiB at 1.5 x 10^6 (2.2 s to build, 8.2 s for the bubble's timing), 79 s
 and 2.4 GiB at 10^7: about 7 us per operation, so the cap keeps one call
 near 7 s, under the 10 s a learner waits; larger sizes have closed forms."""
+MAX_TIMELINE_OPERATIONS = 2 * 10**5
+"""Most operations (``3*p*m*v``) :func:`actmem.training_memory` times: its
+timeline sums what is alive after every operation, about 36 us of CPU per
+operation (measured: llama2-7b, t=2, p=2, m=20000 took 4.3 s), so the cap
+keeps a call near 7 s; m=120692 ran past 10 s."""
+
+
+def check_size(p: int, m: int, v: int, limit: int = MAX_OPERATIONS,
+               what: str = "the simulation's") -> tuple[int, int, int]:
+    """``(p, m, v)`` as plain ints, if ``3*p*m*v`` is at most ``limit``;
+    checked before any operation is built.
+
+    Raises:
+        TypeError, ValueError: a size is not a positive int, or too many
+            operations (the message says what they cost).
+    """
+    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
+    if 3 * p * m * v > limit:
+        cost = ("about 7 s of CPU; its timing costs about 7 us per operation"
+                if limit == MAX_OPERATIONS else
+                f"about {limit * 36 // 10**6} s of CPU at about 36 us per operation")
+        raise ValueError(f"p={p}, m={m}, v={v}: 3*p*m*v operations exceed {what} "
+                         f"{limit:,} ({cost}); the closed forms of "
+                         "actmem.pipeline_formulas answer such sizes")
+    return p, m, v
 
 
 def resolve_order(schedule: str, order: str | None) -> str:
@@ -55,12 +80,7 @@ def check_schedule(schedule: str, p: int, m: int, v: int = 1, order: str | None 
         TypeError, ValueError: as :func:`actmem.simulate_schedule`.
     """
     order = resolve_order(schedule, order)
-    p, m, v = (positive_int(name, x) for name, x in (("p", p), ("m", m), ("v", v)))
-    if 3 * p * m * v > MAX_OPERATIONS:
-        raise ValueError(f"p={p}, m={m}, v={v}: 3*p*m*v operations exceed the "
-                         f"simulation's {MAX_OPERATIONS:,} (about 7 s of CPU; its timing "
-                         "costs about 7 us per operation); the closed forms of "
-                         "actmem.pipeline_formulas answer such sizes")
+    p, m, v = check_size(p, m, v)
     if microbatch_group_size is not None and schedule != "interleaved":
         raise ValueError(f"microbatch_group_size={microbatch_group_size!r}: only "
                          "schedule='interleaved' (Megatron-LM) has a group size")

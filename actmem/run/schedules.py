@@ -57,7 +57,7 @@ from .schedule_rules import (ALL_SCHEDULES, MAX_OPERATIONS, ORDERS, PYTORCH_ONLY
                              check_schedule, resolve_order)
 from .schedule_timing import simulate_times
 from .training import chunk_layers, layer_bytes
-from ..validate import integer, positive_int
+from ..validate import integer, lists_keywords, positive_int
 
 __all__ = ["ALL_SCHEDULES", "BACKWARD", "FORWARD", "INPUT_GRAD", "KINDS", "MAX_OPERATIONS",
            "ORDERS", "PASS_TIME", "PYTORCH_ONLY", "SCHEDULES", "WEIGHT_GRAD", "Op",
@@ -252,6 +252,7 @@ def stage_index(i: object, p: int) -> int:
     return index
 
 
+@lists_keywords
 def simulate_schedule(schedule: str, p: int, m: int, v: int = 1, order: str | None = None,
                       microbatch_group_size: int | None = None) -> PipelineSchedule:
     """Build a pipeline schedule's operations for every stage.

@@ -272,6 +272,7 @@ def _share(nbytes: int, ranks: int, cut: bool) -> int:
     return -(-nbytes // ranks) if cut else nbytes
 
 
+@lists_keywords
 def expert_data_parallel(model: ModelConfig, t: int, d: int, ep: int = 1,
                          etp: int | None = None, cp: int = 1) -> int:
     """The expert data-parallel size e_d = t*cp*d/(ep*etp): Megatron-LM

@@ -12,7 +12,7 @@ and allocator overhead are extra (notebook 05).
 from __future__ import annotations
 
 from ..layer.memory import ActivationMemory
-from ..validate import positive_int
+from ..validate import lists_keywords, positive_int
 
 
 def layer_bytes(per_layer: ActivationMemory | int) -> int:
@@ -42,6 +42,7 @@ def chunk_layers(L: int, p: int, v: int = 1) -> int:
     return L // (p * v)
 
 
+@lists_keywords
 def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
     """``L * M``: bytes for all ``L`` layers on one GPU, one micro-batch.
 
@@ -61,6 +62,7 @@ def model_activation_memory(per_layer: ActivationMemory | int, L: int) -> int:
     return positive_int("L", L) * layer_bytes(per_layer)
 
 
+@lists_keywords
 def pipeline_stage_memory(per_layer: ActivationMemory | int, L: int, p: int,
                           m: int) -> int:
     """``m * (L/p) * M``: bytes one pipeline stage holds for ``m`` micro-batches.
