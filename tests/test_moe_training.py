@@ -252,3 +252,19 @@ def test_one_expert_peaks_at_the_unpermute_beside_its_zeros():
                     moe_ffn_hidden_size=FE, dropout=False, flash_attention=True)
     # the permuted tokens and probabilities are the expert's own input (ledger rows)
     assert dispatch_buffers(c) == {"experts' output": S * ROW, "unpermuted output": S * ROW}
+
+
+def test_full_recomputation_runs_the_dispatch_again_in_the_backward():
+    model = TINY.with_(moe_layer_freq=(0, 1, 1, 1))
+    stage = training_memory(model, m=1, recompute="full", recompute_num_layers=4).stages[0]
+    again = next(e for e in stage.timeline.events if "dispatch, recomputing" in e.label)
+    combine = next(e for e in stage.timeline.events if "MoE combine" in e.label)
+    moe = model.layer(moe=True)
+    # the group's four layers rebuilt, all rows alive (no dropout: none after the block),
+    # beside the token ids (the output layer's inputs are freed by then)
+    assert again.by_category["activations"] == combine.by_category["activations"]
+    assert combine.by_category["activations"] == 8 * S + layer_bytes(False) + 3 * layer_bytes(True)
+    assert again.by_category["transient"] == sum(dispatch_buffers(moe).values())
+    from actmem.language import chinese
+    from actmem.views.fit_figures import event_label
+    assert event_label(again.label, chinese).endswith("最后一层的 token 分发，正在重计算")

@@ -134,14 +134,19 @@ def dense_twin(model: ModelConfig) -> ModelConfig:
 
 
 def with_dispatch(moments: LayerMoments, c: LayerConfig, ep: int,
-                  rows: list[tuple[str, int]]) -> LayerMoments:
+                  rows: list[tuple[str, int]], rows_none: list[tuple[str, int]]
+                  ) -> LayerMoments:
     """``moments`` of an MoE layer with its dispatch buffers
     (:func:`dispatch_buffers`, :func:`dispatch_gradients`) and the rows
     alive at the forward moment: ``rows`` (the layer's (key, bytes) under
-    the run's recomputation) but those after the MoE block."""
+    the run's recomputation) but those after the MoE block; ``rows_none``:
+    the same without recomputation (the forward that full recomputation
+    runs again in the backward)."""
+    def upto(pairs):
+        return sum(b for key, b in pairs if key not in AFTER_MOE_BLOCK)
     return replace(moments, dispatch=sum(dispatch_buffers(c, ep).values()),
                    dispatch_backward=sum(dispatch_gradients(c, ep).values()),
-                   to_dispatch=sum(b for key, b in rows if key not in AFTER_MOE_BLOCK))
+                   to_dispatch=upto(rows), to_dispatch_recomputed=upto(rows_none))
 
 
 def virtual_offsets(split, v_shaped: bool) -> list[list[int]]:
@@ -211,8 +216,9 @@ def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute:
                 shape, t, sequence_parallel, rows, opts))
         if kind:
             moments = with_dispatch(moments, shape.layer(t, sequence_parallel, recompute, **opts),
-                                    ep, layer_rows(shape, t, sequence_parallel, recompute,
-                                                   "bf16", layer_options=opts))
+                                    ep, *(layer_rows(shape, t, sequence_parallel, mode, "bf16",
+                                                     layer_options=opts)
+                                          for mode in (recompute, "none")))
         kinds[kind] = moments
     return kinds
 

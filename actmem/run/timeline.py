@@ -220,6 +220,11 @@ class _Step:
         # by now the loss and the output layer are differentiated: their
         # saved tensors (the softmax, the output layer's inputs) are freed
         kept = self._layer_bytes(chunk) + p.output
+        if layer.dispatch and layer.recompute == "full":   # its forward again, with grad
+            yield (f"backward of {name}: the last layer's token dispatch, recomputing",
+                   self.alive(self._backward_layers(chunk, layer.to_dispatch_recomputed) - kept,
+                              -p.logits_loss, transient=layer.dispatch,
+                              weights=self._backward_copies(chunk, mlp=True)))
         if layer.dispatch_backward:   # the last layer is an MoE layer
             rows = layer.kept if layer.recompute == "selective" else layer.full
             yield (f"backward of {name}: the last layer's MoE combine",

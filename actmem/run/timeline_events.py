@@ -76,6 +76,9 @@ class LayerMoments:
             (:func:`actmem.run.moe_timeline.dispatch_buffers`).
         to_dispatch: the MoE layer's rows alive at that forward moment (its
             rows up to the MoE block, under the run's recomputation).
+        to_dispatch_recomputed: the same rows without recomputation: under
+            full recomputation the backward runs the layer's forward again
+            with its dispatch buffers beside them.
     """
 
     kept: int
@@ -91,6 +94,7 @@ class LayerMoments:
     dispatch: int = 0
     dispatch_backward: int = 0
     to_dispatch: int = 0
+    to_dispatch_recomputed: int = 0
 
     @property
     def softmax_gradients(self) -> int:
