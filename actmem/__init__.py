@@ -25,12 +25,14 @@ from .layer.formula import TABLE2_FORMULAS, paper_formula
 from .layer.fp8 import FP8_FORMATS, fp8_state_bytes
 from .layer.lora import LORA_TARGETS, lora_parameters
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
+from .layer.recompute_modules import MODULES as RECOMPUTE_MODULES
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
 from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .run.gpus import GPU, GPUS, gpu_capacity
 from .run.lora_states import adapter_parameters
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
 from .run.moe_timeline import dispatch_buffers, dispatch_gradients
+from .run.offload import Offload, cpu_offload
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from .run.presets import MOE_PRESETS, PRESETS, preset
 from .run.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
@@ -69,14 +71,17 @@ __all__ = [
     "FP8_FORMATS", "LORA_TARGETS", "adapter_parameters", "fp8_state_bytes", "lora_parameters",
     "CP_COMM_TYPES", "valid_context_parallel_sizes",
     "dispatch_buffers", "dispatch_gradients",
+    "RECOMPUTE_MODULES", "Offload", "cpu_offload",
 ]
 
 _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
-                     "fp8", "context_parallel", "head_dim", "mla"), "layer"),
+                     "fp8", "context_parallel", "head_dim", "mla", "recompute_modules"),
+                    "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
-                     "stage_split", "pass_parts", "lora_states", "moe_timeline"), "run"),
+                     "stage_split", "pass_parts", "lora_states", "moe_timeline", "offload"),
+                    "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),

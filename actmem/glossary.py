@@ -244,6 +244,11 @@ TERMS = (
          "recompute_modules: core_attn, mlp, layernorm, moe_act, ...)", "按模块重计算",
          "只重计算每层中选定的模块（Megatron-LM 的 recompute_modules：core_attn、mlp、"
          "layernorm、moe_act 等）"),
+    Term("activation offloading", "the first n layers' large saved tensors go to pinned "
+         "host memory in the forward and come back for the backward; at most L - n layers' "
+         "stay on the GPU (cpu_offloading_num_layers)", "激活卸载",
+         "前 n 层保存的大张量在前向时移到锁页主机内存，反向时再取回；GPU 上最多留 L - n 层的"
+         "（cpu_offloading_num_layers）", ("cpu_offloading_num_layers",)),
     Term("long context", "sequences of 32K to 128K tokens and more: activations grow with s, "
          "model states do not", "长上下文", "32K 到 128K 乃至更多 token 的序列：激活随 s 增长，模型状态不变"),
 )
