@@ -49,6 +49,13 @@ def test_refused_before_any_work(options, error, match):
         training_memory(LLAMA, **options)
 
 
+def test_moe_models_are_refused():
+    from actmem import MOE_PRESETS
+    with pytest.raises(ValueError, match="modelled for dense models"):
+        training_memory(MOE_PRESETS["mixtral-8x7b"], t=2, sequence_parallel=True,
+                        cpu_offloading_num_layers=4)
+
+
 STRADDLE = LayerConfig(512, 1, 256, 4)   # sbh = 131,072 < 262,144 <= sbf, the map's 1,048,576
 
 

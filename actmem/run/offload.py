@@ -97,10 +97,14 @@ def cpu_offload(model, t: int, layers: int, sequence_parallel: bool = False,
     without recomputation (module docstring).
 
     Raises:
-        TypeError, ValueError: ``layers`` not an int in 0..L-1; the layer's
-            own errors (:meth:`actmem.ModelConfig.layer`).
+        TypeError, ValueError: ``layers`` not an int in 0..L-1; a model with
+            MoE layers (their rows differ by kind; not modelled here); the
+            layer's own errors (:meth:`actmem.ModelConfig.layer`).
     """
     n = _count(layers, model.L)
+    if n and model.num_experts is not None:
+        raise ValueError(f"cpu_offloading_num_layers={n} is modelled for dense models; this "
+                         f"model has num_experts={model.num_experts}: use 0")
     moved, kept = split_rows(model.layer(t, sequence_parallel, **(layer_options or {})))
     return Offload(n, model.L, tuple(r.key for r in moved), tuple(r.key for r in kept),
                    sum(r.bytes for r in moved), sum(r.bytes for r in kept))
