@@ -225,3 +225,17 @@ def test_each_layer_of_a_model_takes_the_names_it_has():
                         recompute_modules=["mlp"])
     layer = PRESETS["llama2-7b"].layer(1, False, "selective", recompute_modules=["mlp"])
     assert layer.recompute_modules == ("mlp",)
+
+
+@pytest.mark.parametrize("mods", [("moe_act",), ("moe",), ("core_attn", "shared_experts")])
+def test_measured_moe_rows_match_the_ledger_to_the_byte(mods):
+    pytest.importorskip("torch")
+    from actmem.measure.compare import compare
+    from actmem.measure.recompute_modules import gradients_match, measure_recompute_moe
+    c = LayerConfig(64, 2, 32, 4, recompute_modules=mods,
+                    **dict(MOE, moe_ffn_hidden_size=48))
+    result = compare(measure_recompute_moe(c))
+    assert [r.key for r in result.rows if not r.exact] == []
+    freed = {e.storage.key for e in result.extras if e.storage.key}
+    assert freed == ({"expert_fc2_input"} if "moe_act" in mods else set())   # 0 bytes each
+    assert gradients_match(c)
