@@ -338,7 +338,9 @@ ZH = {
     "measured, t=1": "实测，t=1",
     "measured, t={t} rank {rank}": "实测，t={t} rank {rank}",
     "ledger, t={t} rank {rank}": "账本，t={t} rank {rank}",
+    "ledger, t={t} (each rank)": "账本，t={t}（每个 rank）",
     "{variant}: {parts}": "{variant}：{parts}",
+    "{category}: {parts}": "{category}：{parts}",
     "; ": "；",
     "t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "
     "({exact}/{rows} exact), extras {extras} B":
