@@ -14,6 +14,11 @@ nbval cells share their kernel. Two changes to loadfile, here:
 
 With ``-n 0`` (or ``-o addopts=...``, which drops the options above) every
 test runs in one process, in this order.
+
+Hypothesis: no test may depend on the machine's speed (issue 21: examples
+over the default 200 ms deadline failed on a loaded machine), so the profile
+loaded here has no deadline and no "too slow" health check; a test's own
+``@settings`` inherit both.
 """
 
 from __future__ import annotations
@@ -21,9 +26,14 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 BROWSER = "tests/browser"
 """The browser suite's folder, relative to the repository root (node ids)."""
+
+settings.register_profile("any-speed", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("any-speed")
 
 
 def unit(nodeid: str) -> str:
