@@ -63,10 +63,10 @@ def test_every_offered_combination_runs(name, cps):
 def test_menus_narrow_with_the_other_controls():
     x = FitPlanner(model="llama2-70b", t=8, p=2, d=1, m=4)
     assert list(x.controls["cp"].options) == [1, 2, 4, 8, 16, 32]
-    assert x.controls["fp8"].options == (("off", None), ("e4m3", "e4m3"), ("hybrid", "hybrid"))
+    assert x.controls["fp8"].options == (("off", "off"), ("e4m3", "e4m3"), ("hybrid", "hybrid"))
     x.controls["cp"].value = 2  # 8 key/value heads over t=8: one per rank, none for a2a
     assert [k for _, k in x.controls["cp_comm_type"].options] == ["p2p", "allgather"]
-    assert x.controls["fp8"].options == (("off", None),)  # TE's FP8 is modelled at cp=1
+    assert x.controls["fp8"].options == (("off", "off"),)  # TE's FP8 is modelled at cp=1
     x.controls["t"].value = 2
     assert [k for _, k in x.controls["cp_comm_type"].options] == ["p2p", "allgather", "a2a"]
     x.controls["flash_attention"].value = False  # no unfused attention runs cp > 1
@@ -75,7 +75,7 @@ def test_menus_narrow_with_the_other_controls():
     x.controls["model"].value = "mixtral-8x7b"
     x.controls["cp"].value = 4
     assert [k for _, k in x.controls["cp_comm_type"].options] == ["p2p", "allgather"]
-    assert x.controls["fp8"].options == (("off", None),)
+    assert x.controls["fp8"].options == (("off", "off"),)
     assert [label for label, _ in recompute_options(1, MOE_PRESETS["mixtral-8x7b"], 2, True)
             if ":" in label] == [
         "selective: layernorm", "selective: moe_act", "selective: moe",
@@ -84,12 +84,16 @@ def test_menus_narrow_with_the_other_controls():
 
 
 def test_fp8_is_offered_where_transformer_engines_dimensions_hold():
-    """TE's assert_dim_for_fp8_exec: f/t = 11008/t divisible by 16 at t <= 4,
-    not at t = 8 (1376 = 16 x 86)."""
-    for t, formats in [(4, [None, "e4m3", "hybrid"]), (8, [None, "e4m3", "hybrid"])]:
-        assert fit_levers.fp8_choices(L7, t, False, "none") == formats
-    odd = L7.with_(ffn_hidden_size=11000)  # 11000/2 = 5500, not a multiple of 16
+    """TE's assert_dim_for_fp8_exec needs f/t divisible by 16: LLaMA-2-7B's
+    11008 = 16 x 688 at t = 1 .. 8; f = 11000 at t = 2 gives 5500 = 16 x 343.75."""
+    for t in (1, 2, 4, 8):
+        assert fit_levers.fp8_choices(L7, t, False, "none") == [None, "e4m3", "hybrid"]
+    odd = L7.with_(ffn_hidden_size=11000)
     assert fit_levers.fp8_choices(odd, 2, False, "none") == [None]
+    x = FitPlanner(fp8="hybrid", recompute=("selective", 1, ["core_attn", "mlp"]))
+    assert x.result().stages[0].peak == training_memory(
+        L7, t=2, p=2, d=2, m=8, fp8="hybrid", recompute="selective", gpu_memory="A100 80GB",
+        recompute_modules=["core_attn", "mlp"]).stages[0].peak
 
 
 def test_the_readouts_state_training_memory_for_the_levers():

@@ -155,6 +155,7 @@ def fp8_choices(model, t: int, sequence_parallel: bool, recompute: str,
                     if _runs(model.layer, t, sequence_parallel, recompute, fp8=f, **options))]
 
 
-def fp8_options(*args, **kwargs) -> list[tuple[str, str | None]]:
-    """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`."""
-    return [(tr("off") if f is None else f, f) for f in fp8_choices(*args, **kwargs)]
+def fp8_options(*args, **kwargs) -> list[tuple[str, str]]:
+    """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`, off
+    as ``"off"`` (an ipywidgets menu shows the value None as no selection)."""
+    return [(tr("off"), "off") if f is None else (f, f) for f in fp8_choices(*args, **kwargs)]

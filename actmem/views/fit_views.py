@@ -38,7 +38,7 @@ from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule
 from .train_cli import verdict
 from ..run.stage_split import split_layers
 from ..units import format_value
-from ..validate import choice, common_divisors, flag
+from ..validate import choice, common_divisors, flag, instance
 from .readouts import HTML, TEXT
 from .widgets import _dropdown, _Explorer
 
@@ -223,13 +223,14 @@ def interleaving_chunks(L: int, p: int) -> list[int]:
 def run_arguments(values: dict) -> dict:
     """The planner's control values as :func:`actmem.training_memory`
     arguments (model excluded); cp, cp_comm_type (a key of
-    :func:`actmem.views.fit_levers.comm_keys`) and fp8 default to off, and a
+    :func:`actmem.views.fit_levers.comm_keys`) and fp8 (``"off"`` or a format)
+    default to off, and a
     recompute value ``("selective", 1, modules)`` gives ``recompute_modules``."""
     recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
     moe = MODELS[values["model"]].num_experts is not None
     levers = dict(cp=values.get("cp", 1), **comm_arguments(values.get("cp_comm_type", "p2p")),
-                  fp8=values.get("fp8"),
+                  fp8=None if values.get("fp8", "off") == "off" else values["fp8"],
                   recompute_modules=list(modules[0]) if modules else None)
     return dict(**split_arguments(values["split"]), **levers,
                 ep=values.get("ep", 1) if moe else 1,
@@ -280,7 +281,7 @@ class FitPlanner(_Explorer):
     values of :func:`expert_choices`; choosing an MoE model turns sequence
     parallelism on (Megatron-LM refuses MoE with t > 1 without it).
     ``cp``, ``cp_comm_type`` (``"p2p"``, ``"allgather"``, ``"a2a"`` or
-    ``"a2a+p2p:NxM"``), ``fp8`` (None, ``"e4m3"``, ``"hybrid"``) and a
+    ``"a2a+p2p:NxM"``), ``fp8`` (``"off"``, ``"e4m3"``, ``"hybrid"``) and a
     ``recompute`` of ``("selective", 1, modules)`` (Megatron-LM's
     ``--recompute-modules``): the values of :mod:`actmem.views.fit_levers`.
 
@@ -294,7 +295,7 @@ class FitPlanner(_Explorer):
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
-                 cp_comm_type="p2p", fp8=None):
+                 cp_comm_type="p2p", fp8="off"):
         shape = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = shape.flash_attention
@@ -327,6 +328,7 @@ class FitPlanner(_Explorer):
                                "a key of fit_views.split_keys(L, p, v)")
         c["split"].description = tr("layers per stage")
         c["split"].style.description_width = "initial"
+        instance("recompute", recompute, tuple, "('selective', 1)")  # before it is sliced
         recompute = (*recompute[:2], *(tuple(m) for m in recompute[2:]))
         c["recompute"] = _dropdown("recompute", recompute_options(
             _largest_chunk(shape.L, p, v, split), trained, t, sequence_parallel), recompute,

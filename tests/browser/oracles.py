@@ -125,7 +125,7 @@ def _fit_planner(layer, v, image, tr):
     values["states"] = STATES[values["states"]]
     model = MODELS[values["model"]].with_(flash_attention=values["flash_attention"])
     if values.get("fp8") == tr("off"):  # a label made after Run All
-        values["fp8"] = None
+        values["fp8"] = "off"
     comm = {_spaces(label): key for label, key in comm_options(
         model, values["t"], values["sequence_parallel"], values.get("cp", 1))}
     values["cp_comm_type"] = comm.get(_spaces(str(values.get("cp_comm_type", "p2p"))),
