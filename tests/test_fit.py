@@ -62,7 +62,9 @@ def test_menus_follow_the_model():
     x.controls["model"].value = "llama2-70b"
     assert list(x.controls["t"].options) == [1, 2, 4, 8]  # 8 key/value heads
     assert [label for label, _ in x.controls["recompute"].options] == [
-        "none", "selective", "full, k=1", "full, k=2", "full, k=4", "full, k=5",
+        "none", "selective", "selective: layernorm", "selective: mlp",
+        "selective: core_attn + layernorm", "selective: core_attn + mlp",
+        "selective: core_attn + layernorm + mlp", "full, k=1", "full, k=2", "full, k=4", "full, k=5",
         "full, k=8", "full, k=10", "full, k=20", "full, k=40"]
     x.controls["sequence_parallel"].value = True
     assert list(x.controls["t"].options) == [1, 2, 4, 8]
