@@ -78,7 +78,9 @@ def plain_fields(record) -> None:
 def lists_keywords(function):
     """Decorate ``function`` (or a class's ``__init__``) so that an unknown
     keyword argument raises a ``TypeError`` that lists the keywords it takes
-    (Python's own message names only the unknown one)."""
+    (Python's own message names only the unknown one), and NumPy scalars
+    arrive as Python's numbers (:func:`plain`: ``np.uint8(4) * 1024``
+    overflows in NumPy's arithmetic)."""
     known = tuple(name for name in inspect.signature(function).parameters if name != "self")
 
     @functools.wraps(function)
@@ -89,7 +91,7 @@ def lists_keywords(function):
                             f"unknown keyword argument"
                             f"{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
                             f"it takes {', '.join(known)}")
-        return function(*args, **kwargs)
+        return function(*map(plain, args), **{k: plain(v) for k, v in kwargs.items()})
     return checked
 
 

@@ -136,6 +136,24 @@ def test_numpy_scalars_are_stored_as_python_numbers():
     assert actmem.default_ffn_hidden_size(np.int32(2**30)) == 2**32
 
 
+def test_small_numpy_integers_reach_no_numpy_arithmetic():
+    # np.uint8(4) passed the checks and overflowed later: "4096 out of bounds for uint8"
+    assert (actmem.training_memory(P, logits_bytes=np.uint8(4)).most_loaded.peak
+            == actmem.training_memory(P, logits_bytes=4).most_loaded.peak)
+    assert actmem.paper_formula(np.int16(2048), 1, np.int16(4096), 32) == actmem.paper_formula(
+        2048, 1, 4096, 32)  # 2048 * 4096 wraps in int16
+    from actmem.views.widgets import LedgerExplorer
+    assert LedgerExplorer(a=np.uint8(4)).layer["a"] == 4
+
+
+def test_planner_arguments_are_checked_before_use():
+    from actmem.views.fit_views import FitPlanner
+    with pytest.raises(TypeError, match=r"^recompute must be a tuple .* got 0 \(int\)"):
+        FitPlanner(recompute=0)  # was "'int' object is not subscriptable"
+    with pytest.raises(TypeError, match="gradient_accumulation_fusion .* too long to print"):
+        actmem.training_memory(P, gradient_accumulation_fusion=10**5000)
+
+
 def test_huge_layer_counts_are_refused_before_any_per_layer_work():
     for L in (10**6 + 1, 10**26):  # 10**26 raised OverflowError, 1.5e9 ran for minutes
         with pytest.raises(ValueError, match=rf"^L={L} layers: at most 1,000,000"):

@@ -143,7 +143,7 @@ def gradient_fusion(gradient_accumulation_fusion: bool | None, gradient_buffer: 
         return gradient_buffer == "persistent"
     if not isinstance(gradient_accumulation_fusion, bool):
         raise TypeError(f"gradient_accumulation_fusion must be True, False or None, "
-                        f"got {gradient_accumulation_fusion!r}")
+                        f"got {shown(gradient_accumulation_fusion)}")
     if gradient_accumulation_fusion and gradient_buffer != "persistent":
         raise ValueError(f"gradient_accumulation_fusion=True contradicts gradient_buffer="
                          f"{gradient_buffer!r}: the fused GEMM adds into the persistent "
