@@ -278,6 +278,12 @@ ZH = {
     "peak event": "峰值事件",
     "Transformer layers": "Transformer 层数",
     "layers per stage": "每级层数",
+    "cp comm": "cp 通信",
+    "selective: {modules}": "选择性：{modules}",
+    "off": "关",
+    # Megatron-LM's --recompute-modules names, in the recompute menu's Chinese labels
+    "core_attn": "核心注意力", "layernorm": "LayerNorm", "mlp": "MLP", "moe_act": "专家激活",
+    "moe": "专家层", "shared_experts": "共享专家", "mla_up_proj": "潜在注意力上投影",
     "even split": "均匀切分",
     "embedding counted as a layer": "嵌入层计作一层",
     "loss counted as a layer": "损失计作一层",

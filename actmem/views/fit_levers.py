@@ -132,8 +132,9 @@ def module_sets(model, t: int, sequence_parallel: bool) -> list[tuple[str, ...]]
 
 def module_options(model, t: int, sequence_parallel: bool) -> list[tuple[str, tuple]]:
     """Recompute-menu entries of :func:`module_sets`: ``(label, ("selective",
-    1, names))``, labelled ``'selective: core_attn + mlp'``."""
-    return [(tr("selective: {modules}").format(modules=" + ".join(names)),
+    1, names))``, labelled ``'selective: core_attn + mlp'`` (Megatron-LM's
+    names; in Chinese each module's Chinese name)."""
+    return [(tr("selective: {modules}").format(modules=" + ".join(map(tr, names))),
              ("selective", 1, names)) for names in module_sets(model, t, sequence_parallel)]
 
 

@@ -111,6 +111,7 @@ def _fit_planner(layer, v, image, tr):
     'full, k=5' or a stage split's 'last stage 5 layers (...)') are read
     from their label."""
     from actmem.views.fit_figures import event_label
+    from actmem.layer.recompute_modules import MODULES
     from actmem.views.fit_levers import comm_options
     from actmem.views.fit_views import MODELS, STATES, run_arguments, split_keys, split_options
     values = dict(v)
@@ -119,7 +120,8 @@ def _fit_planner(layer, v, image, tr):
         k = re.search(r"k=(\d+)", recompute)
         named = re.search(r"[:：]\s*(\S.*)$", recompute)
         recompute = ("full", int(k.group(1))) if k else \
-            ("selective", 1, tuple(_spaces(named.group(1)).split(" + "))) if named else \
+            ("selective", 1, tuple({tr(n): n for n in MODULES}[n] for n in
+                                   _spaces(named.group(1)).split(" + "))) if named else \
             {tr(mode): mode for mode in actmem.RECOMPUTE}[recompute]
     values["recompute"] = (recompute, 1) if isinstance(recompute, str) else tuple(recompute)
     values["states"] = STATES[values["states"]]
