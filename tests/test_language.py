@@ -31,6 +31,8 @@ KEPT_IN_CHINESE = {
     "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
     "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel", "PyTorch", "cross_entropy",
     "logits", "SXM", "PCIe", "RTX", "All", "Reduce", "workspace", "peak_in_flight",
+    # model names in the planner's menu
+    "Llama", "Mixtral", "DeepSeekMoE", "DeepSeek", "Lite", "Qwen",
     # names inside the ledger's backward formulas
     "rowsum", "P_dropped", "silu", "gate",
 }
@@ -270,6 +272,12 @@ def event_templates() -> set[str]:
             MODEL.with_(flash_attention=flash), p=p, v=v, m=4, recompute=recompute,
             schedule="interleaved" if v > 1 else "1f1b",
             create_attention_mask_in_dataloader=mask)
+        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
+                      for s in result.stages for e in s.timeline.events}
+    moe = actmem.MOE_PRESETS["mixtral-8x7b"].with_(s=256, L=4)  # the MoE layers' moments
+    for recompute in actmem.RECOMPUTE:
+        result = actmem.training_memory(moe, t=2, sequence_parallel=True, p=2, m=4,
+                                        recompute=recompute)
         templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
                       for s in result.stages for e in s.timeline.events}
     return templates
