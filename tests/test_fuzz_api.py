@@ -150,6 +150,9 @@ def test_planner_arguments_are_checked_before_use():
     from actmem.views.fit_views import FitPlanner
     with pytest.raises(TypeError, match=r"^recompute must be a tuple .* got 0 \(int\)"):
         FitPlanner(recompute=0)  # was "'int' object is not subscriptable"
+    with pytest.raises(ValueError, match=r"^schedule=<a int of \d+ bits, too long to print> is "
+                                         r"not offered"):
+        FitPlanner(schedule=10**5000)  # the menu's message raised Python's digit limit
     with pytest.raises(TypeError, match="gradient_accumulation_fusion .* too long to print"):
         actmem.training_memory(P, gradient_accumulation_fusion=10**5000)
 

@@ -40,7 +40,7 @@ from ..layer.coefficients import coefficient_units, coefficients
 from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
-from ..validate import flag, lists_keywords, positive_int
+from ..validate import flag, lists_keywords, positive_int, shown
 
 S_CHOICES = (512, 1024, 2048, 4096, 8192)
 """Sequence lengths offered (tokens)."""
@@ -142,7 +142,7 @@ def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
         positive_int(name, value)
     if value not in values:
         why = f" ({rule})" if rule else ""
-        raise ValueError(f"{name}={value!r} is not offered; choose one of "
+        raise ValueError(f"{name}={shown(value)} is not offered; choose one of "
                          f"{', '.join(str(o) for o in options)}{why}")
     return widgets.Dropdown(options=options, value=value, description=tr(name))
 
