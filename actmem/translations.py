@@ -281,6 +281,8 @@ ZH = {
     "cp comm": "cp 通信",
     "selective: {modules}": "选择性：{modules}",
     "off": "关",
+    "offloaded layers": "卸载到主机的层数",
+    "host memory (offload)": "主机内存（卸载）",
     # Megatron-LM's --recompute-modules names, in the recompute menu's Chinese labels
     "core_attn": "核心注意力", "layernorm": "LayerNorm", "mlp": "MLP", "moe_act": "专家激活",
     "moe": "专家层", "shared_experts": "共享专家", "mla_up_proj": "潜在注意力上投影",

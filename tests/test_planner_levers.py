@@ -17,10 +17,11 @@ BASE = dict(p=1, d=1, m=1, schedule="1f1b", v=1, split="even", gpu="A100 80GB",
 
 
 def offered_runs(name):
-    """Every (t, sp, cp, comm, recompute, fp8, ep) the planner's menus offer
-    for one preset at p = d = m = 1, with t at its smallest and largest
-    offered value up to 8 (the levers' rules look at t only through
-    divisibility, which these two bound)."""
+    """Every (t, sp, cp, comm, recompute, fp8, ep, offload) the planner's
+    menus offer for one preset at p = d = m = 1, with t at its smallest and
+    largest offered value up to 8 (the levers' rules look at t only through
+    divisibility, which these two bound) and the offloaded layers at 0 and at
+    the ends of their offered range (the rule is 0 <= n < L)."""
     model = MODELS[name]
     for sp in (False, True):
         ts = [t for t in tensor_choices(model, sp) if t <= 8]
@@ -31,11 +32,14 @@ def offered_runs(name):
                 for comm in fit_levers.comm_keys(model, t, sp, cp):
                     for _, recompute in recompute_options(1, model, t, sp):
                         modules = (*recompute[2:], None)[0]
-                        for fp8 in fit_levers.fp8_choices(model, t, sp, recompute[0],
-                                                          modules, cp):
-                            yield dict(model=name, t=t, sequence_parallel=sp, cp=cp,
-                                       cp_comm_type=comm, recompute=recompute, fp8=fp8,
-                                       ep=ep, etp=etp if model.num_experts else None)
+                        fp8s = fit_levers.fp8_choices(model, t, sp, recompute[0], modules, cp)
+                        offloads = fit_levers.offload_choices(model, 1, recompute[0], "1f1b")
+                        for fp8 in fp8s:
+                            for offload in {0, offloads[1 % len(offloads)], offloads[-1]}:
+                                yield dict(model=name, t=t, sequence_parallel=sp, cp=cp,
+                                           cp_comm_type=comm, recompute=recompute, fp8=fp8,
+                                           offload=offload, ep=ep,
+                                           etp=etp if model.num_experts else None)
 
 
 CPS = {1, 2, 4, 8, 16, 32}
@@ -53,7 +57,9 @@ def test_every_offered_combination_runs(name, cps):
     model = MODELS[name]
     for run in runs:
         training_memory(model, **run_arguments({**BASE, **run}))
-    seen = {k: {str(r[k]) for r in runs} for k in ("cp", "cp_comm_type", "fp8", "recompute")}
+    seen = {k: {str(r[k]) for r in runs}
+            for k in ("cp", "cp_comm_type", "fp8", "recompute", "offload")}
+    assert seen["offload"] == ({"0"} if model.num_experts else {"0", "1", str(model.L - 1)})
     assert seen["cp"] == {str(cp) for cp in cps}
     assert ("e4m3" in seen["fp8"]) == (model.num_experts is None)
     assert ("a2a" in seen["cp_comm_type"]) == (model.num_experts is None and cps != {1})
@@ -132,3 +138,23 @@ def test_the_levers_remove_the_bytes_they_should():
     x.controls["cp"].value = 1
     x.controls["fp8"].value = "e4m3"
     assert layers() < whole
+
+
+def test_offloading_is_offered_where_megatron_runs_it():
+    """--cpu-offloading-num-layers: p = 1, no recomputation, 1F1B, a dense
+    model (Megatron-LM's and Transformer Engine's checks); the stages table
+    adds the pinned host memory training_memory reports."""
+    x = FitPlanner(t=2, p=1, d=1, m=1)
+    assert list(x.controls["offload"].options) == list(range(32))
+    x.controls["offload"].value = 16
+    direct = training_memory(L7, t=2, m=1, cpu_offloading_num_layers=16, gpu_memory="A100 80GB")
+    assert x.readouts["verdict"].value == verdict(direct, gpu="A100 80GB")
+    host = direct.stages[0].host_memory
+    assert host > 0 and f"<td>host memory (offload)</td><td>{host / 2**30:.2f}</td>" in \
+        x.readouts["stages"].value
+    x.controls["recompute"].value = ("selective", 1)
+    assert list(x.controls["offload"].options) == [0] and x.controls["offload"].value == 0
+    assert "host memory" not in x.readouts["stages"].value
+    x.controls["recompute"].value = ("none", 1)
+    x.controls["p"].value = 2
+    assert list(x.controls["offload"].options) == [0]

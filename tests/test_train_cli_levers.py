@@ -25,12 +25,14 @@ def run_json(capsys, *argv):
      dict(cp=4, cp_comm_type="a2a+p2p", hierarchical_context_parallel_sizes=(2, 2))),
     (["--fp8-format", "hybrid", "--recompute", "selective", "--recompute-modules", "core_attn",
       "mlp"], dict(fp8="hybrid", recompute="selective", recompute_modules=["core_attn", "mlp"])),
+    (["--cpu-offloading-num-layers", "16"], dict(cpu_offloading_num_layers=16)),
 ])
 def test_the_levers_reach_training_memory(capsys, argv, direct):
     out = run_json(capsys, *argv)
     result = training_memory(L7, **direct)
     assert [s["peak"] for s in out["stages"]] == [s.peak for s in result.stages]
     assert out["stages"][0]["layer_activations"] == result.stages[0].layer_activations
+    assert out["stages"][0]["host_memory"] == result.stages[0].host_memory
 
 
 def test_lora_freezes_the_base(capsys):
@@ -60,6 +62,8 @@ def test_the_run_line_names_the_levers(capsys):
      "cp_comm_type='a2a+p2p' needs hierarchical_context_parallel_sizes"),
     (["--recompute-modules", "mlp"], "recompute_modules=['mlp'] needs recompute='selective'"),
     (["--lora-rank", "8"], "lora_rank=8 needs lora_targets"),
+    (["-p", "2", "--cpu-offloading-num-layers", "4"],
+     "cpu_offloading_num_layers=4 with p=2: Megatron-LM has no support for pipeline"),
     (["--preset", "mixtral-8x7b", "--fp8", "e4m3"],
      "fp8='e4m3' is modelled for dense models; this model has num_experts=8"),
 ])
@@ -79,3 +83,10 @@ def test_an_moe_preset_takes_cp_into_its_expert_groups(capsys):
     result = training_memory(MOE_PRESETS["mixtral-8x7b"], t=2, sequence_parallel=True, cp=2,
                              ep=4, etp=1)
     assert out["stages"][0]["peak"] == result.stages[0].peak
+
+
+def test_offloading_prints_the_host_memory(capsys):
+    main(["train", "--preset", "llama2-7b", "--cpu-offloading-num-layers", "16"])
+    host = training_memory(L7, cpu_offloading_num_layers=16).stages[0].host_memory
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("host memory")]
+    assert line == [f"{'host memory (offload)':<24}{host / 2**20:>12.10g}"]

@@ -25,7 +25,10 @@ planner's other controls, so that no entry makes
   without experts, :func:`actmem.run.moe_timeline.dense_twin`);
 * fp8 (``--fp8-format``): ``None``, ``"e4m3"`` or ``"hybrid"`` where
   :func:`actmem.layer.fp8.check_fp8` (Transformer Engine's GEMM dimension
-  rules; dense layers without LoRA, cp = 1) accepts the layer as run.
+  rules; dense layers without LoRA, cp = 1) accepts the layer as run;
+* offloaded layers (``--cpu-offloading-num-layers``): 0 to L-1 where
+  :func:`actmem.run.offload.check_offload` accepts the run (p = 1, no
+  recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.offload.cpu_offload`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ..language import tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.recompute_modules import MODULES, check_for_model
+from ..run.offload import check_offload
 from ..run.peak import training_memory
 from ..validate import divisors
 
@@ -160,3 +164,18 @@ def fp8_options(*args, **kwargs) -> list[tuple[str, str]]:
     """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`, off
     as ``"off"`` (an ipywidgets menu shows the value None as no selection)."""
     return [(tr("off"), "off") if f is None else (f, f) for f in fp8_choices(*args, **kwargs)]
+
+
+def offload_choices(model, p: int, recompute: str, schedule: str) -> list[int]:
+    """The ``cpu_offloading_num_layers`` offered: 0 (off), and 1 to L-1
+    where offloading runs.
+
+    >>> from actmem import PRESETS
+    >>> len(offload_choices(PRESETS["llama2-7b"], 1, "none", "1f1b")), offload_choices(
+    ...     PRESETS["llama2-7b"], 2, "none", "1f1b")
+    (32, [0])
+    """
+    if model.num_experts is not None or not _runs(check_offload, 1, L=model.L, p=p,
+                                                  recompute=recompute, schedule=schedule):
+        return [0]
+    return list(range(model.L))

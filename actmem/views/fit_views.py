@@ -28,7 +28,8 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import event_label, timeline_figure
-from .fit_levers import comm_arguments, comm_options, cp_choices, fp8_options, module_options
+from .fit_levers import (comm_arguments, comm_options, cp_choices, fp8_options, module_options,
+                         offload_choices)
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -223,15 +224,16 @@ def interleaving_chunks(L: int, p: int) -> list[int]:
 def run_arguments(values: dict) -> dict:
     """The planner's control values as :func:`actmem.training_memory`
     arguments (model excluded); cp, cp_comm_type (a key of
-    :func:`actmem.views.fit_levers.comm_keys`) and fp8 (``"off"`` or a format)
-    default to off, and a
+    :func:`actmem.views.fit_levers.comm_keys`), fp8 (``"off"`` or a format)
+    and offload (``cpu_offloading_num_layers``) default to off, and a
     recompute value ``("selective", 1, modules)`` gives ``recompute_modules``."""
     recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
     moe = MODELS[values["model"]].num_experts is not None
     levers = dict(cp=values.get("cp", 1), **comm_arguments(values.get("cp_comm_type", "p2p")),
                   fp8=None if values.get("fp8", "off") == "off" else values["fp8"],
-                  recompute_modules=list(modules[0]) if modules else None)
+                  recompute_modules=list(modules[0]) if modules else None,
+                  cpu_offloading_num_layers=values.get("offload", 0))
     return dict(**split_arguments(values["split"]), **levers,
                 ep=values.get("ep", 1) if moe else 1,
                 etp=values.get("etp") if moe else None,
@@ -245,8 +247,9 @@ def run_arguments(values: dict) -> dict:
 
 def stages_html(result: TrainingMemory, tr=english, layers=None) -> str:
     """Parts (rows) by stage (columns), GiB, their sum, each stage's peak
-    and the event that sets it; with ``layers`` (a count per stage) a first
-    row of Transformer layers; words translated by ``tr``
+    and the event that sets it (and the host memory of offloaded layers,
+    when there is any); with ``layers`` (a count per stage) a first row of
+    Transformer layers; words translated by ``tr``
     (:mod:`actmem.language`)."""
     def row(name, cells, bold=False):
         cells = "".join(f"<td><b>{c}</b></td>" if bold else f"<td>{c}</td>" for c in cells)
@@ -261,6 +264,9 @@ def stages_html(result: TrainingMemory, tr=english, layers=None) -> str:
                 bold=True)
     rows += row(tr("peak event"), [html.escape(event_label(s.timeline.peak.label, tr))
                                    for s in result.stages])
+    if any(s.host_memory for s in result.stages):  # offloaded layers' pinned host buffers
+        rows += row(tr("host memory (offload)"), [format_value(s.host_memory, "GiB")
+                                                  for s in result.stages])
     return f"<table><tr><th>{tr('GiB per GPU')}</th>{head}</tr>{rows}</table>"
 
 
@@ -283,7 +289,9 @@ class FitPlanner(_Explorer):
     ``cp``, ``cp_comm_type`` (``"p2p"``, ``"allgather"``, ``"a2a"`` or
     ``"a2a+p2p:NxM"``), ``fp8`` (``"off"``, ``"e4m3"``, ``"hybrid"``) and a
     ``recompute`` of ``("selective", 1, modules)`` (Megatron-LM's
-    ``--recompute-modules``): the values of :mod:`actmem.views.fit_levers`.
+    ``--recompute-modules``) and ``offload`` (``--cpu-offloading-num-layers``:
+    p = 1, no recomputation, 1F1B, a dense model): the values of
+    :mod:`actmem.views.fit_levers`.
 
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
@@ -295,7 +303,7 @@ class FitPlanner(_Explorer):
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
-                 cp_comm_type="p2p", fp8="off"):
+                 cp_comm_type="p2p", fp8="off", offload=0):
         shape = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = shape.flash_attention
@@ -336,6 +344,8 @@ class FitPlanner(_Explorer):
         c["fp8"] = _dropdown("fp8", fp8_options(trained, t, sequence_parallel, recompute[0],
                                                 (*recompute[2:], None)[0], cp), fp8,
                              "Transformer Engine's FP8 dimensions, dense layers, cp=1")
+        c["offload"] = _offload_dropdown(offload_choices(shape, p, recompute[0], schedule),
+                                         offload)
         c["flash_attention"] = widgets.Checkbox(value=flash_attention,
                                                 description=tr("FlashAttention"))
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
@@ -351,7 +361,7 @@ class FitPlanner(_Explorer):
         readouts = {"verdict": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
             ("model", "t", "p", "d", "ep", "etp"), ("split",), ("schedule", "v", "m", "recompute"),
-            ("cp", "cp_comm_type", "fp8"),
+            ("cp", "cp_comm_type", "fp8", "offload"),
             ("flash_attention", "sequence_parallel", "states"),
             ("loss", "gradient_buffer", "gpu"))]
         super().__init__(c, readouts, image=True, layout=rows)
@@ -387,6 +397,8 @@ class FitPlanner(_Explorer):
         recompute, _, *modules = self._set_options("recompute", recompute_options(
             _largest_chunk(shape.L, p, v, self.controls["split"].value), shape, t, sp))
         self._keep("fp8", fp8_options(shape, t, sp, recompute, (*modules, None)[0], cp))
+        self._set_options("offload", offload_choices(shape, p, recompute,
+                                                     self.controls["schedule"].value))
 
     def _keep(self, name: str, options: list) -> None:
         """Offer ``options`` (``(label, value)`` pairs), keeping the value if
@@ -412,6 +424,20 @@ class FitPlanner(_Explorer):
         self.say("stages", lambda tr: stages_html(result, tr, layers))
         self.show_figure(timeline_figure, result, tr("{model} on {gpu} GPUs").format(
             model=self.controls["model"].value, gpu=gpu), stages="ends")
+
+
+def _offload_dropdown(choices: list[int], offload) -> "widgets.Dropdown":
+    """The offloaded-layers menu (0 is off, which :func:`_dropdown`'s
+    positive-integer check would refuse).
+
+    Raises:
+        ValueError: ``offload`` is not an offered int (a bool is not).
+    """
+    if type(offload) is not int or offload not in choices:
+        raise ValueError(f"offload={offload!r} is not offered; choose one of {choices[0]}.."
+                         f"{choices[-1]} (offloading needs p=1, no recomputation, 1f1b and "
+                         "a dense model)")
+    return widgets.Dropdown(options=choices, value=offload, description=tr("offloaded layers"))
 
 
 def _default_split(keys: tuple[str, ...]) -> str:

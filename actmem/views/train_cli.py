@@ -109,8 +109,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def add_levers(p: argparse.ArgumentParser) -> None:
-    """Context parallelism, FP8 and LoRA options, under Megatron-LM's flag
-    names (``--cp`` and ``--fp8`` are short for ``--context-parallel-size``
+    """Context parallelism, FP8, activation offloading and LoRA options,
+    under Megatron-LM's flag names (``--cp`` and ``--fp8`` are short for ``--context-parallel-size``
     and ``--fp8-format``); :func:`actmem.training_memory` judges how they
     combine."""
     p.add_argument("--cp", "--context-parallel-size", dest="cp", type=count, default=1,
@@ -124,6 +124,9 @@ def add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fp8", "--fp8-format", dest="fp8", choices=FP8_FORMATS,
                    help="Transformer Engine's FP8 linear layers (default off; dense "
                         "presets, cp 1)")
+    p.add_argument("--cpu-offloading-num-layers", type=count, default=0,
+                   help="the first n layers' saved tensors go to host memory (0; p 1, "
+                        "no recomputation, 1f1b, dense presets)")
     p.add_argument("--lora-rank", type=count,
                    help="LoRA adapters of this rank on --lora-targets; the base is frozen")
     p.add_argument("--lora-targets", nargs="+", choices=LORA_TARGETS, metavar="MODULE",
@@ -171,7 +174,8 @@ def compute(args) -> TrainingMemory:
         hierarchical_context_parallel_sizes=(None if args.hierarchical_context_parallel_sizes
                                              is None else
                                              tuple(args.hierarchical_context_parallel_sizes)),
-        recompute_modules=args.recompute_modules, fp8=args.fp8)
+        recompute_modules=args.recompute_modules, fp8=args.fp8,
+        cpu_offloading_num_layers=args.cpu_offloading_num_layers)
 
 
 def gpu_text(result: TrainingMemory, gpu=None, tr=english) -> str:
@@ -219,14 +223,18 @@ def margin_gib(margin: int) -> str:
 
 
 def table(result: TrainingMemory, gpu=None) -> str:
-    """Parts (rows) by stage (columns) in MiB, their sum, the peak, then the
-    verdict (``gpu``: as in :func:`verdict`)."""
+    """Parts (rows) by stage (columns) in MiB, their sum, the peak, the
+    host memory of offloaded layers (when there is any), then the verdict
+    (``gpu``: as in :func:`verdict`)."""
     lines = [f"{'part (MiB per GPU)':<24}" + "".join(
         f"{'stage ' + str(s.stage):>12}" for s in result.stages)]
     for part in PARTS:
         lines.append(f"{part.replace('_', ' '):<24}" + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
-    for name, key in (("sum of the parts", "total"), ("peak (one moment)", "peak")):
+    rows = (("sum of the parts", "total"), ("peak (one moment)", "peak"))
+    if any(s.host_memory for s in result.stages):  # pinned host buffers of offloaded layers
+        rows += (("host memory (offload)", "host_memory"),)
+    for name, key in rows:
         lines.append(f"{name:<24}" + "".join(
             f"{format_value(getattr(s, key)):>12}" for s in result.stages))
     return "\n".join(lines + [verdict(result, gpu=gpu)])
@@ -293,6 +301,7 @@ def as_json(args, result: TrainingMemory) -> str:
                                                                           "flash_attention")}},
         "model": shape,
         "stages": [{**s.parts, "total": s.total, "peak": s.peak, "needed": s.needed,
+                    "host_memory": s.host_memory,
                     "peak_event": s.timeline.peak.label, "events": _events(s)}
                    for s in result.stages],
         "most_loaded": result.most_loaded.stage, "gpu_memory": result.gpu_memory,
