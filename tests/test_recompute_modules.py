@@ -198,6 +198,21 @@ def test_training_memory_takes_recompute_modules():
     assert default.layer_activations == 32 * (16 * sbh + 3 * 2 * 4096 * 11008)
 
 
+def test_training_memory_rebuilds_one_block_at_a_time():
+    from actmem import PRESETS, training_memory
+    llama, sbh, sbf = PRESETS["llama2-7b"], 4096 * 4096, 4096 * 11008
+    names = ["core_attn", "layernorm", "mlp"]
+    run = training_memory(llama, m=4, recompute="selective", recompute_modules=names)
+    # the MLP block rebuilds its norm's output (2sbh) and gate, up, fc2 input (3 x 2sbf);
+    # the attention block, later, only the first norm's output (no map under FlashAttention)
+    assert run.stages[0].recompute_working_set == 2 * sbh + 3 * 2 * sbf  # 290 MiB
+    assert run.stages[0].recompute_working_set == working_set(
+        llama.layer(1, recompute="selective", recompute_modules=tuple(names)))
+    with pytest.raises(ValueError, match="recompute_modules=.* with precision='fp32'"):
+        training_memory(llama, recompute="selective", recompute_modules=["mlp"],
+                        precision="fp32")
+
+
 @pytest.mark.parametrize("options, match", [
     (dict(recompute="none", recompute_modules=["mlp"]), "needs recompute='selective'"),
     (dict(recompute="selective", recompute_modules=["moe"]), "dense"),

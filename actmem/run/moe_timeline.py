@@ -184,7 +184,7 @@ def stack_parts(stack, recompute: str, group: int) -> tuple[int, int]:
     if recompute == "none":
         return sum(m.kept for m in stack), 0
     if recompute == "selective":
-        return sum(m.kept for m in stack), max(m.full - m.kept for m in stack)
+        return sum(m.kept for m in stack), max(m.selective_working_set for m in stack)
     groups = [stack[g:g + group] for g in range(0, len(stack), group)]
     return (sum(g[0].checkpoint for g in groups),
             max(sum(m.full for m in g) - g[0].checkpoint for g in groups))

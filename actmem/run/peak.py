@@ -292,6 +292,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
     if recompute_modules is not None:
         check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
+        if precision != "bf16":
+            raise ValueError(f"recompute_modules={recompute_modules!r} with precision="
+                             f"{precision!r}: the modules' working set is modelled over bf16 "
+                             "training; use precision='bf16'")
     check_offload(cpu_offloading_num_layers, L=model.L, p=p, recompute=recompute,
                   schedule=schedule)
     expert_data_parallel(model, t, d, ep, etp, cp)

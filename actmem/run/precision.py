@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..layer.memory import activation_memory
+from ..layer.recompute_modules import working_set
 from .model import ModelConfig
 from .timeline_events import LayerMoments
 from ..validate import choice
@@ -133,7 +134,20 @@ def precision_moments(model: ModelConfig, t: int, sequence_parallel: bool, recom
                         mlp_gradients=mlp_gradients(model, t, sequence_parallel, precision,
                                                     weight_gradients, layer_options),
                         checkpoint=kept if recompute == "full" else 0,
-                        recompute=recompute, group=k)
+                        recompute=recompute, group=k,
+                        rebuilt=_modules_rebuilt(model, t, sequence_parallel, recompute,
+                                                 precision, layer_options))
+
+
+def _modules_rebuilt(model, t, sequence_parallel, recompute, precision, layer_options):
+    """:attr:`LayerMoments.rebuilt` under named-module recomputation, else
+    None. Modelled for 16-bit rows: :func:`actmem.training_memory` refuses
+    ``recompute_modules`` with another precision."""
+    options = layer_options or {}
+    if recompute != "selective" or options.get("recompute_modules") is None \
+            or precision != "bf16":
+        return None
+    return working_set(model.layer(t, sequence_parallel, recompute, **options))
 
 
 MLP_GRADIENT_BYTES = {"bf16": (2, 2, 2, 2), "fp32": (4, 4, 4, 4), "autocast": (4, 4, 2, 2)}
@@ -211,7 +225,7 @@ def moment_parts(moments: LayerMoments, layers: int) -> tuple[int, int]:
     if moments.recompute == "none":
         return layers * kept, 0
     if moments.recompute == "selective":
-        return layers * kept, full - kept
+        return layers * kept, moments.selective_working_set
     return -(-layers // moments.group) * kept, min(moments.group, layers) * full - kept
 
 

@@ -79,6 +79,11 @@ class LayerMoments:
         to_dispatch_recomputed: the same rows without recomputation: under
             full recomputation the backward runs the layer's forward again
             with its dispatch buffers beside them.
+        rebuilt: bytes selective recomputation rebuilds at once in the
+            layer's backward, when it differs from every dropped row
+            (``full - kept``): named modules rebuild one block at a time
+            (:func:`actmem.layer.recompute_modules.working_set`); None: all
+            dropped rows (the core attention alone).
     """
 
     kept: int
@@ -95,6 +100,12 @@ class LayerMoments:
     dispatch_backward: int = 0
     to_dispatch: int = 0
     to_dispatch_recomputed: int = 0
+    rebuilt: int | None = None
+
+    @property
+    def selective_working_set(self) -> int:
+        """What selective recomputation rebuilds at once (:attr:`rebuilt`)."""
+        return self.full - self.kept if self.rebuilt is None else self.rebuilt
 
     @property
     def softmax_gradients(self) -> int:
