@@ -226,3 +226,12 @@ def test_training_memory_a2a_is_for_dense_models():
     with pytest.raises(ValueError, match="modelled in training_memory for dense models"):
         training_memory(MOE_PRESETS["mixtral-8x7b"].with_(flash_attention=True), t=2,
                         sequence_parallel=True, ep=8, d=4, cp=2, cp_comm_type="a2a")
+
+
+def test_a2a_output_stays_unless_core_attn_is_recomputed():
+    layer = dict(s=4096, b=1, h=4096, a=32, flash_attention=True, cp=2, cp_comm_type="a2a",
+                 recompute="selective")
+    keys = {mods: {r.key for r in activation_memory(**layer, recompute_modules=mods).rows}
+            for mods in (None, (), ("core_attn",), ("mlp",))}
+    assert "attn_output_a2a" not in keys[None] | keys[("core_attn",)]
+    assert "attn_output_a2a" in keys[()] & keys[("mlp",)]  # () recomputes nothing

@@ -54,6 +54,7 @@ from dataclasses import replace
 
 from ..validate import choice, divides, divisors, positive_int
 from .ledger import HEAD_SPLIT, LedgerRow
+from .recompute_modules import modules_of
 
 CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
 """``--cp-comm-type`` values (Megatron-LM passes them to Transformer Engine)."""
@@ -200,8 +201,7 @@ def _attention_kept(c) -> bool:
     recomputed: no recomputation, or named modules without ``core_attn``)."""
     if c.recompute == "full":
         return False
-    modules = getattr(c, "recompute_modules", None) or ("core_attn",)
-    return c.recompute == "none" or "core_attn" not in modules
+    return "core_attn" not in modules_of(c)  # () without recomputation
 
 
 def a2a_output_row(c, proj: LedgerRow) -> LedgerRow:
