@@ -378,9 +378,10 @@ def test_bytes_per_gpu_legend_has_no_empty_entry(t):
 def test_fit_planner_menu_shows_model_names_and_keeps_preset_keys():
     from actmem.views.fit_views import FitPlanner
     menu = FitPlanner().controls["model"]
-    assert list(menu._options_values) == list(actmem.PRESETS)
-    assert dict(zip(menu._options_values, menu._options_labels))["llama2-7b"] == "LLaMA-2-7B"
-    assert not set(menu._options_labels) & set(actmem.PRESETS)  # no key shown as a name
+    assert list(menu._options_values) == [*actmem.PRESETS, *actmem.MOE_PRESETS]
+    names = dict(zip(menu._options_values, menu._options_labels))
+    assert names["llama2-7b"] == "LLaMA-2-7B" and names["mixtral-8x7b"] == "Mixtral 8x7B"
+    assert not set(menu._options_labels) & set(menu._options_values)  # no key shown as a name
     assert menu.value == "llama2-7b"
 
 
