@@ -294,7 +294,6 @@ ZH = {
     "last stage {n} layers": "末级 {n} 层",
     "{split} ({layers})": "{split}（{layers}）",
     "{k} stages of {n}": "{k} 级各 {n} 层",
-    ", ": "、",
     "loss": "损失函数",
     "gradient_buffer": "梯度缓冲区",
     "Megatron-LM cross-entropy (fp32 copy)": "Megatron-LM 词表并行损失（fp32 副本）",

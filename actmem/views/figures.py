@@ -139,7 +139,8 @@ def sharding_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     columns are the global tensor, then GPU 0 and GPU 1. How each tensor is
     drawn follows the ledger's ``placement`` field: replicated tensors are
     whole on every GPU, hidden-split ones keep a 1/t slice of the MLP's 4h,
-    head-split attention maps keep a/t whole s x s squares. Shapes are
+    head-split ones keep a/t heads (h/t columns of Q, K, V and the
+    projection's input; a/t whole s x s squares of the maps). Shapes are
     logical (paper sec. 4.1), not to scale. For t = 1 there is no GPU 1;
     for t > 2 the other ranks are drawn light grey in the global column.
     ``fig``: a Figure this function returned, to redraw in place
