@@ -143,3 +143,9 @@ def test_fp8_weight_copies_follow_the_head_width():
     c = LayerConfig(64, 1, 64, 4, kv_heads=2, kv_channels=32, fp8="hybrid")
     weights = 64 * (128 + 2 * 64) + 128 * 64 + 64 * 256 + 256 * 64
     assert fp8_state_bytes(c)["weight_copies"] == 2 * weights + 16
+
+
+def test_training_memory_refuses_fp8_with_context_parallelism():
+    from actmem import PRESETS, training_memory
+    with pytest.raises(ValueError, match=r"fp8='e4m3' with cp=2: .* use cp=1 or fp8=None"):
+        training_memory(PRESETS["llama3-8b"].with_(flash_attention=True), fp8="e4m3", cp=2)

@@ -302,7 +302,8 @@ def _labels_from_data() -> set[str]:
     from actmem.views.answers import SUMMARY
     labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
               *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
-              *actmem.RECOMPUTE, *fit_views.STATES, *schedule_figures.TITLES.values(),
+              *actmem.RECOMPUTE, *actmem.RECOMPUTE_MODULES, *fit_views.STATES,
+              *schedule_figures.TITLES.values(),
               *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
               *fit_views.GRADIENT_LABELS.values(), *event_templates(),
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",

@@ -268,3 +268,19 @@ def test_full_recomputation_runs_the_dispatch_again_in_the_backward():
     from actmem.language import chinese
     from actmem.views.fit_figures import event_label
     assert event_label(again.label, chinese).endswith("最后一层的 token 分发，正在重计算")
+
+
+def test_mixed_model_takes_moe_recompute_modules_on_its_moe_layers_only():
+    from dataclasses import asdict
+    lite = MOE_PRESETS["deepseek-v2-lite"]  # first layer dense, the rest MoE
+    names = ("moe_act",)
+    run = training_memory(lite, recompute="selective", recompute_modules=list(names))
+
+    def layer(moe):
+        return activation_memory(**asdict(lite.layer(1, False, "selective", moe=moe,
+                                                     recompute_modules=names))).total
+    pattern = lite.moe_pattern()
+    assert run.stages[0].layer_activations == \
+        pattern.count(0) * layer(False) + pattern.count(1) * layer(True)
+    assert layer(False) == activation_memory(**asdict(lite.layer(
+        1, False, "selective", moe=False, recompute_modules=()))).total  # no name applies

@@ -51,6 +51,7 @@ from dataclasses import fields, replace
 
 from ..layer.config import LayerConfig
 from ..layer.moe import routed_copies
+from ..layer.recompute_modules import for_layer
 from .model import ModelConfig
 from .precision import layer_rows, precision_moments
 from .split_backward import layer_weight_rows
@@ -208,6 +209,9 @@ def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute:
     for kind in sorted(set(model.moe_pattern())):
         shape = model if kind else dense_twin(model)
         opts = {**(layer_options or {}), **({"moe": True, "etp": etp} if kind else {})}
+        if not kind and "recompute_modules" in opts:  # the names a dense layer of model has
+            opts["recompute_modules"] = for_layer(opts["recompute_modules"], recompute,
+                                                  moe=False, has_experts=True)
         moments = precision_moments(shape, t, sequence_parallel, recompute, k, "bf16",
                                     weight_gradients=weight_gradients, layer_options=opts)
         if split_backward:

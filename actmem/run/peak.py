@@ -301,6 +301,10 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     expert_data_parallel(model, t, d, ep, etp, cp)
     model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
                               hierarchical_context_parallel_sizes, precision), model
+    if fp8 and cp > 1:  # cp is checked by rank_model
+        raise ValueError(f"fp8={fp8!r} with cp={cp}: the FP8 rows are modelled without "
+                         "context parallelism (actmem.layer.fp8 refuses cp > 1 in a layer); "
+                         "use cp=1 or fp8=None")
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
