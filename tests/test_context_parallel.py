@@ -157,7 +157,7 @@ def test_training_memory_keeps_the_mask_rows_of_the_rank_queries():
 
 
 @pytest.mark.parametrize("options, words", [
-    (dict(cp=8, precision="autocast"), "cp=8 with precision='autocast'"),
+    (dict(cp=8, precision="autocast"), "precision='autocast' does not model cp=8"),
     (dict(cp=6), "s=65536 must be divisible by 2*cp=12"),
     (dict(cp=True), "cp must be a positive integer"),
 ])

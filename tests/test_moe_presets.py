@@ -82,5 +82,5 @@ def test_qwen3_trains_with_expert_parallelism():
 
 
 def test_other_precisions_refuse_head_options_they_do_not_model():
-    with pytest.raises(ValueError, match=r"precision='fp32' is modelled for heads of width h/a"):
+    with pytest.raises(ValueError, match=r"precision='fp32' does not model kv_channels=256 \(heads are h/a wide"):
         training_memory(PRESETS["llama2-7b"].with_(kv_channels=256), precision="fp32")

@@ -17,118 +17,29 @@ For every pipeline stage :func:`training_memory` gives two answers, in bytes:
 
 from __future__ import annotations
 
-import math
-import numbers
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
+from dataclasses import replace
 
-from ..layer.fp8 import fp8_format
-from ..layer.recompute_modules import check_for_model
-from .framework import (GRADIENT_BUFFERS, LOSSES, fused_loss_chunk, gradient_fusion, loss_bytes,
-                        workspace_bytes)
+from .cp_timeline import with_exchange
+from .framework import fused_loss_chunk, loss_bytes, workspace_bytes
 from .gpus import find_gpu, gpu_capacity
 from ..layer.context_parallel import rank_model, with_a2a_output
 from .model import ModelConfig
-from .offload import check_offload, cpu_offload, offloaded_timeline
+from .offload import cpu_offload, offloaded_timeline
 from .pass_parts import embedding_activations, output_activations
-from .precision import (AUTOCAST_DEVICES, PRECISIONS, autocast_copies, full_precision_states,
-                        layer_rows, moment_parts, precision_moments, precision_outputs)
+from .precision import (autocast_copies, full_precision_states, layer_rows, moment_parts,
+                        precision_moments, precision_outputs)
 from .schedule_rules import MAX_TIMELINE_OPERATIONS, check_size
 from .schedules import simulate_schedule
 from .split_backward import layer_weight_rows
 from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_moe_layers, stage_stacks
 from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
-from .timeline import Pass, StageTimeline, stage_timeline
-from ..validate import choice, flag, instance, integer, lists_keywords, positive_int
+from .stage_memory import PARTS, StageMemory, TrainingMemory
+from .timeline import Pass, stage_timeline
+from .training_checks import check_training, check_uneven_split, reserve_bytes
+from ..validate import lists_keywords, positive_int
 
-PARTS = ("weights", "gradients", "optimizer", "layer_activations",
-         "embedding_activations", "output_activations", "recompute_working_set",
-         "reserve")
-"""The parts of a stage's memory, in the order figures stack them."""
-
-
-@dataclass(frozen=True)
-class StageMemory:
-    """Bytes one GPU of pipeline stage ``stage`` holds at its peak, by part
-    (:data:`PARTS`)."""
-
-    stage: int
-    weights: int
-    gradients: int
-    optimizer: int
-    layer_activations: int
-    embedding_activations: int
-    output_activations: int
-    recompute_working_set: int
-    reserve: int
-    # compared too: the peak is the timeline's (two plans that differ only in
-    # when things are alive, e.g. the loss, are not the same plan)
-    timeline: StageTimeline | None = field(default=None, repr=False)
-    # pinned host bytes of activation offloading (actmem.run.offload), not on the GPU
-    host_memory: int = field(default=0, repr=False)
-
-    @property
-    def peak(self) -> int:
-        """The largest total alive at one moment of the step (bytes): what
-        ``torch.cuda.max_memory_allocated()`` reports on this GPU
-        (:attr:`timeline`'s peak event)."""
-        return self.timeline.peak.total
-
-    @property
-    def needed(self) -> int:
-        """:attr:`peak` plus the reserve for what lives outside PyTorch's
-        allocator (CUDA context, NCCL buffers), bytes: what must fit."""
-        return self.peak + self.reserve
-
-    @property
-    def parts(self) -> dict[str, int]:
-        """Part name -> bytes, in :data:`PARTS` order."""
-        return {name: getattr(self, name) for name in PARTS}
-
-    @property
-    def total(self) -> int:
-        """The sum of the parts, bytes."""
-        return sum(self.parts.values())
-
-    @property
-    def held_between_passes(self) -> int:
-        """Activations kept from forward to backward at the peak, bytes."""
-        return self.layer_activations + self.embedding_activations + self.output_activations
-
-    @property
-    def peak_during_backward(self) -> int:
-        """:attr:`held_between_passes` plus what recomputation rebuilds."""
-        return self.held_between_passes + self.recompute_working_set
-
-
-@dataclass(frozen=True)
-class TrainingMemory:
-    """Every stage's memory and the verdict against ``gpu_memory``.
-
-    Attributes:
-        stages: one :class:`StageMemory` per pipeline stage, first first.
-        gpu_memory: the GPU's capacity in bytes, or None.
-    """
-
-    stages: tuple[StageMemory, ...]
-    gpu_memory: int | None
-
-    @property
-    def most_loaded(self) -> StageMemory:
-        """The stage whose GPU needs the most at its peak (the first one if
-        tied)."""
-        return max(self.stages, key=lambda stage: stage.needed)
-
-    @property
-    def margin(self) -> int | None:
-        """``gpu_memory - most_loaded.needed`` (negative: does not fit)."""
-        return None if self.gpu_memory is None else self.gpu_memory - self.most_loaded.needed
-
-    @property
-    def fits(self) -> bool | None:
-        """Whether the most loaded stage fits, or None without ``gpu_memory``."""
-        return None if self.gpu_memory is None else self.margin >= 0
+__all__ = ["PARTS", "StageMemory", "TrainingMemory", "training_memory"]  # the records: stage_memory
 
 
 @lists_keywords
@@ -252,59 +163,20 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     Raises:
         TypeError, ValueError: any invalid value; the message names it.
     """
-    instance("model", model, ModelConfig, "actmem.PRESETS['llama2-7b']")
-    flag("sequence_parallel", sequence_parallel)
-    flag("create_attention_mask_in_dataloader", create_attention_mask_in_dataloader)
-    flag("transformer_engine", transformer_engine)
-    choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
-    choice("loss", loss, LOSSES)
-    choice("precision", precision, PRECISIONS)
-    choice("autocast_device", autocast_device, AUTOCAST_DEVICES)
-    fusion = gradient_fusion(gradient_accumulation_fusion, gradient_buffer)
-    flag("fused_projections", fused_projections)
-    if loss_chunk_tokens is not None and loss != "fused":
-        raise ValueError(f"loss_chunk_tokens={loss_chunk_tokens!r} is for loss='fused' "
-                         f"(got loss={loss!r}); leave it None")
-    if precision != "bf16" and getattr(model, "num_experts", None) is not None:
-        raise ValueError(f"precision={precision!r} is modelled for dense models only; "
-                         f"this model has num_experts={model.num_experts}: use 'bf16'")
-    if precision != "bf16" and (model.kv_channels is not None or model.qk_layernorm):
-        raise ValueError(f"precision={precision!r} is modelled for heads of width h/a "
-                         f"without query/key norms; this model has kv_channels="
-                         f"{model.kv_channels}, qk_layernorm={model.qk_layernorm}: use 'bf16'")
-    if precision != "bf16" and model.multi_latent_attention:
-        raise ValueError(f"precision={precision!r} is modelled for the paper's attention only "
-                         "(fp32 rows and autocast's weight copies); this model has "
-                         "multi_latent_attention=True: use 'bf16'")
-    if precision != "bf16" and logits_bytes != 4:
-        raise ValueError(f"logits_bytes={logits_bytes!r} contradicts precision={precision!r}: "
-                         "the loss keeps fp32 logits in fp32 and under autocast "
-                         "(log_softmax runs in fp32); use logits_bytes=4")
-    k = positive_int("recompute_num_layers", recompute_num_layers)
-    fp8 = fp8_format(fp8)
-    if precision != "bf16" and (fp8 or model.lora_rank is not None):
-        raise ValueError(f"precision={precision!r} with fp8={fp8!r}, lora_rank={model.lora_rank}:"
-                         " FP8 and LoRA are modelled over bf16 training; use 'bf16'")
-    if fp8 and model.num_experts is not None:
-        raise ValueError(f"fp8={fp8!r} is modelled for dense models; this model has "
-                         f"num_experts={model.num_experts}: use fp8=None")
-    if fp8:
-        model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
-    if recompute_modules is not None:
-        check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
-        if precision != "bf16":
-            raise ValueError(f"recompute_modules={recompute_modules!r} with precision="
-                             f"{precision!r}: the modules' working set is modelled over bf16 "
-                             "training; use precision='bf16'")
-    check_offload(cpu_offloading_num_layers, L=model.L, p=p, recompute=recompute,
-                  schedule=schedule)
+    k, fp8, fusion = check_training(
+        model, t=t, p=p, d=d, m=m, v=v, cp=cp, schedule=schedule,
+        sequence_parallel=sequence_parallel, recompute=recompute,
+        recompute_num_layers=recompute_num_layers, recompute_modules=recompute_modules,
+        precision=precision, autocast_device=autocast_device,
+        fused_projections=fused_projections, logits_bytes=logits_bytes, loss=loss,
+        loss_chunk_tokens=loss_chunk_tokens, gradient_buffer=gradient_buffer,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
+        create_attention_mask_in_dataloader=create_attention_mask_in_dataloader,
+        transformer_engine=transformer_engine, fp8=fp8,
+        cpu_offloading_num_layers=cpu_offloading_num_layers)
     expert_data_parallel(model, t, d, ep, etp, cp)
     model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
                               hierarchical_context_parallel_sizes, precision), model
-    if fp8 and cp > 1:  # cp is checked by rank_model
-        raise ValueError(f"fp8={fp8!r} with cp={cp}: the FP8 rows are modelled without "
-                         "context parallelism (actmem.layer.fp8 refuses cp > 1 in a layer); "
-                         "use cp=1 or fp8=None")
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -317,10 +189,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
     check_size(p, m, v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")  # cheaply first
     plan = simulate_schedule(schedule, p, m, v, order)
-    if plan.v_shaped and any(x not in (None, False) for x in uneven.values()):
-        raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "
-                         "(a V); uneven splits are modelled for looped schedules only")
-    spare = _reserve(reserve, capacity)
+    check_uneven_split(plan.v_shaped, schedule, uneven)
+    spare = reserve_bytes(reserve, capacity)
     layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
     if recompute_modules is not None:
         layer_options["recompute_modules"] = recompute_modules
@@ -353,6 +223,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             model, t, sequence_parallel, rows, layer_options))
     moments = with_a2a_output(moments, whole, t, sequence_parallel, recompute, cp, cp_comm_type,
                               hierarchical_context_parallel_sizes, layer_options)
+    moments, kinds = with_exchange(moments, kinds, whole, t, sequence_parallel, recompute, cp,
+                                   cp_comm_type, hierarchical_context_parallel_sizes, layer_options)
     mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
     offload = cpu_offloading_num_layers and cpu_offload(
         model, t, cpu_offloading_num_layers, sequence_parallel, layer_options)
@@ -411,17 +283,3 @@ def _pass(is_first: bool, is_last: bool, first: dict, last: dict) -> Pass:
                 logits_loss=last["logits"] if is_last else 0,
                 loads_data=is_first or is_last, last=is_last)
 
-
-def _reserve(reserve: int | float, capacity: int | None) -> int:
-    if not isinstance(reserve, numbers.Real) or isinstance(reserve, numbers.Integral):
-        reserve = integer("reserve", reserve, "bytes (an int) or a fraction of "
-                                              "gpu_memory (a float)")
-        if reserve < 0:
-            raise ValueError(f"reserve must be >= 0 bytes, got {reserve}")
-        return reserve
-    if not 0 <= reserve < 1:
-        raise ValueError(f"reserve={reserve}: a fraction must be in [0, 1)")
-    if capacity is None:
-        raise ValueError(f"reserve={reserve} is a fraction of gpu_memory; give gpu_memory "
-                         "or a reserve in bytes")
-    return math.ceil(Fraction(repr(float(reserve))) * capacity)  # 0.05 means 5/100 exactly

@@ -47,10 +47,27 @@ from ..layer.memory import activation_memory
 from ..layer.recompute_modules import working_set
 from .model import ModelConfig
 from .timeline_events import LayerMoments
-from ..validate import choice
+from ..validate import choice, shown
 
 PRECISIONS = ("bf16", "fp32", "autocast")
 """Ways to train (module docstring)."""
+PLAIN_PYTORCH = {
+    "num_experts": (None, "MoE layers' rows and token dispatch are modelled in bf16"),
+    "kv_channels": (None, "heads are h/a wide"),
+    "qk_layernorm": (False, "attention has no query/key norms"),
+    "multi_latent_attention": (False, "attention is the paper's"),
+    "lora_rank": (None, "LoRA adapters are modelled over bf16 training"),
+    "fp8": (None, "Transformer Engine's FP8 linears are modelled over bf16 training"),
+    "recompute_modules": (None, "the modules' working set is modelled over 16-bit rows"),
+    "cp": (1, "context parallelism runs in Transformer Engine's FlashAttention or fused "
+              "attention, on 16-bit inputs"),
+    "cpu_offloading_num_layers": (0, "Transformer Engine's offload is modelled over "
+                                     "16-bit rows"),
+    "logits_bytes": (4, "the loss keeps fp32 logits: log_softmax runs in fp32"),
+}
+"""What ``"fp32"`` and ``"autocast"`` model: the paper's dense layer in plain
+PyTorch. Feature -> (the only value they take, why); ``"bf16"`` takes every
+feature (:func:`check_precision_features`)."""
 FULL_PRECISION_STATES = (4, 4, 8)
 """fp32 weights, gradients and Adam's two moments, bytes per parameter."""
 AUTOCAST_DEVICES = ("cuda", "cpu")
@@ -59,6 +76,26 @@ AUTOCAST_FP32_ROWS = {"cuda": ("attn_norm_input", "mlp_norm_input", "softmax_out
                                "layer_input"),
                       "cpu": ("attn_norm_input", "mlp_norm_input", "layer_input")}
 """Ledger rows that are fp32 under autocast, by device (module docstring)."""
+
+
+def check_precision_features(precision: str, **features) -> None:
+    """The one rule for the precisions other than ``"bf16"``: fp32 and
+    autocast are modelled for the paper's dense layer in plain PyTorch
+    (module docstring), so each feature of :data:`PLAIN_PYTORCH` (given
+    as a keyword, already checked alone) must have its plain value there.
+
+    Raises:
+        ValueError: ``precision='fp32' does not model {feature}={value}
+            ({why}): use {feature}={plain value}, or precision='bf16'``.
+    """
+    if precision == "bf16":
+        return
+    for name, value in features.items():
+        plain, why = PLAIN_PYTORCH[name]
+        if value != plain:
+            raise ValueError(f"precision={precision!r} does not model {name}={shown(value)} "
+                             f"({why}; fp32 and autocast are modelled for the paper's dense "
+                             f"layer): use {name}={plain!r}, or precision='bf16'")
 
 
 def full_precision_states(parameters: int, d: int, zero_stage: int,

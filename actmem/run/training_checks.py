@@ -1,0 +1,118 @@
+""":func:`actmem.training_memory`'s arguments, checked before any work.
+
+Each argument is checked alone first (type, range, known name), cheapest
+first, then the rules that join two of them: the precisions' one rule
+(:func:`actmem.run.precision.check_precision_features`), FP8's and
+offloading's (Transformer Engine's and Megatron-LM's, in their modules).
+Every message names the argument, its value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+from typing import NamedTuple
+
+from ..layer.fp8 import fp8_format
+from ..layer.recompute_modules import check_for_model
+from .framework import GRADIENT_BUFFERS, LOSSES, gradient_fusion
+from .model import ModelConfig
+from .offload import check_offload
+from .precision import AUTOCAST_DEVICES, PRECISIONS, check_precision_features
+from ..validate import choice, flag, instance, integer, one_of_ints, positive_int
+
+
+class CheckedRun(NamedTuple):
+    """What the checks settle: k (layers per full-recomputation group),
+    the FP8 format (None: off) and whether weight gradients are fused into
+    the gradient buffer (:func:`actmem.run.framework.gradient_fusion`)."""
+
+    k: int
+    fp8: str | None
+    fusion: bool
+
+
+def check_training(model, *, t, p, d, m, v, cp, schedule, sequence_parallel, recompute,
+                   recompute_num_layers, recompute_modules, precision, autocast_device,
+                   fused_projections, logits_bytes, loss, loss_chunk_tokens, gradient_buffer,
+                   gradient_accumulation_fusion, create_attention_mask_in_dataloader,
+                   transformer_engine, fp8, cpu_offloading_num_layers) -> CheckedRun:
+    """Check :func:`actmem.training_memory`'s arguments (its docstring says
+    what each takes) except those the later steps check before their own
+    work: ep/etp (:func:`actmem.run.states.expert_data_parallel`), the
+    context-parallel layout (:func:`actmem.layer.context_parallel.rank_model`),
+    the GPU, the layer split and the schedule.
+
+    Raises:
+        TypeError, ValueError: the first invalid value; the message names it.
+    """
+    instance("model", model, ModelConfig, "actmem.PRESETS['llama2-7b']")
+    for name, value in dict(t=t, p=p, d=d, m=m, v=v, cp=cp).items():
+        positive_int(name, value)
+    for name, value in dict(sequence_parallel=sequence_parallel,
+                            create_attention_mask_in_dataloader=create_attention_mask_in_dataloader,
+                            transformer_engine=transformer_engine,
+                            fused_projections=fused_projections).items():
+        flag(name, value)
+    choice("gradient_buffer", gradient_buffer, GRADIENT_BUFFERS)
+    choice("loss", loss, LOSSES)
+    choice("precision", precision, PRECISIONS)
+    choice("autocast_device", autocast_device, AUTOCAST_DEVICES)
+    one_of_ints("logits_bytes", logits_bytes, (4, 2))
+    fusion = gradient_fusion(gradient_accumulation_fusion, gradient_buffer)
+    if loss_chunk_tokens is not None and loss != "fused":
+        raise ValueError(f"loss_chunk_tokens={loss_chunk_tokens!r} is for loss='fused' "
+                         f"(got loss={loss!r}); leave it None")
+    k = positive_int("recompute_num_layers", recompute_num_layers)
+    fp8 = fp8_format(fp8)
+    if recompute_modules is not None:
+        check_for_model(model, t, sequence_parallel, recompute, recompute_modules)
+    check_offload(cpu_offloading_num_layers, L=model.L, p=p, recompute=recompute,
+                  schedule=schedule)
+    check_precision_features(
+        precision, num_experts=model.num_experts, kv_channels=model.kv_channels,
+        qk_layernorm=model.qk_layernorm, multi_latent_attention=model.multi_latent_attention,
+        lora_rank=model.lora_rank, fp8=fp8, recompute_modules=recompute_modules, cp=cp,
+        cpu_offloading_num_layers=cpu_offloading_num_layers, logits_bytes=logits_bytes)
+    if fp8 and model.num_experts is not None:
+        raise ValueError(f"fp8={fp8!r} is modelled for dense models; this model has "
+                         f"num_experts={model.num_experts}: use fp8=None")
+    if fp8 and cp > 1:
+        raise ValueError(f"fp8={fp8!r} with cp={cp}: the FP8 rows are modelled without "
+                         "context parallelism (actmem.layer.fp8 refuses cp > 1 in a layer); "
+                         "use cp=1 or fp8=None")
+    if fp8:
+        model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
+    return CheckedRun(k, fp8, fusion)
+
+
+def check_uneven_split(v_shaped: bool, schedule: str, uneven: dict) -> None:
+    """Refuse an uneven layer split (``uneven``: :func:`actmem.split_layers`'
+    options) under a V-shaped schedule, which puts the first and the last
+    layers on stage 0."""
+    if v_shaped and any(x not in (None, False) for x in uneven.values()):
+        raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "
+                         "(a V); uneven splits are modelled for looped schedules only")
+
+
+def reserve_bytes(reserve: int | float, capacity: int | None) -> int:
+    """``reserve`` in bytes: an int is bytes (>= 0), a float a fraction in
+    [0, 1) of ``capacity`` (bytes; needed then), rounded up, taken exactly
+    as written (0.05 is 5/100).
+
+    Raises:
+        TypeError, ValueError: anything else; the message names ``reserve``.
+    """
+    if not isinstance(reserve, numbers.Real) or isinstance(reserve, numbers.Integral):
+        reserve = integer("reserve", reserve, "bytes (an int) or a fraction of "
+                                              "gpu_memory (a float)")
+        if reserve < 0:
+            raise ValueError(f"reserve must be >= 0 bytes, got {reserve}")
+        return reserve
+    if not 0 <= reserve < 1:
+        raise ValueError(f"reserve={reserve}: a fraction must be in [0, 1)")
+    if capacity is None:
+        raise ValueError(f"reserve={reserve} is a fraction of gpu_memory; give gpu_memory "
+                         "or a reserve in bytes")
+    return math.ceil(Fraction(repr(float(reserve))) * capacity)  # 0.05 means 5/100 exactly
