@@ -247,6 +247,12 @@ ZH = {
     "backward of {name}: the last layer's MoE combine": "{name} 的反向：最后一层 MoE 的结果合并",
     "backward of {name}: the last layer's token dispatch, recomputing":
         "{name} 的反向：最后一层的 token 分发，正在重计算",
+    "forward of {name}: the last layer's context-parallel attention":
+        "{name} 的前向：最后一层的上下文并行注意力",
+    "backward of {name}: the last layer's context-parallel attention":
+        "{name} 的反向：最后一层的上下文并行注意力",
+    "backward of {name}: the last layer's context-parallel attention, recomputing":
+        "{name} 的反向：最后一层的上下文并行注意力，正在重计算",
     "after the backward of {name}": "{name} 的反向之后",
     "optimizer step": "优化器更新",
     "checkpoints held between passes": "前向与反向之间保存的检查点",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .cp_timeline import with_exchange
 from .framework import fused_loss_chunk, loss_bytes, workspace_bytes
 from .gpus import find_gpu, gpu_capacity
 from ..layer.context_parallel import rank_model, with_a2a_output
@@ -222,6 +223,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             model, t, sequence_parallel, rows, layer_options))
     moments = with_a2a_output(moments, whole, t, sequence_parallel, recompute, cp, cp_comm_type,
                               hierarchical_context_parallel_sizes, layer_options)
+    moments, kinds = with_exchange(moments, kinds, whole, t, sequence_parallel, recompute, cp,
+                                   cp_comm_type, hierarchical_context_parallel_sizes, layer_options)
     mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
     offload = cpu_offloading_num_layers and cpu_offload(
         model, t, cpu_offloading_num_layers, sequence_parallel, layer_options)

@@ -36,6 +36,9 @@ moment that can set the peak, adds the bytes alive by category
 * a split backward (zero-bubble schedules): the input-gradient step (``I``)
   is a backward that leaves held what its weight-gradient step (``W``) reads
   (``LayerMoments.weight_rows``), and ``W`` frees it;
+* under context parallelism, the last layer's attention in a forward and
+  in a backward with its key/value exchange buffers
+  (:mod:`actmem.run.cp_timeline`);
 * the optimizer step: model states and gradients (Megatron-LM's fused Adam
   updates in place).
 
@@ -46,6 +49,7 @@ nor, in a first backward that creates them, the gradients made so far.
 
 from __future__ import annotations
 
+from .cp_timeline import backward_moments, forward_moments
 from .schedules import FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule
 from .timeline_events import CATEGORIES, Event, LayerMoments, Pass, StageTimeline
 
@@ -177,6 +181,7 @@ class _Step:
         layer = stack[-1] if stack else self.layer
         mask = self.mask if p.loads_data else 0
         cast = self.layers[chunk] * (copies.weights + copies.biases)  # cached till the end
+        yield from forward_moments(self, chunk, name, mask, cast)  # context parallelism
         moe = [j for j, m in enumerate(stack) if m.dispatch]
         if moe:   # the last MoE layer's token dispatch, after its routed experts
             yield (f"forward of {name}: the last MoE layer's token dispatch",
@@ -237,6 +242,7 @@ class _Step:
             yield (f"backward of {name}: the last layer's MLP",
                    self.alive(mlp - kept, -p.logits_loss, transient=layer.mlp_gradients,
                               weights=self._backward_copies(chunk, mlp=True)))
+        yield from backward_moments(self, chunk, name, kept)  # context parallelism
         this = layer.to_softmax if layer.scores else layer.full
         extra = self._backward_layers(chunk, this) - kept
         if extra or layer.scores:

@@ -84,6 +84,11 @@ class LayerMoments:
             (``full - kept``): named modules rebuild one block at a time
             (:func:`actmem.layer.recompute_modules.working_set`); None: all
             dropped rows (the core attention alone).
+        exchange, exchange_backward: transient bytes of a context-parallel
+            attention's exchange buffers at its busiest forward and backward
+            moment, 0 at cp = 1 (:mod:`actmem.run.cp_timeline`).
+        to_attention, to_attention_recomputed: the layer's rows up to its
+            attention output, under the run's recomputation and without.
     """
 
     kept: int
@@ -101,6 +106,10 @@ class LayerMoments:
     to_dispatch: int = 0
     to_dispatch_recomputed: int = 0
     rebuilt: int | None = None
+    exchange: int = 0
+    exchange_backward: int = 0
+    to_attention: int = 0
+    to_attention_recomputed: int = 0
 
     @property
     def selective_working_set(self) -> int:
