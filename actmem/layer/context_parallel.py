@@ -39,12 +39,14 @@ parallelism (``dot_product_attention/utils.py``: get_attention_backend),
 and Megatron-LM's own DotProductAttention asserts ``context_parallel_size
 == 1``, so cp > 1 needs ``flash_attention=True``.
 
-Not counted (left): the rng states and cu_seqlens of each ring step (a few
-bytes per step), and the transient exchange buffers inside the attention
-(p2p's forward keeps all cp ring buffers of K and V in
-``p2p_comm_buffers`` until it returns; its backward double-buffers K/V and
-dK/dV; allgather gathers the whole sequence's K and V in forward and again
-in backward): they are not alive between the passes.
+Not rows: the transient exchange buffers inside the attention (p2p's
+forward keeps all cp ring buffers of K and V in ``p2p_comm_buffers`` until
+it returns; its backward double-buffers K/V and dK/dV; allgather gathers
+the whole sequence's K and V in forward and again in backward; a2a's
+all-to-all copies) are not alive between the passes: the timeline counts
+them inside each layer's attention (:mod:`actmem.run.cp_timeline`). Not
+counted (left): the rng states and cu_seqlens of each ring step (a few
+bytes per step).
 """
 
 from __future__ import annotations

@@ -24,7 +24,14 @@ dot_product_attention/context_parallel.py``, bf16, no FP8):
 Attention is exact (causal by global token position, fp32 softmax
 statistics) and written out forward and backward, so
 :func:`context_parallel_error` can check that cp ranks compute what one
-rank computes on the whole sequence. Attention dropout is not modelled
+rank computes on the whole sequence. These two functions are written for the saved
+tensors and the exact result, not to hold TE's transient buffers (TE keeps
+all cp ring buffers in ``p2p_comm_buffers`` and every step's output until
+it merges them; :class:`RingAttention` merges as it goes and sends K and V
+as two tensors; the all-to-alls here make no head-major copies to keep), so
+the exchange buffers of :mod:`actmem.run.cp_timeline` are checked by hand
+arithmetic against TE's code (``tests/test_cp_timeline.py``), not measured
+here. Attention dropout is not modelled
 (TE regenerates it from rng states; the ledger keeps no row for it).
 """
 
