@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from .cp_timeline import with_exchange
 from .framework import fused_loss_chunk, loss_bytes, workspace_bytes
+from .fsdp import fsdp2, fsdp_timeline
 from .gpus import find_gpu, gpu_capacity
 from ..layer.context_parallel import rank_model, with_a2a_output
 from .model import ModelConfig
@@ -36,7 +37,7 @@ from .states import expert_data_parallel, model_states
 from .stage_split import split_layers
 from .stage_memory import PARTS, StageMemory, TrainingMemory
 from .timeline import Pass, stage_timeline
-from .training_checks import check_training, check_uneven_split, reserve_bytes
+from .training_checks import check_fsdp2, check_training, check_uneven_split, reserve_bytes
 from ..validate import lists_keywords, positive_int
 
 __all__ = ["PARTS", "StageMemory", "TrainingMemory", "training_memory"]  # the records: stage_memory
@@ -66,7 +67,8 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                     cp: int = 1, cp_comm_type: str = "p2p",
                     hierarchical_context_parallel_sizes: tuple[int, int] | None = None,
                     recompute_modules: list[str] | tuple[str, ...] | None = None,
-                    fp8: str | None = None, cpu_offloading_num_layers: int = 0
+                    fp8: str | None = None, cpu_offloading_num_layers: int = 0,
+                    use_torch_fsdp2: bool = False, reshard_after_forward: bool = True
                     ) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
@@ -154,6 +156,17 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             (:func:`actmem.layer.fp8.fp8_state_bytes`) join the weights. A
             model with ``lora_rank`` trains its adapters (frozen base:
             :mod:`actmem.run.lora_states`) in bf16 only.
+        use_torch_fsdp2: Megatron-LM's ``--use-torch-fsdp2``: PyTorch's
+            ``fully_shard`` on every layer and the whole model, torchtitan's
+            mixed precision (bf16 compute, fp32 reduce): fp32 parameter,
+            gradient and Adam shards over d*cp replace the model states, and
+            the timeline holds the gathered bf16 parameters of the running
+            and the prefetched layer, the root's, and the reduce-scatter
+            buffers (:mod:`actmem.run.fsdp`). Needs t=p=1, ep=1,
+            gradient_buffer="backward", zero_stage=0, a dense bf16 model.
+            reshard_after_forward: FSDP2's (Megatron-LM's
+            TorchFullyShardedDataParallelConfig): False keeps every layer's
+            gathered parameters from its forward to its backward.
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and
@@ -174,9 +187,16 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         create_attention_mask_in_dataloader=create_attention_mask_in_dataloader,
         transformer_engine=transformer_engine, fp8=fp8,
         cpu_offloading_num_layers=cpu_offloading_num_layers)
+    check_fsdp2(model, use_torch_fsdp2=use_torch_fsdp2,
+                reshard_after_forward=reshard_after_forward, t=t, p=p, v=v, ep=ep,
+                schedule=schedule, zero_stage=zero_stage,
+                distributed_optimizer=distributed_optimizer, gradient_buffer=gradient_buffer,
+                precision=precision, fp8=fp8, cpu_offloading_num_layers=cpu_offloading_num_layers,
+                recompute_modules=recompute_modules)
     expert_data_parallel(model, t, d, ep, etp, cp)
     model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
                               hierarchical_context_parallel_sizes, precision), model
+    sharded = use_torch_fsdp2 and fsdp2(whole, d * cp, reshard_after_forward)
     capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
     gpu = find_gpu(gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
@@ -246,14 +266,20 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
         if precision != "bf16":
             states = replace(states, **full_precision_states(
                 states.parameters, d * cp, zero_stage, distributed_optimizer))
+        if sharded:   # FSDP2's fp32 shards (actmem.run.fsdp)
+            states = replace(states, **sharded.states)
         timeline = stage_timeline(
             plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
             workspace=workspace, passes=passes,
             layers=list(split[i]), layer=moments, loss=losses, mask=mask,
             copies=autocast_copies(model, t, precision),
             tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion
-                                  and model.lora_rank is None),  # LoRA: embedding frozen
+                                  and model.lora_rank is None  # LoRA: embedding frozen
+                                  and not sharded),  # FSDP2: the root's, actmem.run.fsdp
             stacks=stacks)
+        if sharded:
+            timeline = fsdp_timeline(timeline, sharded, moments.kept, passes[0].embedding, k,
+                                     recompute == "full")
         stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
                                   **plan.peak_parts(i, chunks, _pending(
                                       moments, stacks or [(moments,) * n for n in split[i]])),

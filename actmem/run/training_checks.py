@@ -116,3 +116,46 @@ def reserve_bytes(reserve: int | float, capacity: int | None) -> int:
         raise ValueError(f"reserve={reserve} is a fraction of gpu_memory; give gpu_memory "
                          "or a reserve in bytes")
     return math.ceil(Fraction(repr(float(reserve))) * capacity)  # 0.05 means 5/100 exactly
+
+
+def check_fsdp2(model, *, use_torch_fsdp2, reshard_after_forward, t, p, v, ep, schedule,
+                zero_stage, distributed_optimizer, gradient_buffer, precision, fp8,
+                cpu_offloading_num_layers, recompute_modules):
+    """Refuse what PyTorch's FSDP2 (``use_torch_fsdp2``, Megatron-LM's
+    ``--use-torch-fsdp2``) does not run or :mod:`actmem.run.fsdp` does not
+    model: Megatron-LM's own refusals (``arguments.py``: pipeline
+    parallelism, expert parallelism, its distributed optimizer, gradient
+    accumulation fusion, which needs the persistent buffer, tied
+    embeddings: ``--untie-embeddings-and-output-weights``), ZeRO stages
+    (FSDP2 shards the states itself), and what the FSDP2 tensor list does
+    not cover (t > 1, MoE, MLA, LoRA, head widths other than h/a, query/key
+    norms, FP8, precision other than bf16, offloading, named-module
+    recomputation, split backward schedules).
+
+    Raises:
+        TypeError, ValueError: the message names the argument.
+    """
+    flag("use_torch_fsdp2", use_torch_fsdp2)
+    flag("reshard_after_forward", reshard_after_forward)
+    if not use_torch_fsdp2:
+        if not reshard_after_forward:
+            raise ValueError("reshard_after_forward=False is FSDP2's option; it needs "
+                             "use_torch_fsdp2=True")
+        return
+    refused = dict(t=(t, 1), p=(p, 1), v=(v, 1), ep=(ep, 1), schedule=(schedule, "1f1b"),
+                   zero_stage=(zero_stage, 0), distributed_optimizer=(distributed_optimizer, False),
+                   gradient_buffer=(gradient_buffer, "backward"), precision=(precision, "bf16"),
+                   fp8=(fp8, None), cpu_offloading_num_layers=(cpu_offloading_num_layers, 0),
+                   recompute_modules=(recompute_modules, None))
+    refused.update({name: (getattr(model, name), value) for name, value in (
+        ("num_experts", None), ("multi_latent_attention", False), ("lora_rank", None),
+        ("kv_channels", None), ("qk_layernorm", False), ("tied_embeddings", False))})
+    for name, (value, allowed) in refused.items():
+        if value != allowed:
+            raise ValueError(
+                f"{name}={value!r} with use_torch_fsdp2=True: FSDP2 is modelled with {name}="
+                f"{allowed!r} (Megatron-LM refuses pipeline and expert parallelism, its "
+                "distributed optimizer, gradient fusion and tied embeddings with "
+                "--use-torch-fsdp2; FSDP2 "
+                "shards the states itself and makes gradients in backward; "
+                "actmem.run.fsdp covers dense bf16 layers at t=1)")
