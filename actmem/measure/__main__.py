@@ -18,6 +18,11 @@ PyTorch's MemTracker and by actmem's live-storage counter beside
 relative difference; ``--json`` prints the bytes (the stored copy is
 ``actmem/data/step_measured.json``). ``--device cuda`` runs them on a CUDA GPU
 and compares with ``torch.cuda.max_memory_allocated()`` (:mod:`.step_device`).
+
+``python -m actmem.measure fsdp`` trains one step of a small untied GPT under
+PyTorch's FSDP2 (``fully_shard``) on 2 gloo processes and prints
+FSDPMemTracker's peak beside ``training_memory(use_torch_fsdp2=True)``'s
+(:mod:`.fsdp`); ``--json`` as JSON.
 """
 
 from __future__ import annotations
@@ -56,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                       help="where to run: cpu (MemTracker), or cuda (also "
                       "torch.cuda.max_memory_allocated(), with the GPU's workspaces)")
+    fsdp = sub.add_parser("fsdp", help="FSDP2 (fully_shard) on 2 gloo ranks",
+                          description="One FSDP2 training step on 2 gloo CPU ranks: "
+                          "FSDPMemTracker's peak against training_memory(use_torch_fsdp2=True).")
+    fsdp.add_argument("--json", action="store_true", help="print bytes as JSON")
     return p
 
 
@@ -85,6 +94,17 @@ def pipeline_main(args) -> int:
     return 0 if all(stage["agrees"] for stage in data["stages"]) else 1
 
 
+def fsdp_main(args) -> int:
+    """``python -m actmem.measure fsdp [--json]``: exit 1 if a run with the
+    in-place reduce-scatter differs from the timeline by 1 % or more."""
+    from .fsdp import fsdp_table, measurement
+
+    data = measurement()
+    print(json.dumps(data, indent=1) if args.json else fsdp_table(data))
+    return 0 if all(abs(r["relative_difference"]) < 0.01 for r in data["runs"]
+                    if r["reduce_scatter"] == "in place") else 1
+
+
 def collect(args) -> dict:
     """``{variant: {t: [comparison per rank]}}`` for the parsed ``args``."""
     sizes = {k: getattr(args, k) for k in SMALL}
@@ -98,6 +118,8 @@ def main(argv=None) -> int:
         return pipeline_main(args)
     if args.command == "step":
         return step_main(args)
+    if args.command == "fsdp":
+        return fsdp_main(args)
     try:
         results = collect(args)
     except (TypeError, ValueError) as err:

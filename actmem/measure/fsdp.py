@@ -30,6 +30,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
 
 from ..run.model import ModelConfig
+from ..run.peak import training_memory
 from .launch import on_ranks
 from .step_losses import torch_cross_entropy
 from .step_model import GPT, get_batch, reduce_loss
@@ -39,6 +40,13 @@ MODEL = dict(s=16, b=1, h=128, a=4, L=4, vocab_size=1000, flash_attention=True,
 """The measured GPT's shape: small, with parameters that outweigh one layer's
 activations (as in a large FSDP job at a small micro-batch); untied, as
 Megatron-LM's ``--use-torch-fsdp2`` requires."""
+
+TIMELINE_ARGS = dict(d=2, loss="torch", gradient_buffer="backward", fused_projections=False,
+                     autocast_device="cpu", create_attention_mask_in_dataloader=False,
+                     transformer_engine=False, cublas_workspace_config=":0:0",
+                     use_torch_fsdp2=True)
+"""``training_memory``'s arguments for this step (no workspace on CPU; the
+batch's mask is not made: the reference layer builds its own)."""
 
 CATEGORIES = {"Sharded Param": "sharded_parameters", "Unsharded Param": "unsharded_parameters",
               "Sharded Grad": "sharded_gradients", "Unsharded Grad": "unsharded_gradients",
@@ -133,3 +141,37 @@ def measure_fsdp(model_fields: dict | None = None,
     fields = dict(MODEL if model_fields is None else model_fields)
     ranks = on_ranks(_both, 2, fields, tuple(runs))
     return {run: [r[i] for r in ranks] for i, run in enumerate(runs)}
+
+
+def measurement(model_fields: dict | None = None) -> dict:
+    """The FSDP2 step measured (:func:`measure_fsdp`: resharding after
+    forward or not with the in-place reduce-scatter, and gloo's own once)
+    beside ``training_memory``'s timeline peak: ``{"torch", "model",
+    "runs": [...]}``, each run with both ranks' peaks, rank 0's categories,
+    the timeline's peak, its event and categories, and the relative
+    difference of the larger measured peak (bytes)."""
+    fields = dict(MODEL if model_fields is None else model_fields)
+    runs = []
+    for (reshard, in_place), ranks in measure_fsdp(fields).items():
+        peak = training_memory(ModelConfig(**fields), **TIMELINE_ARGS,
+                               reshard_after_forward=reshard).stages[0].timeline.peak
+        most = max(r["peak"] for r in ranks)
+        runs.append({"reshard_after_forward": reshard,
+                     "reduce_scatter": "in place" if in_place else "gloo",
+                     "measured_peaks": [r["peak"] for r in ranks],
+                     "categories": ranks[0]["categories"], "timeline_peak": peak.total,
+                     "timeline_peak_event": peak.label,
+                     "timeline_categories": peak.by_category,
+                     "relative_difference": (most - peak.total) / peak.total})
+    return {"torch": torch.__version__.split("+")[0], "model": fields, "runs": runs}
+
+
+def fsdp_table(data: dict) -> str:
+    """:func:`measurement`'s result as text, one line per run."""
+    lines = [f"{'reshard':>8} {'reduce-scatter':>14} {'measured':>10} {'timeline':>10} "
+             f"{'diff':>7}  timeline's peak event"]
+    for r in data["runs"]:
+        lines.append(f"{str(r['reshard_after_forward']):>8} {r['reduce_scatter']:>14} "
+                     f"{max(r['measured_peaks']):>10} {r['timeline_peak']:>10} "
+                     f"{r['relative_difference']:>+7.2%}  {r['timeline_peak_event']}")
+    return "\n".join(lines)
