@@ -185,21 +185,26 @@ ZH = {
     "model chunk >= 1": "本地模型块 ≥ 1",
     ", v={v} chunks per GPU": "，每卡 v={v} 个模型块",
     "{title}: p={p} stages, m={m} micro-batches{chunks}\n"
-    "bubble {bubble:.1%} of the ideal time; box numbers: micro-batch":
+    "bubble {bubble:.1%} of the ideal time; {note}":
         "{title}：p={p} 级，m={m} 个微批次{chunks}\n"
-        "气泡占理想时间的 {bubble:.1%}；方框中的数字：微批次编号",
+        "气泡占理想时间的 {bubble:.1%}；{note}",
+    "box numbers: micro-batch": "方框中的数字：微批次编号",
+    "boxes too narrow for micro-batch numbers": "方框太窄，未标微批次编号",
     "stage {i}: peak {peak}": "第 {i} 级：峰值 {peak}",
     "chunk passes held": "保存的块计算数",
     "micro-batches held": "保存的微批次数",
     "time (units: one forward pass of one micro-batch through one stage)":
         "时间（单位：一个微批次经过一级的一次前向计算）",
-    "interleaved 1F1B, v=2, m={m}": "交错式 1F1B，v=2，m={m}",
+    "interleaved 1F1B, v=2, m={m}: % over L*M on each bar":
+        "交错式 1F1B，v=2，m={m}：柱上标出高于 L*M 的百分比",
     "L*M = {size}: all L layers, one micro-batch": "L*M = {size}：全部 L 层，一个微批次",
     "L*M/p: naive, not the peak": "L*M/p：朴素估计，不是峰值",
     "pipeline-parallel size p (stages)": "流水线并行度 p（级数）",
     "first stage's activations (MiB)": "首级（第 0 级）的激活（MiB）",
-    "p cancels: the first stage holds L*M whatever p (L={L}, M={size})":
-        "p 被约掉：无论 p 多大，首级都保存 L*M（L={L}，M={size}）",
+    "Under 1F1B p cancels: the first stage holds L*M whatever p (L={L}, M={size});\n"
+    "interleaving (hatched) holds more, except at m = p":
+        "1F1B 下 p 被约掉：无论 p 多大，首级都保存 L*M（L={L}，M={size}）；\n"
+        "交错式（斜线柱）保存得更多，m = p 时除外",
     "stage": "级",
     "passes held at peak": "峰值时保存的计算数",
     "layers per pass": "每次计算的层数",

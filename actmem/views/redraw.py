@@ -6,7 +6,12 @@ control change keeps one Figure. Each figure function of actmem takes
 ``fig=None``: given the Figure it returned before, it empties that
 Figure's axes with :func:`figure_axes` and draws the new data into them,
 keeping the layout computed at the first draw (:func:`png` freezes it).
-A Figure of another size or grid is never reused: a new one is built.
+A Figure of another size or grid is never reused for it: the Figure
+built for that size and grid before (kept with the Figure given, up to
+:data:`FAMILY` of them) or a new one is used. A figure function can ask
+for fixed margins (inches) instead of constrained layout, which is costly
+on a new Figure; :func:`png` still lays out with constrained layout
+whatever would not fit.
 """
 
 from __future__ import annotations
@@ -19,32 +24,61 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 LAYOUT = "_actmem_layout"
+"""Attribute of a Figure built here: ``(key, axes)``, its size and grid and
+the axes ``Figure.subplots`` returned, to tell whether a redraw can reuse it."""
+FAMILY = 8
+"""Figures of other sizes or grids kept with an explorer's Figure (a learner
+who goes back to a p redraws into its Figure, already laid out)."""
+_FAMILY = "_actmem_family"
+"""Attribute of Figures built from one another: one shared ``{key: Figure}``."""
 BLIT = "_actmem_blit"
 """Attribute of a Figure whose redraws change only some artists: ``(key,
 artists)`` set by :func:`changing_only`; :func:`png` keeps an image of the
-rest (the background) while ``key`` stays the same."""
+rest (the background) for each key."""
+KEPT_BACKGROUNDS = 8
+"""Background images (one per key of :func:`changing_only`) a Figure keeps."""
 _BACKGROUND = "_actmem_background"
-"""Attribute of a Figure built here: ``(key, axes)``, its size and grid and
-the axes ``Figure.subplots`` returned, to tell whether a redraw can reuse it."""
+"""Attribute of a Figure: ``{(key, size): image}``, the images of what
+does not change, newest last, at most :data:`KEPT_BACKGROUNDS`."""
 
 
 def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int = 1,
-                **grid) -> tuple[Figure, object]:
+                margins: tuple | None = None, **grid) -> tuple[Figure, object]:
     """The Figure and axes to draw into, as ``Figure.subplots`` returns them.
 
     ``fig`` is reused, its axes emptied by :func:`empty`, when it was built
-    here with the same ``figsize``, ``nrows``, ``ncols`` and ``grid``
-    (keywords of ``Figure.subplots``); otherwise a new Figure with
-    constrained layout is built.
+    here with the same ``figsize``, ``nrows``, ``ncols``, ``margins`` and
+    ``grid`` (keywords of ``Figure.subplots``); else the Figure built for
+    them with ``fig`` before (its family, :data:`FAMILY`), else a new one:
+    with constrained layout, or with ``margins`` = (left, right, top,
+    bottom, space between rows) in inches, placed at once (cheaper; what
+    would not fit is laid out by :func:`png`).
     """
-    key = (tuple(figsize), nrows, ncols, tuple(sorted((k, str(v)) for k, v in grid.items())))
+    key = (tuple(figsize), nrows, ncols, margins,
+           tuple(sorted((k, str(v)) for k, v in grid.items())))
+    family = getattr(fig, _FAMILY, {}) if fig is not None else {}
     if fig is not None and getattr(fig, LAYOUT, (None,))[0] == key:
+        family[key] = fig
+    fig = family.pop(key, None)
+    if fig is not None:
         for ax in fig.axes:
             empty(ax)
+        family[key] = fig  # newest last
         return fig, getattr(fig, LAYOUT)[1]
-    fig = Figure(figsize=figsize, layout="constrained")
-    axes = fig.subplots(nrows, ncols, **grid)
+    if margins is None:
+        fig = Figure(figsize=figsize, layout="constrained")
+        axes = fig.subplots(nrows, ncols, **grid)
+    else:
+        fig = Figure(figsize=figsize)
+        (left, right, top, bottom, space), (width, height) = margins, figsize
+        axes = fig.subplots(nrows, ncols, gridspec_kw=dict(
+            left=left / width, right=1 - right / width, top=1 - top / height,
+            bottom=bottom / height, hspace=space * nrows / (height - top - bottom)), **grid)
     setattr(fig, LAYOUT, (key, axes))
+    family[key] = fig
+    while len(family) > FAMILY:
+        del family[next(iter(family))]
+    setattr(fig, _FAMILY, family)
     return fig, axes
 
 
@@ -90,10 +124,10 @@ def png(fig: Figure) -> bytes:
         FigureCanvasAgg(fig)
     fig.set_dpi(72)
     key, artists = getattr(fig, BLIT, (None, []))
-    kept = getattr(fig, _BACKGROUND, None)
-    size = tuple(fig.bbox.size)
-    if artists and kept is not None and kept[0] == (key, size):
-        fig.canvas.restore_region(kept[1])
+    kept = getattr(fig, _BACKGROUND, {})
+    background = kept.pop((key, tuple(fig.bbox.size)), None) if artists else None
+    if background is not None:
+        fig.canvas.restore_region(background)
     else:
         for artist in artists:  # the background: all but them (Axes.draw skips animated)
             artist.set_animated(True)
@@ -102,12 +136,17 @@ def png(fig: Figure) -> bytes:
             if _spills(fig):
                 fig.set_layout_engine("constrained")
                 fig.canvas.draw()
+                kept = {}  # laid out anew: the kept images no longer fit
         finally:
             for artist in artists:
                 artist.set_animated(False)
         fig.set_layout_engine("none")
-        setattr(fig, _BACKGROUND, ((key, tuple(fig.bbox.size)),
-                                   fig.canvas.copy_from_bbox(fig.bbox)) if artists else None)
+        background = fig.canvas.copy_from_bbox(fig.bbox) if artists else None
+    if background is not None:
+        kept[(key, tuple(fig.bbox.size))] = background  # newest last
+        while len(kept) > KEPT_BACKGROUNDS:
+            del kept[next(iter(kept))]
+    setattr(fig, _BACKGROUND, kept)
     renderer = fig.canvas.get_renderer()
     for artist in sorted(artists, key=lambda a: a.get_zorder()):  # as Axes.draw does
         if artist.get_visible():

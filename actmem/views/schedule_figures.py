@@ -8,19 +8,28 @@ input-gradient (I) and weight-gradient (W) boxes labelled by micro-batch) above
 the number of forward passes each stage holds over time (a pass counted
 until its B or W), which is what its activation memory follows (Korthikanti
 et al. 2022, sec. 4.2.3). Colours are Okabe-Ito (colour-blind safe); chunk 1
-and later of a multi-chunk schedule are hatched. Nothing here computes a number the schedule does
+and later of a multi-chunk schedule are hatched, with the hatching left out
+behind the box numbers. Nothing here computes a number the schedule does
 not already hold.
+
+Drawn for speed in an explorer (issue 19): all boxes are two
+``PolyCollection`` s (plain and hatched), and all box numbers one
+``PathCollection`` of glyph outlines (``TextPath``), which Agg fills in C++
+instead of laying out one ``Text`` per box; what stays while m changes
+(legends, stage names, axis labels) is kept by :func:`actmem.views.redraw.png`.
 """
 
 from __future__ import annotations
 
 import functools
 
-from matplotlib.collections import PathCollection
+from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.markers import MarkerStyle
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.transforms import IdentityTransform
+from matplotlib.path import Path
+from matplotlib.textpath import TextPath
+from matplotlib.transforms import Affine2D, IdentityTransform
 
 from ..language import tr
 from .figures import OKABE_ITO
@@ -36,51 +45,122 @@ PASS_COLOURS = {FORWARD: OKABE_ITO["sky"], BACKWARD: OKABE_ITO["orange"],
                 INPUT_GRAD: OKABE_ITO["yellow"], WEIGHT_GRAD: OKABE_ITO["green"]}
 """Forward, backward, input-gradient and weight-gradient boxes."""
 STAGE_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["green"],
-                 OKABE_ITO["purple"], OKABE_ITO["yellow"], OKABE_ITO["grey"],
-                 OKABE_ITO["sky"], OKABE_ITO["orange"])
-"""Lines of the in-flight plot, stage 0 first (repeated after 8 stages)."""
-LABEL_LIMIT = 256
-"""Operations (all stages) up to which boxes carry their micro-batch number."""
+                 OKABE_ITO["purple"], OKABE_ITO["orange"], "#000000",
+                 OKABE_ITO["sky"], OKABE_ITO["grey"])
+"""Lines of the in-flight plot, stage 0 first: Okabe-Ito's seven colours and
+black (repeated after 8 stages, then with another line style)."""
+STAGE_STYLES = ("-", "--", ":", "-.")
+"""Line styles of the in-flight plot: with :data:`STAGE_COLOURS`, no two of
+16 stages share colour and style, and neighbours never share a style."""
+DIGIT_PT = (5.0, 9.0)
+"""Smallest and largest font size (points) of the box numbers: boxes too
+small for the smallest get none, and the title says so."""
+MARGINS = (0.85, 2.35, 0.5, 0.6, 0.12)
+"""Left (stage names), right (legends), top (title) and bottom (time axis)
+margins and the space between the panels, inches: placed at once, without
+constrained layout (:func:`actmem.views.redraw.figure_axes`). Over 8
+stages the stages' legend takes two columns: 0.75 inch more on the right."""
+
+
+def _margins(p: int) -> tuple:
+    return (MARGINS[0], MARGINS[1] + (0.75 if p > 8 else 0), *MARGINS[2:])
+
+
+def _chart_points(p: int) -> float:
+    """The chart's width (points), which sets how large box numbers can be."""
+    left, right, *_ = _margins(p)
+    return (10 - left - right) * 72
+
 TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B",
           "interleaved-zb": "interleaved zero bubble", "zbv": "zero bubble V",
           "dualpipev": "DualPipe V", "looped-bfs": "looped breadth-first"}
 
 
-@functools.lru_cache(maxsize=None)
-def _number(text: str) -> tuple:
-    """A micro-batch number as a marker (what ``scatter(marker="$7$")``
-    draws): its path and its area in points^2, digits about 6 pt high (a
-    marker spans its larger side). Built once per number."""
-    marker = MarkerStyle(f"${text}$")
-    return marker.get_path().transformed(marker.get_transform()), \
-        (6 * max(1.0, 0.6 * len(text))) ** 2
+def stage_style(i: int) -> dict:
+    """Colour and line style of stage ``i``'s line in the in-flight plot."""
+    return dict(color=STAGE_COLOURS[i % len(STAGE_COLOURS)],
+                linestyle=STAGE_STYLES[(i + i // len(STAGE_COLOURS)) % len(STAGE_STYLES)])
 
 
-def _chart(ax, schedule: PipelineSchedule) -> None:
-    """Gantt chart: one row per stage, stage 0 on top; one ``broken_barh``
-    per stage, pass and chunk kind, so large schedules draw quickly."""
-    labelled = schedule.p * len(schedule.ops[0]) <= LABEL_LIMIT
-    labels: dict[int, list] = {}  # micro-batch -> box centres
-    for i, stage in enumerate(schedule.timeline):
-        groups: dict[tuple[str, bool], list] = {}
+@functools.lru_cache(maxsize=4096)
+def _glyphs(text: str, size: float) -> Path:
+    """``text`` as a glyph outline ``size`` points high, centred on (0, 0)
+    (points; built once per text and size)."""
+    path = TextPath((0, 0), text, size=size)
+    box = path.get_extents()
+    return path.transformed(Affine2D().translate(-(box.x0 + box.x1) / 2,
+                                                          -(box.y0 + box.y1) / 2))
+
+
+def digit_size(schedule: PipelineSchedule, timeline=None) -> float | None:
+    """Font size (points) of the box numbers, from the narrowest box: the
+    widest number fits in 85 % of its width and 70 % of its row; None when
+    that is below :data:`DIGIT_PT`'s smallest size. ``timeline``:
+    ``schedule.timeline`` if already at hand (it is built on each access)."""
+    p = schedule.p
+    width = min(t.end - t.start for stage in timeline or schedule.timeline for t in stage)
+    box_w = float(width / schedule.makespan()) * _chart_points(p)
+    panels = _figure_height(p) - sum(_margins(p)[2:])
+    box_h = 0.8 * 72 * panels * max(p, 2) / (max(p, 2) + 2) / p
+    digits = len(str(schedule.m - 1))
+    size = min(DIGIT_PT[1], 0.7 * box_h / 0.73, 0.85 * box_w / (0.62 * digits))
+    return round(size * 2) / 2 if size >= DIGIT_PT[0] else None  # half points: few sizes
+
+
+@functools.lru_cache(maxsize=256)
+def _band(width: float, height: float) -> Path:
+    """A rectangle ``width`` x ``height`` points, centred on (0, 0)."""
+    return Path.unit_rectangle().transformed(
+        Affine2D().translate(-0.5, -0.5).scale(width, height))
+
+
+def _figure_height(p: int) -> float:
+    return 2.2 + 0.35 * p
+
+
+def _labels(ax, centres, fills, size: float, scale: float) -> None:
+    """Box numbers ``(x, y, text, hatched, width)`` at ``size`` points and,
+    in each hatched box, behind its number a band of the box's own colour
+    across the box (``scale``: points per time unit), so no hatching runs
+    through the digits. One collection each."""
+    def collection(paths, offsets, colours, zorder):
+        shapes = PathCollection(paths, [1.0], offsets=offsets, offset_transform=ax.transData,
+                                facecolors=colours, edgecolors="none", linewidths=0,
+                                zorder=zorder)
+        shapes.set_transform(IdentityTransform())  # paths in points, as scatter's markers
+        ax.add_collection(shapes, autolim=False)
+    collection([_glyphs(text, size) for _, _, text, _, _ in centres],
+               [(x, y) for x, y, *_ in centres], "black", 3)
+    behind = [((x, y), round(width * scale - 1.5, 1), fill)
+              for (x, y, _, hatched, width), fill in zip(centres, fills) if hatched]
+    if behind:
+        collection([_band(width, 0.73 * size + 3) for _, width, _ in behind],
+                   [xy for xy, _, _ in behind], [fill for *_, fill in behind], 2.5)
+
+
+def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
+    """Gantt chart: one row per stage, stage 0 on top; the boxes in two
+    collections (plain, hatched). Returns the note on box numbers for the
+    title."""
+    boxes = {False: ([], []), True: ([], [])}  # hatched? -> (corners, fills)
+    centres, fills = [], []
+    for i, stage in enumerate(timeline):
         for timed in stage:
-            width = float(timed.end - timed.start)
-            groups.setdefault((timed.op.kind, timed.op.chunk > 0), []).append(
-                (float(timed.start), width))
-            labels.setdefault(timed.op.microbatch, []).append(
-                (float(timed.start) + width / 2, i))
-        for (kind, later_chunk), spans in groups.items():
-            ax.broken_barh(spans, (i - 0.4, 0.8), facecolors=PASS_COLOURS[kind],
-                           edgecolor="black", linewidth=0.4,
-                           hatch="//" if later_chunk else None)
-    if labelled:  # one marker per micro-batch number: far faster than a text per box
-        for microbatch, centres in labels.items():
-            path, area = _number(str(microbatch))
-            numbers = PathCollection([path], [area], offsets=centres, linewidths=0, zorder=3,
-                                     offset_transform=ax.transData, facecolors="black",
-                                     edgecolors="face")
-            numbers.set_transform(IdentityTransform())  # as scatter: the path is in points
-            ax.add_collection(numbers, autolim=False)  # the limits are set below
+            x0, x1 = float(timed.start), float(timed.end)
+            hatched = timed.op.chunk > 0
+            fill = PASS_COLOURS[timed.op.kind]
+            boxes[hatched][0].append([(x0, i - 0.4), (x1, i - 0.4), (x1, i + 0.4), (x0, i + 0.4)])
+            boxes[hatched][1].append(fill)
+            centres.append(((x0 + x1) / 2, i, str(timed.op.microbatch), hatched, x1 - x0))
+            fills.append(fill)
+    for hatched, (corners, colours) in boxes.items():
+        if corners:
+            ax.add_collection(PolyCollection(corners, facecolors=colours, edgecolors="black",
+                                             linewidths=0.4, hatch="//" if hatched else None),
+                              autolim=False)
+    size = digit_size(schedule, timeline)
+    if size is not None:
+        _labels(ax, centres, fills, size, _chart_points(schedule.p) / float(schedule.makespan()))
     ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))
@@ -93,34 +173,42 @@ def _chart(ax, schedule: PipelineSchedule) -> None:
     if schedule.v > 1:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
                              label=tr("model chunk >= 1")))
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    title = tr(TITLES[schedule.schedule])
-    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
-    ax.set_title(tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
-                    "bubble {bubble:.1%} of the ideal time; box numbers: micro-batch").format(
-                        title=title, p=schedule.p, m=schedule.m, chunks=chunks,
-                        bubble=float(schedule.bubble_fraction())), fontsize=9)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return tr("box numbers: micro-batch") if size is not None else \
+        tr("boxes too narrow for micro-batch numbers")
 
 
-def _in_flight(ax, schedule: PipelineSchedule) -> None:
-    """Forward passes held by each stage after each of its operations."""
-    for i, stage in enumerate(schedule.timeline):
+def _in_flight(ax, schedule: PipelineSchedule, timeline) -> None:
+    """Forward passes held by each stage after each of its operations, one
+    colour and line style per stage (:func:`stage_style`)."""
+    for i, stage in enumerate(timeline):
         times = [0.0] + [float(t.end) for t in stage]
         counts = [0] + schedule.in_flight(i)
-        ax.step(times, counts, where="post", color=STAGE_COLOURS[i % len(STAGE_COLOURS)],
-                linewidth=1.5,
-                label=tr("stage {i}: peak {peak}").format(i=i, peak=schedule.peak_in_flight(i)))
+        ax.step(times, counts, where="post", linewidth=1.5,
+                label=tr("stage {i}: peak {peak}").format(i=i, peak=max(counts)),
+                **stage_style(i))
     ax.set_xlim(0, float(schedule.makespan()))
     ax.set_ylim(0, None)
-    ax.set_ylabel(tr("chunk passes held") if schedule.v > 1 else tr("micro-batches held"),
-                  fontsize=8)
-    ax.set_xlabel(tr("time (units: one forward pass of one micro-batch through one stage)"))
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+    # axis labels as texts beside the axes, so that a redraw of the ticks
+    # (an Axis draws its label too) does not draw them again
+    ax.annotate(tr("chunk passes held") if schedule.v > 1 else tr("micro-batches held"),
+                (0, 0.5), xycoords="axes fraction", xytext=(-24, 0), textcoords="offset points",
+                rotation=90, ha="right", va="center", fontsize=8)
+    ax.annotate(tr("time (units: one forward pass of one micro-batch through one stage)"),
+                (0.5, 0), xycoords="axes fraction", xytext=(0, -20), textcoords="offset points",
+                ha="center", va="top")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_label_coords(0.5, 0.5)  # no label: never placed beside the tick labels
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0),
               ncol=1 + (schedule.p - 1) // 8)
 
 
 def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Figure:
     """The schedule chart above the in-flight count per stage over time.
+
+    Box numbers (micro-batches) are drawn 5 to 9 pt high, as the narrowest
+    box allows (:func:`digit_size`); when it allows less, none are drawn and
+    the title says so.
 
     Args:
         schedule: from :func:`actmem.simulate_schedule`.
@@ -136,35 +224,45 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
     if not isinstance(schedule, PipelineSchedule):
         raise TypeError("schedule must be a PipelineSchedule from "
                         f"actmem.simulate_schedule, got {type(schedule).__name__}")
-    fig, (chart, held) = figure_axes(fig, (10, 2.2 + 0.35 * schedule.p), 2, 1, sharex=True,
-                                     height_ratios=[max(schedule.p, 2), 2])
-    _chart(chart, schedule)
-    _in_flight(held, schedule)
-    # what changes with the schedule, m and the order while p, v and the
-    # kinds of pass stay; the rest (the chart's legend and stage names, the
-    # axis labels) is kept by png
-    changing_only(fig, (tuple(text.get_text() for text in chart.get_legend().get_texts()),
-                        held.get_ylabel(), held.get_xlabel()),
-                  [*chart.collections, *held.lines, chart.title, chart.xaxis, held.xaxis,
-                   held.yaxis, held.get_legend(), *chart.spines.values(),
-                   *held.spines.values()])
+    fig, (chart, held) = figure_axes(fig, (10, _figure_height(schedule.p)), 2, 1, _margins(schedule.p),
+                                     sharex=True, height_ratios=[max(schedule.p, 2), 2])
+    timeline = schedule.timeline
+    note = _chart(chart, schedule, timeline)
+    _in_flight(held, schedule, timeline)
+    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
+    chart.set_title(tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
+                       "bubble {bubble:.1%} of the ideal time; {note}").format(
+                           title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m,
+                           chunks=chunks, bubble=float(schedule.bubble_fraction()), note=note),
+                    fontsize=9)
+    # what changes with the schedule, m and the order while the kinds of
+    # pass, v > 1 and the peaks stay; the rest (legends, stage names, axis
+    # labels) is kept by png, one image per key
+    chart.tick_params(axis="x", bottom=False)  # time is read on the lower panel
+    changing_only(fig, tuple(tuple(text.get_text() for text in texts) for texts in (
+                      chart.get_legend().get_texts(), held.get_legend().get_texts(), held.texts)),
+                  [*chart.collections, *held.lines, chart.title,
+                   held.xaxis, held.yaxis, *chart.spines.values(), *held.spines.values()])
     return fig
 
 
 def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:
     """The first stage's activations against p (bars, MiB): 1F1B and
-    interleaved 1F1B (v=2) from the simulation, with ``L*M`` (one GPU, all
-    layers) and the naive ``L*M/p`` as lines. Under 1F1B with ``m >= p``
-    every bar is ``L*M``: p cancels (sec. 4.2.3). p runs over the
-    divisors of ``L`` up to ``m``; interleaved bars only where Megatron-LM
-    accepts them (``p`` divides ``m``, ``2p`` divides ``L``).
+    interleaved 1F1B (v=2, hatched) from the simulation, with ``L*M`` (one
+    GPU, all layers) and the naive ``L*M/p`` as lines. Under 1F1B with
+    ``m >= p`` every bar is ``L*M``: p cancels (sec. 4.2.3); each
+    interleaved bar is labelled with its excess over ``L*M`` (the factor
+    ``1 + (p-1)/(p*v)`` once ``m >= 2p``). p runs over the divisors of
+    ``L`` up to ``m``; interleaved bars only where Megatron-LM accepts them
+    with its default group size (``p`` divides ``m``, ``2p`` divides ``L``).
+    Bar labels are 9 pt.
 
     Raises:
         TypeError, ValueError: ``L`` or ``m`` not a positive int.
     """
     ps = [p for p in common_divisors(L) if p <= m]
     whole = model_activation_memory(per_layer, L)
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    fig = Figure(figsize=(8, 4.8), layout="constrained")
     ax = fig.subplots()
     x = range(len(ps))
     one = [simulate_schedule("1f1b", p, m).stage_activation_memory(0, per_layer, L) for p in ps]
@@ -174,18 +272,24 @@ def first_stage_figure(per_layer: ActivationMemory, L: int, m: int) -> Figure:
         0, per_layer, L)) for i, p in zip(x, ps) if p > 1 and m % p == 0 and L % (2 * p) == 0]
     ax.bar([i + 0.2 for i, _ in inter], [to_mib(n) for _, n in inter], width=0.4,
            color=PASS_COLOURS[BACKWARD], edgecolor="black", hatch="//",
-           label=tr("interleaved 1F1B, v=2, m={m}").format(m=m))
-    for i, n in [*zip([i - 0.2 for i in x], one), *((i + 0.2, n) for i, n in inter)]:
-        ax.text(i, to_mib(n), format_value(n), ha="center", va="bottom", fontsize=7)
+           label=tr("interleaved 1F1B, v=2, m={m}: % over L*M on each bar").format(m=m))
+    labels = [(i - 0.2, format_value(n), n) for i, n in zip(x, one)] + [
+        (i + 0.2, f"{format_value(n)}\n+{n / whole - 1:.1%}", n) for i, n in inter]
+    for i, label, n in labels:
+        ax.text(i, to_mib(n), label, ha="center", va="bottom", fontsize=9,
+                bbox=dict(facecolor="white", edgecolor="none", pad=1))
     ax.axhline(to_mib(whole), color="black", linewidth=1,
                label=tr("L*M = {size}: all L layers, one micro-batch").format(
                    size=format_bytes(whole)))
     ax.plot(list(x), [to_mib(whole) / p for p in ps], color=OKABE_ITO["vermillion"],
             linestyle="--", marker="o", label=tr("L*M/p: naive, not the peak"))
+    ax.set_ylim(0, 1.25 * max(to_mib(n) for n in [*one, *(n for _, n in inter)]))
     ax.set_xticks(list(x), [str(p) for p in ps])
+    ax.tick_params(labelsize=9)
     ax.set_xlabel(tr("pipeline-parallel size p (stages)"))
     ax.set_ylabel(tr("first stage's activations (MiB)"))
-    ax.set_title(tr("p cancels: the first stage holds L*M whatever p (L={L}, M={size})")
-                 .format(L=L, size=format_bytes(per_layer.total)))
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    ax.set_title(tr("Under 1F1B p cancels: the first stage holds L*M whatever p (L={L}, "
+                    "M={size});\ninterleaving (hatched) holds more, except at m = p")
+                 .format(L=L, size=format_bytes(per_layer.total)), fontsize=10)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     return fig
