@@ -294,6 +294,9 @@ ZH = {
     "off": "关",
     "offloaded layers": "卸载到主机的层数",
     "host memory (offload)": "主机内存（卸载）",
+    "GPUs: t·p·cp·d = {t}·{p}·{cp}·{d} = {n}": "GPU 数：t·p·cp·d = {t}·{p}·{cp}·{d} = {n}",
+    "; the experts share them: ep·etp = {ep}·{etp}, expert data-parallel {edp}":
+        "；专家层共用这些 GPU：ep·etp = {ep}·{etp}，专家数据并行度 {edp}",
     # Megatron-LM's --recompute-modules names, in the recompute menu's Chinese labels
     "core_attn": "核心注意力", "layernorm": "LayerNorm", "mlp": "MLP", "moe_act": "专家激活",
     "moe": "专家层", "shared_experts": "共享专家", "mla_up_proj": "潜在注意力上投影",

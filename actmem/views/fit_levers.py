@@ -29,13 +29,26 @@ planner's other controls, so that no entry makes
 * offloaded layers (``--cpu-offloading-num-layers``): 0 to L-1 where
   :func:`actmem.run.offload.check_offload` accepts the run (p = 1, no
   recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.offload.cpu_offload`).
+
+The job's own sizes (issue 20): the sequence length s (``--seq-length``),
+the micro-batch size b (``--micro-batch-size``) and the reserve, bytes the
+learner sets aside for what PyTorch's allocator does not see (the CUDA
+context, NCCL's buffers), :func:`actmem.training_memory`'s ``reserve``.
+s comes before t and cp in the planner: the t and cp menus are computed
+from it (t divides s under sequence parallelism; 2*cp divides s), so every
+s offered runs with the t and cp then offered.
+
+Every menu here is a pure function of hashable arguments; the planner
+calls them on each change, so each keeps its results
+(:func:`functools.lru_cache`, keyed by the label language too where the
+labels are translated) and returns a fresh list.
 """
 
 from __future__ import annotations
 
 import functools
 
-from ..language import tr
+from ..language import get_language, tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.recompute_modules import MODULES, check_for_model
@@ -45,6 +58,87 @@ from ..validate import divisors
 
 CP_MAX = 32
 """Largest context-parallel size the planner offers."""
+S_MIN = 256
+"""Shortest sequence the planner offers."""
+S_MAX = 131072
+"""Longest sequence offered for rotary positions (RoPE has no table that
+bounds s; 131072 is Llama 3.1's context, the longest the course shows)."""
+B_MAX = 16
+"""Largest micro-batch size offered."""
+RESERVE_GIB = (0, 1, 2, 3, 4, 6, 8, 12, 16)
+"""Reserves offered, GiB (2^30 bytes). No default figure: the CUDA
+context's and NCCL's sizes depend on the driver, the GPU and the
+communicators, and no published number fixes them."""
+
+
+def menu_cache(function):
+    """``function`` (a menu of hashable arguments: a list, or a tuple of
+    lists for menus that go together) with its results kept, one entry per
+    arguments and label language; each call returns a fresh copy."""
+    @functools.lru_cache(maxsize=1024)
+    def kept(language, args, kwargs):
+        result = function(*args, **dict(kwargs))
+        return (tuple(map(tuple, result)), True) if isinstance(result, tuple) \
+            else (tuple(result), False)
+
+    @functools.wraps(function)
+    def menu(*args, **kwargs):
+        key = args, tuple(sorted(kwargs.items()))
+        try:
+            hash(key)
+        except TypeError:  # a list given for a tuple: computed, not kept
+            return function(*args, **kwargs)
+        result, pair = kept(get_language(), *key)
+        return tuple(map(list, result)) if pair else list(result)
+    menu.cache_clear = kept.cache_clear
+    return menu
+
+
+def sequence_choices(model) -> list[int]:
+    """The s values offered for ``model``: powers of two from :data:`S_MIN`
+    up to its position limit, the rows of its learned position table
+    (``max_positions``, default its s: GPT-2 has 1024) or :data:`S_MAX`
+    for rotary positions, and the preset's own s.
+
+    >>> from actmem import PRESETS
+    >>> sequence_choices(PRESETS["gpt2-large"]), sequence_choices(PRESETS["llama3-8b"])[-1]
+    ([256, 512, 1024], 131072)
+    """
+    top = (model.max_positions or model.s) if model.positions == "learned" else S_MAX
+    powers = [S_MIN << k for k in range(top.bit_length()) if S_MIN << k <= top]
+    return sorted({*powers, model.s})
+
+
+def job_model(model, s: int, b: int):
+    """``model`` at sequence length ``s`` and micro-batch size ``b``; a
+    learned position table keeps its rows (Megatron-LM's
+    ``--max-position-embeddings``), so the parameters do not change with s."""
+    if (s, b) == (model.s, model.b):
+        return model
+    rows = model.max_positions or model.s if model.positions == "learned" else None
+    return model.with_(s=s, b=b, max_positions=rows)
+
+
+def gpus_text(t: int, p: int, d: int, cp: int = 1, ep: int | None = None,
+              etp: int | None = None, tr=tr) -> str:
+    """How many GPUs the job uses, t*p*cp*d (Megatron-LM's
+    ``initialize_model_parallel`` in ``megatron/core/parallel_state.py``:
+    ``data_parallel_size = world_size // (tp * pp * cp)``), and with ``ep``
+    (an MoE model) how the experts share those GPUs: their groups of
+    ep*etp ranks take no GPUs of their own; the rest of the world is the
+    expert data-parallel size, world / (etp * ep * p) (the same function).
+
+    >>> gpus_text(2, 2, 2), gpus_text(2, 1, 4, 1, 4, 1)
+    ('GPUs: t·p·cp·d = 2·2·1·2 = 8', 'GPUs: t·p·cp·d = 2·1·1·4 = 8; the experts \
+share them: ep·etp = 4·1, expert data-parallel 2')
+    """
+    world = t * p * cp * d
+    line = tr("GPUs: t·p·cp·d = {t}·{p}·{cp}·{d} = {n}").format(t=t, p=p, cp=cp, d=d, n=world)
+    if ep is None:
+        return line
+    etp = t if etp is None else etp
+    return line + tr("; the experts share them: ep·etp = {ep}·{etp}, expert data-parallel "
+                     "{edp}").format(ep=ep, etp=etp, edp=world // (etp * ep * p))
 
 
 def _runs(check, *args, **kwargs) -> bool:
@@ -56,6 +150,7 @@ def _runs(check, *args, **kwargs) -> bool:
     return True
 
 
+@menu_cache
 def cp_choices(model, t: int, sequence_parallel: bool) -> list[int]:
     """The cp values offered for ``model`` (a :class:`actmem.ModelConfig`
     as trained: its FlashAttention choice applies) at tensor-parallel size
@@ -100,6 +195,7 @@ def comm_keys(model, t: int, sequence_parallel: bool, cp: int) -> list[str]:
             if _runs(rank_model, model, t, sequence_parallel, "none", cp, **comm_arguments(k))]
 
 
+@menu_cache
 def comm_options(model, t: int, sequence_parallel: bool, cp: int) -> list[tuple[str, str]]:
     """The comm-type menu: ``(label, key)`` pairs of :func:`comm_keys`
     (``'a2a 2 x p2p 4'`` for ``'a2a+p2p:2x4'``)."""
@@ -134,6 +230,7 @@ def module_sets(model, t: int, sequence_parallel: bool) -> list[tuple[str, ...]]
         recompute="selective", recompute_modules=list(s))]
 
 
+@menu_cache
 def module_options(model, t: int, sequence_parallel: bool) -> list[tuple[str, tuple]]:
     """Recompute-menu entries of :func:`module_sets`: ``(label, ("selective",
     1, names))``, labelled ``'selective: core_attn + mlp'`` (Megatron-LM's
@@ -160,12 +257,14 @@ def fp8_choices(model, t: int, sequence_parallel: bool, recompute: str,
                     if _runs(model.layer, t, sequence_parallel, recompute, fp8=f, **options))]
 
 
+@menu_cache
 def fp8_options(*args, **kwargs) -> list[tuple[str, str]]:
     """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`, off
     as ``"off"`` (an ipywidgets menu shows the value None as no selection)."""
     return [(tr("off"), "off") if f is None else (f, f) for f in fp8_choices(*args, **kwargs)]
 
 
+@menu_cache
 def offload_choices(model, p: int, recompute: str, schedule: str) -> list[int]:
     """The ``cpu_offloading_num_layers`` offered: 0 (off), and 1 to L-1
     where offloading runs.

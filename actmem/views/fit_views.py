@@ -16,6 +16,21 @@ and its comm type), FP8 and the modules recomputed under selective
 recomputation, offer only what each feature's checks accept
 (:mod:`actmem.views.fit_levers`). Like the other view modules it imports
 ipywidgets and matplotlib; ``import actmem`` does not import it.
+
+The job's sequence length s and micro-batch size b are menus too (s a
+power of two up to the model's position limit,
+:func:`actmem.views.fit_levers.sequence_choices`; b 1 to 16), and so is
+the reserve, GiB set aside for what PyTorch's allocator does not see. The
+planner asks for t, p, cp and d and shows the GPUs they make, t*p*cp*d,
+rather than taking a GPU count and offering the d that fill it: a learner
+who fixes t, p and cp and doubles d sees the count double and the
+per-GPU optimizer states fall, which a fixed count would hide.
+
+Each change recomputes only what changed: the menus and the models are
+kept by their arguments (:func:`actmem.views.fit_levers.menu_cache`), and
+:func:`actmem.training_memory`'s results by its arguments
+(:func:`planner_memory`), so a learner who goes back to a setting costs a
+look-up; no number changes.
 """
 
 from __future__ import annotations
@@ -28,8 +43,9 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import event_label, timeline_figure
-from .fit_levers import (comm_arguments, comm_options, cp_choices, fp8_options, module_options,
-                         offload_choices)
+from .fit_levers import (B_MAX, RESERVE_GIB, comm_arguments, comm_options, cp_choices,
+                         fp8_options, gpus_text, job_model, menu_cache, module_options,
+                         offload_choices, sequence_choices)
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -104,6 +120,7 @@ def split_arguments(key: str) -> dict:
     return {options: int(n)} if n else dict(options)
 
 
+@functools.lru_cache(maxsize=1024)
 def _split(L: int, p: int, v: int, key: str):
     try:
         return split_layers(L, p, v, **split_arguments(key))
@@ -120,8 +137,8 @@ def split_keys(L: int, p: int, v: int = 1) -> tuple[str, ...]:
     even split's counts again.
 
     >>> split_keys(32, 3)
-    ('first:2', 'first:4', 'first:6', 'first:8', 'first:10', 'last:2', 'last:4', \
-'last:6', 'last:8', 'last:10')
+    ('embedding', 'loss', 'first:2', 'first:4', 'first:6', 'first:8', 'first:10', 'last:2', \
+'last:4', 'last:6', 'last:8', 'last:10')
     """
     even = _split(L, p, v, "even")
     ends = [f"{end}:{n}" for end in ("first", "last") for n in range(1, -(-L // p) + 1)
@@ -156,20 +173,23 @@ def split_label(key: str, L: int, p: int, v: int = 1, tr=tr) -> str:
                                            layers=tr(", ").join(runs))
 
 
+@menu_cache
 def split_options(L: int, p: int, v: int = 1, tr=tr) -> list[tuple[str, str]]:
     """The split menu: ``(label, key)`` pairs of :func:`split_keys`."""
     return [(split_label(k, L, p, v, tr), k) for k in split_keys(L, p, v)]
 
 
+@menu_cache
 def pipeline_choices(L: int) -> list[int]:
     """p values up to 64 (and at most L) with some split offered.
 
-    >>> pipeline_choices(8)
-    [1, 2, 3, 4, 5, 6, 7, 8]
+    >>> pipeline_choices(8)  # 6: no first or last stage of n <= 2 leaves 5 equal stages
+    [1, 2, 3, 4, 5, 7, 8]
     """
     return [p for p in range(1, min(L, P_MAX) + 1) if split_keys(L, p)]
 
 
+@menu_cache
 def tensor_choices(model, sequence_parallel: bool) -> list[int]:
     """t values that divide a, h, kv_heads and f (and s with sequence
     parallelism); for an MoE model those its MoE layers take too (t > 1
@@ -183,6 +203,7 @@ def tensor_choices(model, sequence_parallel: bool) -> list[int]:
     return [t for t in ts if (t == 1 or sequence_parallel) and shared % t == 0]
 
 
+@menu_cache
 def expert_choices(model, t: int, d: int, ep: int | None = None,
                    cp: int = 1) -> tuple[list[int], list[int]]:
     """(ep values, etp values) the planner offers: ep divides the experts E,
@@ -199,6 +220,7 @@ def expert_choices(model, t: int, d: int, ep: int | None = None,
     return eps, [x for x in common_divisors(f_e) if ranks % (ep * x) == 0]
 
 
+@menu_cache
 def recompute_options(layers: int, model=None, t: int = 1, sequence_parallel: bool = False
                       ) -> list[tuple[str, tuple]]:
     """(label, (recompute, k)) pairs, labelled in the current language:
@@ -214,6 +236,7 @@ def recompute_options(layers: int, model=None, t: int = 1, sequence_parallel: bo
                             for k in common_divisors(layers)]
 
 
+@menu_cache
 def interleaving_chunks(L: int, p: int) -> list[int]:
     """The v of :func:`actmem.schedule_views.chunk_choices` for which the
     planner offers some m (at most 32, a multiple of p): none for p > 32,
@@ -225,8 +248,9 @@ def run_arguments(values: dict) -> dict:
     """The planner's control values as :func:`actmem.training_memory`
     arguments (model excluded); cp, cp_comm_type (a key of
     :func:`actmem.views.fit_levers.comm_keys`), fp8 (``"off"`` or a format)
-    and offload (``cpu_offloading_num_layers``) default to off, and a
-    recompute value ``("selective", 1, modules)`` gives ``recompute_modules``."""
+    and offload (``cpu_offloading_num_layers``) default to off, the reserve
+    (GiB) to 0, and a recompute value ``("selective", 1, modules)`` gives
+    ``recompute_modules``. s and b are the model's (:func:`planner_model`)."""
     recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
     moe = MODELS[values["model"]].num_experts is not None
@@ -242,7 +266,40 @@ def run_arguments(values: dict) -> dict:
                 sequence_parallel=values["sequence_parallel"], recompute=recompute,
                 recompute_num_layers=k, accounting=accounting, zero_stage=zero_stage,
                 distributed_optimizer=distributed, gpu_memory=values["gpu"],
-                loss=values["loss"], gradient_buffer=values["gradient_buffer"])
+                loss=values["loss"], gradient_buffer=values["gradient_buffer"],
+                reserve=values.get("reserve", 0) * 2**30)
+
+
+def planner_model(values: dict):
+    """The planner's model: the preset ``values["model"]`` with its
+    FlashAttention choice, at ``values["s"]`` and ``values["b"]`` (default
+    the preset's; :func:`actmem.views.fit_levers.job_model`)."""
+    return _trained(values["model"], values["flash_attention"], values.get("s"),
+                    values.get("b"))
+
+
+@functools.lru_cache(maxsize=256)
+def _trained(name: str, flash_attention: bool, s: int | None, b: int | None):
+    preset = MODELS[name]
+    return job_model(preset, preset.s if s is None else s, preset.b if b is None else b
+                     ).with_(flash_attention=flash_attention)
+
+
+def planner_memory(model, **arguments) -> TrainingMemory:
+    """:func:`actmem.training_memory` of ``model`` and ``arguments``
+    (:func:`run_arguments`), kept for the last 64 settings (a pure function:
+    the same arguments give the same result)."""
+    modules = arguments.get("recompute_modules")
+    key = {**arguments, "recompute_modules": None if modules is None else tuple(modules)}
+    return _memory(model, tuple(sorted(key.items())))
+
+
+@functools.lru_cache(maxsize=64)
+def _memory(model, arguments: tuple) -> TrainingMemory:
+    arguments = dict(arguments)
+    if arguments["recompute_modules"] is not None:
+        arguments["recompute_modules"] = list(arguments["recompute_modules"])
+    return training_memory(model, **arguments)
 
 
 def stages_html(result: TrainingMemory, tr=english, layers=None) -> str:
@@ -293,8 +350,15 @@ class FitPlanner(_Explorer):
     p = 1, no recomputation, 1F1B, a dense model): the values of
     :mod:`actmem.views.fit_levers`.
 
+    ``s``, ``b``: sequence length and micro-batch size (None: the
+    preset's; choosing another model takes its s), the values of
+    :func:`actmem.views.fit_levers.sequence_choices` and 1 to 16;
+    ``reserve``: GiB set aside (:data:`actmem.views.fit_levers.RESERVE_GIB`),
+    :func:`actmem.training_memory`'s ``reserve``.
+
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
+    ``gpus`` (the GPUs the job uses, :func:`actmem.views.fit_levers.gpus_text`),
     ``stages`` (HTML, :func:`stages_html`).
     """
 
@@ -303,14 +367,20 @@ class FitPlanner(_Explorer):
                  sequence_parallel=False,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
-                 cp_comm_type="p2p", fp8="off", offload=0):
-        shape = MODELS[choice("model", model, tuple(MODELS))]
+                 cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None, reserve=0):
+        preset = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
-            flash_attention = shape.flash_attention
+            flash_attention = preset.flash_attention
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
+        s, b = preset.s if s is None else s, preset.b if b is None else b
         c = {"model": _dropdown("model", [(MODEL_NAMES[k], k) for k in MODELS], model),
-             "t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
+             "s": _dropdown("s", sequence_choices(preset), s,
+                            "a power of two up to the model's position limit"),
+             "b": _dropdown("b", range(1, B_MAX + 1), b)}
+        shape = planner_model(dict(model=model, flash_attention=preset.flash_attention,
+                                   s=s, b=b))
+        c |= {"t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
                             "t divides a, h, kv_heads and f"),
              "p": _dropdown("p", pipeline_choices(shape.L), p,
                             f"p <= {P_MAX} and p <= L={shape.L}"),
@@ -358,25 +428,28 @@ class FitPlanner(_Explorer):
         # its name is wider than the usual description: give it the room it needs
         c["gradient_buffer"].style.description_width = "initial"
         c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
-        readouts = {"verdict": TEXT, "stages": HTML}
+        c["reserve"] = _reserve_dropdown(reserve)
+        readouts = {"verdict": TEXT, "gpus": TEXT, "stages": HTML}
         rows = [widgets.HBox([c[k] for k in row]) for row in (
-            ("model", "t", "p", "d", "ep", "etp"), ("split",), ("schedule", "v", "m", "recompute"),
-            ("cp", "cp_comm_type", "fp8", "offload"),
+            ("model", "t", "p", "d", "ep", "etp"), ("s", "b", "split"),
+            ("schedule", "v", "m", "recompute"), ("cp", "cp_comm_type", "fp8", "offload"),
             ("flash_attention", "sequence_parallel", "states"),
-            ("loss", "gradient_buffer", "gpu"))]
+            ("loss", "gradient_buffer", "gpu", "reserve"))]
         super().__init__(c, readouts, image=True, layout=rows)
 
     def model(self):
-        """The chosen preset with the FlashAttention choice applied."""
-        return MODELS[self.controls["model"].value].with_(
-            flash_attention=self.controls["flash_attention"].value)
+        """The chosen preset with the FlashAttention choice applied, at the
+        chosen s and b (:func:`planner_model`)."""
+        return planner_model({k: self.controls[k].value
+                              for k in ("model", "flash_attention", "s", "b")})
 
     def restrict(self) -> None:
+        chosen = MODELS[self.controls["model"].value]
         if self.cause == "model":  # the model as it is trained
-            chosen = MODELS[self.controls["model"].value]
             self.controls["flash_attention"].value = chosen.flash_attention
             if chosen.num_experts is not None:  # MoE with t > 1 needs it
                 self.controls["sequence_parallel"].value = True
+            self._set_options("s", sequence_choices(chosen), prefer=chosen.s)
         shape = self.model()
         t = self._set_options("t", tensor_choices(shape,
                                                   self.controls["sequence_parallel"].value))
@@ -412,13 +485,17 @@ class FitPlanner(_Explorer):
     def result(self) -> TrainingMemory:
         """:func:`actmem.training_memory` for the current controls."""
         values = {**self.values(), "states": STATES[self.controls["states"].value]}
-        return training_memory(self.model(), **run_arguments(values))
+        return planner_memory(self.model(), **run_arguments(values))
 
     def refresh(self) -> None:
         result = self.result()
         gpu = self.controls["gpu"].value
         self.say("verdict", lambda tr: verdict(result, tr, gpu))
         shape, c = self.model(), self.controls
+        moe = shape.num_experts is not None
+        self.say("gpus", lambda tr: gpus_text(
+            c["t"].value, c["p"].value, c["d"].value, c["cp"].value,
+            c["ep"].value if moe else None, c["etp"].value if moe else None, tr))
         layers = [sum(chunks) for chunks in _split(shape.L, c["p"].value, c["v"].value,
                                                    c["split"].value)]
         self.say("stages", lambda tr: stages_html(result, tr, layers))
@@ -438,6 +515,20 @@ def _offload_dropdown(choices: list[int], offload) -> "widgets.Dropdown":
                          f"{choices[-1]} (offloading needs p=1, no recomputation, 1f1b and "
                          "a dense model)")
     return widgets.Dropdown(options=choices, value=offload, description=tr("offloaded layers"))
+
+
+def _reserve_dropdown(reserve) -> "widgets.Dropdown":
+    """The reserve menu, GiB (0, which :func:`_dropdown`'s positive-integer
+    check would refuse, is none).
+
+    Raises:
+        ValueError: ``reserve`` is not an offered int (a bool is not).
+    """
+    if type(reserve) is not int or reserve not in RESERVE_GIB:
+        raise ValueError(f"reserve={reserve!r} is not offered; choose one of "
+                         f"{', '.join(map(str, RESERVE_GIB))} (GiB)")
+    return widgets.Dropdown(options=[(f"{n} GiB", n) for n in RESERVE_GIB], value=reserve,
+                            description=tr("reserve"))
 
 
 def _default_split(keys: tuple[str, ...]) -> str:
