@@ -251,6 +251,18 @@ TERMS = (
          "（cpu_offloading_num_layers）", ("cpu_offloading_num_layers",)),
     Term("long context", "sequences of 32K to 128K tokens and more: activations grow with s, "
          "model states do not", "长上下文", "32K 到 128K 乃至更多 token 的序列：激活随 s 增长，模型状态不变"),
+    Term("FSDP2", "PyTorch's fully_shard (ZeRO-3 as it runs): fp32 parameters, gradients and "
+         "Adam states sharded over d; each layer's bf16 parameters all-gathered just before "
+         "its forward and its backward, the next layer's prefetched, gradients "
+         "reduce-scattered (use_torch_fsdp2)", "FSDP2（PyTorch 全分片数据并行）",
+         "PyTorch 的 fully_shard（实际运行中的 ZeRO-3）：fp32 参数、梯度和 Adam 状态分到 d 张卡上；"
+         "每层的 bf16 参数在其前向和反向之前才 all-gather，下一层的预取，梯度 reduce-scatter"
+         "（use_torch_fsdp2）", ("use_torch_fsdp2",)),
+    Term("reshard_after_forward", "FSDP2's choice: free a layer's gathered parameters after "
+         "its forward and gather them again for its backward (True), or keep every layer's "
+         "until its backward (False)", "前向后重新分片（reshard_after_forward）",
+         "FSDP2 的选项：前向之后释放该层聚合的参数、反向前再聚合一次（True），"
+         "或把每层的保留到它的反向（False）", ("reshard_after_forward",)),
 )
 """The field's terms as the notebooks use them."""
 
