@@ -247,6 +247,23 @@ ZH = {
     "backward of {name}: last layer, recomputing": "{name} 的反向：最后一层，正在重计算",
     "backward of {name}: last layer": "{name} 的反向：最后一层",
     "backward of {name}: the last layer's MLP": "{name} 的反向：最后一层的 MLP",
+    "backward of {name}: the last layer's gradients made": "{name} 的反向：最后一层的梯度已全部算出",
+    "backward of {name}: the last layer's reduce-scatter copy-in":
+        "{name} 的反向：最后一层的梯度拷入 reduce-scatter 缓冲区",
+    "backward of {name}: the second-to-last layer's gradients made": "{name} 的反向：倒数第二层的梯度已全部算出",
+    "backward of {name}: the second-to-last layer's reduce-scatter copy-in":
+        "{name} 的反向：倒数第二层的梯度拷入 reduce-scatter 缓冲区",
+    "backward of {name}: the second layer's gradients made": "{name} 的反向：第二层的梯度已全部算出",
+    "backward of {name}: the second layer's reduce-scatter copy-in":
+        "{name} 的反向：第二层的梯度拷入 reduce-scatter 缓冲区",
+    "backward of {name}: the first layer's gradients made": "{name} 的反向：第一层的梯度已全部算出",
+    "backward of {name}: the first layer's reduce-scatter copy-in":
+        "{name} 的反向：第一层的梯度拷入 reduce-scatter 缓冲区",
+    "backward of {name}: the root's gradients made": "{name} 的反向：根模块的梯度已全部算出",
+    "backward of {name}: the root's reduce-scatter copy-in":
+        "{name} 的反向：根模块的梯度拷入 reduce-scatter 缓冲区",
+    "d=8 -> d=64: model states {a} -> {b}; layer activations {c} -> {d} (FSDP2 does not shard "
+    "them)": "d=8 -> d=64：模型状态 {a} -> {b}；层激活 {c} -> {d}（FSDP2 不切分激活）",
     "forward of {name}: the last MoE layer's token dispatch":
         "{name} 的前向：最后一个 MoE 层的 token 分发",
     "backward of {name}: the last layer's MoE combine": "{name} 的反向：最后一层 MoE 的结果合并",

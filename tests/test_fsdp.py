@@ -51,7 +51,7 @@ def test_states_are_fp32_shards_of_the_padded_parameters():
 def test_peak_holds_the_running_and_the_prefetched_layer():
     f = fsdp2(SMALL, 2)
     peak = run().stages[0].timeline.peak
-    assert peak.label == "backward of micro-batch 0: layer 1's gradients made"
+    assert peak.label == "backward of micro-batch 0: the second layer's gradients made"
     # root + layer 1's parameters + layer 0's all-gather output + layer 2's reduce-scatter input
     assert peak.by_category["transient"] == (2 * f.root + 2 * 2 * f.layer + 4 * f.layer)
     # layers 3 and 2's fp32 shards + the output layer's and final norm's bf16 gradients + layer 1's
@@ -105,10 +105,20 @@ def test_measured_on_two_gloo_ranks():
     measured = measure_fsdp(runs=((True, True), (False, True)))
     for (reshard, _), ranks in measured.items():
         peak = run(reshard_after_forward=reshard).stages[0].timeline.peak
-        layers = 1 if reshard else 3            # at layer 1 / layer 2's gradients made
+        layers = 1 if reshard else 3   # the second (1) / second-to-last (2) layer's moment
         for rank in ranks:
             assert abs(rank["peak"] - peak.total) / peak.total < 0.01
             got = rank["categories"]
             assert got["sharded_parameters"] == peak.by_category["weights"]
             assert got["unsharded_parameters"] == 2 * f.root + layers * 2 * f.layer
             assert got.get("all_gather", 0) == 2 * f.layer * reshard   # the prefetched layer 0
+
+
+def test_every_fsdp2_event_has_a_chinese_label():
+    from actmem.translations import ZH
+    import re
+    templates = {re.sub(r"micro-batch \d+", "{name}", e.label)
+                 for layers in (1, 2, 3, 5) for reshard in (True, False)
+                 for e in run(SMALL.with_(L=layers), m=2, reshard_after_forward=reshard)
+                 .stages[0].timeline.events}
+    assert not sorted(t for t in templates if t not in ZH)

@@ -235,9 +235,17 @@ def _layer_events(after: Event, name: str, f: FSDP2, kept: int, embedding: int,
                                  ("reduce-scatter copy-in",
                                   own - f.layer_gathered + prefetch + f.reduce_scatter)):
             base["transient"] = f.root_gathered + transient
-            out.append(Event(f"backward of {name}: layer {layer}'s {label}", after.op, "during",
-                             tuple(base[c] for c in CATEGORIES)))
+            out.append(Event(f"backward of {name}: {_position(layer, f.layers)}'s {label}",
+                             after.op, "during", tuple(base[c] for c in CATEGORIES)))
     return out + _root_events(after, name, f, first)
+
+
+def _position(layer: int, layers: int) -> str:
+    """Layer ``layer`` of ``layers`` in words (one label per position, so
+    that each has a translation)."""
+    if layer == layers - 1:
+        return "the last layer"
+    return {0: "the first layer", 1: "the second layer"}.get(layer, "the second-to-last layer")
 
 
 def _root_events(after: Event, name: str, f: FSDP2, first: bool) -> list[Event]:
