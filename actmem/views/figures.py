@@ -330,26 +330,28 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     ts = t_values or common_divisors(a, h)
     results = [activation_memory(s, b, h, a, t) for t in ts]
     fig, ax = figure_axes(fig, (8, 4.5))
-    tops = _stacked_terms(ax, results, fontsize=8)
+    tops = _stacked_terms(ax, results, fontsize=9)
     floor = to_mib(results[0].fixed)
     ax.axhline(floor, color="black", linestyle="--", linewidth=1,
                label=tr("fixed floor: {size} at every t").format(
                    size=format_bytes(results[0].fixed)))
-    if highlight in ts:
+    chosen = []
+    if highlight in ts:  # above the floor line, under the labels and the legend
         i = ts.index(highlight)
-        ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
-               linewidth=2.5, label=f"t = {highlight}")
+        chosen = ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
+                        linewidth=2.5, zorder=2.6, label=tr("outlined: the t chosen")).patches
     ax.set_xticks(range(len(ts)), [str(t) for t in ts])
+    ax.tick_params(labelsize=9)
     ax.set_xlabel(tr("tensor-parallel size t (GPUs)"))
     ax.set_ylabel(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"))
     ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a})").format(
         s=s, b=b, h=h, a=a))
-    legend = ax.legend(fontsize=8, loc="upper right")  # "best" picks it here
-    # a new highlight changes the bars' outline and the legend (drawn over
-    # the bars); the axes and title are kept by png while they stay
+    legend = ax.legend(fontsize=9, loc="upper right")  # "best" picks it here
+    # a new highlight changes only its outline: the rest (bars, labels,
+    # legend, axes) is kept by png while the layer and the t shown stay
     changing_only(fig, (ax.get_xlim(), ax.get_ylim(), tuple(map(str, ts)), ax.get_title(),
-                        ax.get_xlabel(), ax.get_ylabel()),
-                  [*ax.patches, *ax.texts, *ax.lines, legend, *ax.spines.values()])
+                        tuple(text.get_text() for text in legend.get_texts()),
+                        tuple(text.get_text() for text in ax.texts)), chosen)
     return fig
 
 
