@@ -25,10 +25,13 @@ import re
 from dataclasses import dataclass
 
 from ..units import format_value, parse_size
-from ..validate import choice, lists_keywords
+from .record_fields import check_fields
+from ..validate import choice, compute_capability, lists_keywords, positive_int
 
 MiB = 2**20
 """Bytes in a MiB, the unit ``nvidia-smi`` prints."""
+_GPU_FIELDS = {"memory": positive_int, "label_gb": positive_int,
+               "compute_capability": compute_capability}
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,12 @@ class GPU:
     compute_capability: tuple[int, int] | None
     label_gb: int
     source: str
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: a name or source that is not a str,
+        a memory or label that is not an integer >= 1, a compute capability
+        that is not None or a pair of integers >= 0."""
+        check_fields(self, _GPU_FIELDS)
 
     def __str__(self) -> str:
         """E.g. ``'H100 80GB SXM: 81559 MiB (79.65 GiB)'``."""

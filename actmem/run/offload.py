@@ -46,7 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..layer.memory import activation_memory
-from ..validate import integer
+from .record_fields import check_fields
+from ..validate import integer, positive_int
 
 OFFLOAD_MIN_ELEMENTS = 256 * 1024
 """Transformer Engine offloads a saved tensor only from this many elements
@@ -72,6 +73,14 @@ class Offload:
     resident_rows: tuple[str, ...]
     offloadable: int
     resident: int
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: bytes or counts that are not
+        integers >= 0, L < 1, ``layers`` >= L, rows that are not a tuple
+        of ledger keys (str)."""
+        check_fields(self, {"L": positive_int})
+        if self.layers >= self.L:
+            raise ValueError(f"Offload.layers must be < L={self.L}, got {self.layers}")
 
     @property
     def gpu_activations(self) -> int:

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .record_fields import check_fields, non_negative_fraction, one_of
+from ..validate import instance
+
 FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD = "F", "B", "I", "W"
 KINDS = (FORWARD, BACKWARD, INPUT_GRAD, WEIGHT_GRAD)
 """Operation kinds: forward, full backward, input-gradient step, weight-gradient step."""
@@ -34,6 +37,14 @@ class Op:
     microbatch: int
     chunk: int = 0
 
+    def __post_init__(self):
+        """Raises TypeError, ValueError: a kind not in :data:`KINDS`, or a
+        micro-batch or chunk that is not an integer >= 0."""
+        kind, microbatch, chunk = self.kind, self.microbatch, self.chunk  # plain case first
+        if not (type(kind) is str and kind in KINDS and type(microbatch) is int
+                and type(chunk) is int and microbatch >= 0 and chunk >= 0):
+            check_fields(self, _OP)
+
     def __str__(self) -> str:
         suffix = f"/{self.chunk}" if self.chunk else ""
         return f"{self.kind}{self.microbatch}{suffix}"
@@ -47,3 +58,17 @@ class Timed:
     op: Op
     start: Fraction
     end: Fraction
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: ``op`` not an :class:`Op`; ``start``
+        or ``end`` not a Fraction or integer >= 0; ``end < start``."""
+        if not (type(self.op) is Op and type(self.start) is Fraction
+                and type(self.end) is Fraction and 0 <= self.start):
+            check_fields(self, _TIMED)
+        if self.end < self.start:
+            raise ValueError(f"Timed.end must be >= start={self.start}, got {self.end}")
+
+
+_OP = {"kind": one_of(KINDS)}
+_TIMED = {"op": lambda name, value: instance(name, value, Op, "Op('F', 0)"),
+          "start": non_negative_fraction, "end": non_negative_fraction}

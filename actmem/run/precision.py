@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from ..layer.memory import activation_memory
 from ..layer.recompute_modules import working_set
 from .model import ModelConfig
+from .record_fields import check_fields
 from .timeline_events import LayerMoments
 from ..validate import choice, shown
 
@@ -235,6 +236,10 @@ class AutocastCopies:
     qkv_weights: int = 0
     qkv_biases: int = 0
     output: int = 0
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: bytes that are not integers >= 0."""
+        check_fields(self)
 
 
 def autocast_copies(model: ModelConfig, t: int, precision: str) -> AutocastCopies:

@@ -57,7 +57,8 @@ from .schedule_rules import (ALL_SCHEDULES, MAX_OPERATIONS, ORDERS, PYTORCH_ONLY
                              check_schedule, resolve_order)
 from .schedule_timing import simulate_times
 from .training import chunk_layers, layer_bytes
-from ..validate import integer, lists_keywords, positive_int
+from .record_fields import check_fields, one_of, tuples_of
+from ..validate import integer, lists_keywords, optional, positive_int
 
 __all__ = ["ALL_SCHEDULES", "BACKWARD", "FORWARD", "INPUT_GRAD", "KINDS", "MAX_OPERATIONS",
            "ORDERS", "PASS_TIME", "PYTORCH_ONLY", "SCHEDULES", "WEIGHT_GRAD", "Op",
@@ -84,6 +85,15 @@ class PipelineSchedule:
     v: int
     ops: tuple[tuple[Op, ...], ...]
     microbatch_group_size: int | None = None
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: an unknown schedule or order, p, m
+        or v not an integer >= 1, ops not p tuples of :class:`Op` s, a
+        group size that is not None or an integer >= 1."""
+        check_fields(self, _SCHEDULE)
+        if len(self.ops) != self.p:
+            raise ValueError(f"PipelineSchedule.ops must hold one tuple per stage (p={self.p}), "
+                             f"got {len(self.ops)}")
 
     def _stage(self, i) -> int:
         return stage_index(i, self.p)
@@ -217,6 +227,12 @@ class PipelineSchedule:
         GPU computes (m forwards of 1 unit and m backwards of 2)."""
         ideal = self.m * (PASS_TIME[FORWARD] + PASS_TIME[BACKWARD])
         return (self.makespan() - ideal) / ideal
+
+
+_SCHEDULE = {"schedule": one_of(ALL_SCHEDULES), "order": one_of(ORDERS), "p": positive_int,
+             "m": positive_int, "v": positive_int,
+             "ops": lambda name, value: tuples_of(Op, name, value),
+             "microbatch_group_size": lambda name, value: optional(positive_int, name, value)}
 
 
 def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .record_fields import check_fields, records
 from .timeline import StageTimeline
+from ..validate import instance, optional, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
          "embedding_activations", "output_activations", "recompute_working_set",
@@ -33,6 +35,12 @@ class StageMemory:
     timeline: StageTimeline | None = field(default=None, repr=False)
     # pinned host bytes of activation offloading (actmem.run.offload), not on the GPU
     host_memory: int = field(default=0, repr=False)
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: a stage or bytes that are not
+        integers >= 0, a timeline that is not None or a
+        :class:`actmem.run.timeline_events.StageTimeline`."""
+        check_fields(self, _STAGE)
 
     @property
     def peak(self) -> int:
@@ -80,6 +88,12 @@ class TrainingMemory:
     stages: tuple[StageMemory, ...]
     gpu_memory: int | None
 
+    def __post_init__(self):
+        """Raises TypeError, ValueError: stages that are not a non-empty
+        tuple of :class:`StageMemory`, a GPU memory that is not None or an
+        integer >= 1 (bytes)."""
+        check_fields(self, _TRAINING)
+
     @property
     def most_loaded(self) -> StageMemory:
         """The stage whose GPU needs the most at its peak (the first one if
@@ -95,3 +109,9 @@ class TrainingMemory:
     def fits(self) -> bool | None:
         """Whether the most loaded stage fits, or None without ``gpu_memory``."""
         return None if self.gpu_memory is None else self.margin >= 0
+
+
+_STAGE = {"timeline": lambda name, value: optional(
+    lambda n, v: instance(n, v, StageTimeline, "stage_timeline(...)"), name, value)}
+_TRAINING = {"stages": lambda name, value: records(StageMemory, name, value),
+             "gpu_memory": lambda name, value: optional(positive_int, name, value)}

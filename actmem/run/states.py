@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from ..layer.fp8 import fp8_format
 from .model import ModelConfig, ParameterCount, parameter_count
+from .record_fields import check_fields
 from .stage_split import split_layers
 from .training import chunk_layers
 from ..validate import choice, divides, flag, instance, integer, lists_keywords, positive_int
@@ -76,6 +77,15 @@ class ModelStates:
     stage: int = 0
     expert_parameters: int = 0
     frozen_parameters: int = 0
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: a field that is not an integer >= 0,
+        expert or frozen parameters more than ``parameters``."""
+        check_fields(self)
+        for name in ("expert_parameters", "frozen_parameters"):
+            if getattr(self, name) > self.parameters:
+                raise ValueError(f"ModelStates.{name} must be <= parameters="
+                                 f"{self.parameters}, got {getattr(self, name)}")
 
     @property
     def total(self) -> int:

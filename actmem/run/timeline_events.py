@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .record_fields import check_fields, int_tuple, one_of, records
+from ..validate import positive_int
+
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits_loss",
               "transient", "workspace")
 """What bytes are for, in the order figures stack them."""
+MOMENTS = ("during", "after")
+"""When an :class:`Event` is: inside an operation, or after it."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,18 @@ class Event:
     op: str
     moment: str
     bytes: tuple[int, ...]
+
+    def __init__(self, label: str, op: str, moment: str, bytes: tuple[int, ...]):
+        """Raises TypeError, ValueError: a label or op that is not a str, a
+        moment not in :data:`MOMENTS`, bytes that are not one integer >= 0
+        per category. Written out (not the dataclass's ``__init__``): a run
+        makes thousands of events, and the plain case costs a few type tests."""
+        fields = self.__dict__  # frozen: set once, here
+        fields["label"], fields["op"], fields["moment"], fields["bytes"] = label, op, moment, bytes
+        if not (type(label) is str and type(op) is str and type(moment) is str
+                and moment in MOMENTS and type(bytes) is tuple and len(bytes) == len(CATEGORIES)
+                and {*map(type, bytes)} == {int} and min(bytes) >= 0):
+            check_fields(self, _EVENT)
 
     @property
     def by_category(self) -> dict[str, int]:
@@ -111,6 +128,12 @@ class LayerMoments:
     to_attention: int = 0
     to_attention_recomputed: int = 0
 
+    def __post_init__(self):
+        """Raises TypeError, ValueError: bytes that are not integers >= 0
+        (None where allowed), ``recompute`` not ``"none"``, ``"selective"``
+        or ``"full"``, ``group`` < 1."""
+        check_fields(self, _MOMENTS)
+
     @property
     def selective_working_set(self) -> int:
         """What selective recomputation rebuilds at once (:attr:`rebuilt`)."""
@@ -137,6 +160,11 @@ class Pass:
     loads_data: bool = False
     last: bool = False
 
+    def __post_init__(self):
+        """Raises TypeError, ValueError: bytes that are not integers >= 0,
+        flags that are not bools."""
+        check_fields(self)
+
 
 @dataclass(frozen=True)
 class StageTimeline:
@@ -149,7 +177,17 @@ class StageTimeline:
     stage: int
     events: tuple[Event, ...]
 
+    def __post_init__(self):
+        """Raises TypeError, ValueError: a stage that is not an integer >= 0,
+        events that are not a non-empty tuple of :class:`Event` s."""
+        check_fields(self, {"events": lambda name, value: records(Event, name, value)})
+
     @property
     def peak(self) -> Event:
         """The first event with the largest total."""
         return max(self.events, key=lambda e: e.total)
+
+
+_EVENT = {"moment": one_of(MOMENTS),
+          "bytes": lambda name, value: int_tuple(name, value, len(CATEGORIES))}
+_MOMENTS = {"recompute": one_of(("none", "selective", "full")), "group": positive_int}
