@@ -572,9 +572,10 @@ ZH = {
     "(next sections) keeps more, except when m = p.":
         "要点：1F1B 下无论 p 取多少，首级都保存 L*M(t) = {whole}；交错式调度（后面几节）"
         "保存得更多，m = p 时除外。",
-    "Takeaway: the {size} of layer activations is one box of a capacity estimate; the real "
-    "peak depends on the implementation and the schedule.":
-        "要点：{size} 的层激活只是容量估算中的一项；真正的峰值取决于具体实现和调度。",
+    "Takeaway: the {size} of layer activations is one of these parts; notebook 08 puts a "
+    "number on every part, stage by stage, and finds the moment each GPU peaks.":
+        "要点：{size} 的层激活只是其中一项；笔记本 08 会逐级为每一项给出数字，"
+        "并找出每块 GPU 达到峰值的时刻。",
     "Takeaway: stage {stage} is the most loaded (it holds p={p} micro-batches of {layers} "
     "layers); its peak leaves {margin} of an A100's 80 GiB.":
         "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
