@@ -436,6 +436,41 @@ ZH = {
     "formula": "公式",
     "when it holds": "成立条件",
     "one number": "示例数字",
+    # ---- cheat sheet, page 2 (actmem.views.cheatsheet_levers)
+    "every activation row at s/cp tokens per GPU; weights and gradients whole; the distributed optimizer shards over d·cp; the attention exchanges K and V (p2p: cp ring buffers and per-step outputs, alive inside it)":
+        "每个激活行每卡只有 s/cp 个 token；权重与梯度完整保存；分布式优化器在 d·cp 上分片；注意力交换 K 和 V（p2p：cp 个环形缓冲区和每步输出，只在注意力内部存活）",
+    "the experts' weights and gradients over ep·etp GPUs, their optimizer over the expert data-parallel group; router and norms whole; token dispatch buffers inside each MoE layer":
+        "专家的权重与梯度分到 ep·etp 张卡上，其优化器状态在专家数据并行组上分片；路由器与归一化完整保存；每个 MoE 层内部有 token 分发缓冲区",
+    "the linear layers' saved inputs in 1 byte plus a 4-byte scale; FlashAttention's output stays 16-bit; the model states gain FP8 weight copies (and their transposes on Hopper)":
+        "线性层保存的输入每元素 1 字节，外加一个 4 字节缩放因子；FlashAttention 的输出仍为 16 位；模型状态多出 FP8 权重副本（Hopper 上还有其转置）",
+    "saves the latent projections' inputs (q_lora_rank, kv_lora_rank) and still every head's Q, K, V at qk_head_dim + qk_pos_emb_head_dim":
+        "保存潜在投影的输入（q_lora_rank、kv_lora_rank），并且每个头仍保存宽度为 qk_head_dim + qk_pos_emb_head_dim 的 Q、K、V",
+    "each named module drops the rows its checkpoint covers; the backward rebuilds one module at a time":
+        "每个指定的模块丢弃其检查点覆盖的行；反向时一次重建一个模块",
+    "LLaMA-3 8B, s={s}: a layer keeps {one} at cp=1, {eight} at cp=8, plus {ring} inside its attention; optimizer {o1} -> {o8}":
+        "LLaMA-3 8B，s={s}：cp=1 时每层保存 {one}，cp=8 时 {eight}，注意力内部另有 {ring}；优化器状态 {o1} -> {o8}",
+    "Mixtral 8x7B, d={d}: weights {w1} at ep=1, {w8} at ep={d}; gradients {g1} -> {g8}":
+        "Mixtral 8x7B，d={d}：ep=1 时权重 {w1}，ep={d} 时 {w8}；梯度 {g1} -> {g8}",
+    "LLaMA-2 7B: a layer keeps {a} -> {b}; weights {w} -> {wf}":
+        "LLaMA-2 7B：每层保存 {a} -> {b}；权重 {w} -> {wf}",
+    "frozen weights: {w} bytes, no gradient, no optimizer state; adapters: {w} + {g} + {o} bytes per parameter; each adapter keeps its input":
+        "冻结的权重：{w} 字节，无梯度，无优化器状态；适配器：每个参数 {w} + {g} + {o} 字节；每个适配器保存其输入",
+    "LLaMA-2 7B, rank {r} on {targets}: peak {a} -> {b}":
+        "LLaMA-2 7B，在 {targets} 上秩 {r}：峰值 {a} -> {b}",
+    "the first n layers' saved tensors of at least {n} elements go to pinned host memory while the pass waits; the newest layer stays":
+        "前 n 层中至少 {n} 个元素的已保存张量在等待反向时放到锁页主机内存；最新的一层留在 GPU 上",
+    "LLaMA-2 7B, {n} layers: peak {a} -> {b}, {host} on the host":
+        "LLaMA-2 7B，卸载 {n} 层：峰值 {a} -> {b}，主机上 {host}",
+    "DeepSeek-V3, a dense layer at s={s} ({a} heads of {d}): {value}":
+        "DeepSeek-V3，s={s} 时一个稠密层（{a} 个头，每头宽 {d}）：{value}",
+    "LLaMA-2 7B, {names}: a layer keeps {kept} instead of {full}, rebuilds {ws} at once":
+        "LLaMA-2 7B，{names}：每层保存 {kept}（原为 {full}），一次重建 {ws}",
+    "lever":
+        "手段",
+    "what it does to the bytes":
+        "对字节数的作用",
+    "Today's levers: what each does to the bytes (numbers from actmem)":
+        "当今的手段：各自对字节数的作用（数字由 actmem 计算）",
     "cost": "代价",
     "mistake": "错误",
     "what the numbers say": "正确的数字",

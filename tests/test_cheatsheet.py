@@ -14,6 +14,7 @@ from actmem.language import english, set_language
 from actmem.views.cheatsheet import (checklist_markdown, cheat_sheet_figure, formulas,
                                      formulas_markdown, mistakes, mistakes_markdown,
                                      states_and_peak)
+from actmem.views.cheatsheet_levers import levers_figure
 from actmem.views.cli import main
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
@@ -154,10 +155,22 @@ def test_the_page_is_one_a4_landscape_without_overlaps_and_displays(language):
         set_language("en")
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_levers_page_is_one_a4_landscape_without_overlaps(language):
+    set_language(language)
+    try:
+        fig = levers_figure()
+        assert tuple(fig.get_size_inches()) == (11.69, 8.27)
+        assert _overlaps(fig) == ([], [])
+    finally:
+        set_language("en")
+
+
 def test_cli_writes_the_cheat_sheet_and_refuses_other_files(tmp_path, capsys):
     out = tmp_path / "sheet.pdf"
     assert main(["cheatsheet", str(out)]) == 0
     assert out.read_bytes().startswith(b"%PDF")
+    assert re.findall(rb"/Count (\d+)", out.read_bytes()) == [b"2"]  # and today's levers
     with pytest.raises(SystemExit) as exit_info:
         main(["cheatsheet", str(tmp_path / "sheet.txt")])
     assert exit_info.value.code == 2

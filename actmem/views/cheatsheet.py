@@ -9,7 +9,9 @@ presets or the step's timeline, so the sheet changes when they do.
 actmem cheatsheet FILE`` writes it as PDF or PNG); :func:`formulas_markdown`,
 :func:`mistakes_markdown` and :func:`checklist_markdown` give the same rows
 as Markdown tables for a notebook. Words are in the current language
-(:mod:`actmem.language`) unless a translator ``tr`` is passed.
+(:mod:`actmem.language`) unless a translator ``tr`` is passed. The sheet's
+second page, today's levers (cp, ep, FP8, LoRA, offloading, MLA,
+recompute_modules), is :mod:`actmem.views.cheatsheet_levers`.
 """
 
 from __future__ import annotations

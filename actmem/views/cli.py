@@ -98,10 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=_Parser)
     parser.commands = sub.choices
     train_cli.add_parser(sub)
-    sheet = sub.add_parser("cheatsheet", help="write the one-page cheat sheet",
+    sheet = sub.add_parser("cheatsheet", help="write the two-page cheat sheet",
                            prog="actmem cheatsheet",
                            description="Write the cheat sheet (formulas and common "
-                           "mistakes, numbers from actmem) as one landscape A4 page.")
+                           "mistakes; today's levers; numbers from actmem) as two landscape "
+                           "A4 pages (a PNG: one above the other).")
     sheet.add_argument("out", help="the file to write: NAME.pdf or NAME.png")
     sheet.add_argument("--lang", choices=LANGUAGES, default="en",
                        help="the sheet's language: English (en, default) or Chinese (zh)")
@@ -197,12 +198,12 @@ def _cheatsheet(args) -> str:
     if not stem or extension.lower() not in (".pdf", ".png"):
         raise ValueError(f"out={args.out!r} must end in .pdf or .png after a name, "
                          "e.g. sheet.pdf")
-    from .cheatsheet import cheat_sheet_figure
+    from .cheatsheet_levers import write_sheet
     previous = get_language()
     with open(args.out, "wb") as file:  # a path that cannot be written fails before drawing
         set_language(args.lang)
         try:
-            cheat_sheet_figure().savefig(file, format=extension[1:].lower())
+            write_sheet(file, extension[1:].lower())
         finally:
             set_language(previous)
     return f"wrote {args.out}"
