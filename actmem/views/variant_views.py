@@ -17,6 +17,7 @@ and stays light.
 
 from __future__ import annotations
 
+import functools
 import html
 from contextlib import suppress
 from fractions import Fraction
@@ -302,9 +303,11 @@ class VariantExplorer(_Explorer):
     def results(self) -> tuple[ActivationMemory, ActivationMemory]:
         """(paper's layer with no options, chosen layer) for the current
         controls' s, b, h, a, t."""
-        v = self.values()
-        return (activation_memory(**self.layer, a=v["a"], t=v["t"]),
-                activation_memory(**self.layer, **v))
+        return _results(*self._key())
+
+    def _key(self) -> tuple[tuple, tuple]:
+        """The layer's fixed sizes and the controls' values, as hashable items."""
+        return tuple(self.layer.items()), tuple(sorted(self.values().items()))
 
     def restrict(self) -> None:
         """Narrow t, kv_heads and f to values valid for the current a, t, SP.
@@ -322,14 +325,29 @@ class VariantExplorer(_Explorer):
 
     def refresh(self) -> None:
         """Recompute both layers and write every readout (and the image)."""
+        key = self._key()
+        for name in ("chosen", "baseline", "change", "diff"):
+            self.say(name, lambda tr, name=name: _texts(*key, tr)[name])
         base, chosen = self.results()
-        self.say("chosen", lambda tr: tr("chosen layer: {sizes}").format(
-            sizes=breakdown(chosen, tr)))
-        self.say("baseline", lambda tr: tr("{baseline}: {sizes}").format(
-            baseline=tr(BASELINE), sizes=breakdown(base, tr)))
-        self.say("change", lambda tr: tr("change: {change}").format(
-            change=change_text(base, chosen, tr)))
-        self.say("diff", lambda tr: diff_html(diff_ledgers(base, chosen), tr))
         if self.image is not None:
             self.show_figure(stacked_figure, {"paper's layer": base, "chosen": chosen},
                              tr("Paper's layer (no options) vs the chosen options"))
+
+
+@functools.lru_cache(maxsize=64)
+def _results(layer: tuple, values: tuple) -> tuple[ActivationMemory, ActivationMemory]:
+    """:meth:`VariantExplorer.results` of the items of its layer and values,
+    kept (a learner toggling an option back costs a look-up)."""
+    layer, v = dict(layer), dict(values)
+    return (activation_memory(**layer, a=v["a"], t=v["t"]), activation_memory(**layer, **v))
+
+
+@functools.lru_cache(maxsize=64)
+def _texts(layer: tuple, values: tuple, tr) -> dict[str, str]:
+    """The explorer's readouts in ``tr``'s language, kept like :func:`_results`."""
+    base, chosen = _results(layer, values)
+    return {"chosen": tr("chosen layer: {sizes}").format(sizes=breakdown(chosen, tr)),
+            "baseline": tr("{baseline}: {sizes}").format(baseline=tr(BASELINE),
+                                                         sizes=breakdown(base, tr)),
+            "change": tr("change: {change}").format(change=change_text(base, chosen, tr)),
+            "diff": diff_html(diff_ledgers(base, chosen), tr)}
