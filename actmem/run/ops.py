@@ -37,10 +37,13 @@ class Op:
     microbatch: int
     chunk: int = 0
 
-    def __post_init__(self):
+    def __init__(self, kind: str, microbatch: int, chunk: int = 0):
         """Raises TypeError, ValueError: a kind not in :data:`KINDS`, or a
-        micro-batch or chunk that is not an integer >= 0."""
-        kind, microbatch, chunk = self.kind, self.microbatch, self.chunk  # plain case first
+        micro-batch or chunk that is not an integer >= 0. Written out (not
+        the dataclass's ``__init__``): a schedule makes thousands, and the
+        plain case costs a few type tests."""
+        fields = self.__dict__  # frozen: set once, here
+        fields["kind"], fields["microbatch"], fields["chunk"] = kind, microbatch, chunk
         if not (type(kind) is str and kind in KINDS and type(microbatch) is int
                 and type(chunk) is int and microbatch >= 0 and chunk >= 0):
             check_fields(self, _OP)
