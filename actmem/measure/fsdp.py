@@ -1,10 +1,10 @@
 """FSDP2 (``fully_shard``) measured: one training step on 2 gloo CPU ranks.
 
-The small GPT of :mod:`.step_model` in fp32, each layer and then the whole
-model wrapped by ``torch.distributed.fsdp.fully_shard`` the way torchtitan
-wraps a Transformer (each block, then the root, which keeps the word and
-position tables and the final norm), with torchtitan's mixed precision
-policy ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``,
+The small GPT of :mod:`.step_model` in fp32 with an untied output layer,
+each layer and then the whole model wrapped by
+``torch.distributed.fsdp.fully_shard`` (the root keeps the word and position
+tables, the final norm and the output layer), with torchtitan's mixed
+precision policy ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``,
 trains one step with ``torch.optim.Adam(fused=True)`` on the sharded
 parameters. Adam's states are made before the step (as every step after
 the first has them, :class:`.step_model.PlainAdam`). The loss is

@@ -1,14 +1,17 @@
 """FSDP2 / ZeRO-3 as it runs: PyTorch's ``fully_shard``, read from its code.
 
-Megatron-LM's ``--use-torch-fsdp2`` (``megatron/core/distributed/
-torch_fully_sharded_data_parallel.py``: ``fully_shard`` on every
-TransformerLayer, then on the whole model) and torchtitan wrap a
-Transformer this way; torchtitan's mixed precision policy
-``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` is the
-one modelled. Each wrapped module is one parameter group
+The wrap modelled is ``fully_shard`` on every layer, then on the whole model
+(the order ``fully_shard``'s documentation asks for), under torchtitan's mixed
+precision policy ``MixedPrecisionPolicy(param_dtype=bfloat16,
+reduce_dtype=float32)``. Each wrapped module is one parameter group
 (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``); the root
 group holds what no layer holds: the word and position tables, the final
-norm and an untied output layer. With ``W = d*cp`` ranks, per rank:
+norm and an untied output layer, and, left to its default, is not resharded
+after forward. Megatron-LM's ``--use-torch-fsdp2``
+(``megatron/core/distributed/torch_fully_sharded_data_parallel.py``) and
+torchtitan also wrap the embedding and the output layer as groups of their
+own (and Megatron-LM passes ``reshard_after_forward`` to the root too); those
+wraps are not modelled. With ``W = d*cp`` ranks, per rank:
 
 * **sharded states** (``_fsdp_param.py``: ``FSDPParam._init_sharded_param``
   chunks every parameter along dim 0 into W pieces, padded to
@@ -61,12 +64,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .model import ModelConfig, parameter_count
+from .model import ModelConfig
 from .timeline_events import CATEGORIES, Event, StageTimeline
-
-FSDP2_FEATURES = ("num_experts", "multi_latent_attention", "lora_rank", "kv_channels",
-                  "qk_layernorm")
-"""ModelConfig fields whose layers the FSDP2 tensor list does not cover."""
 
 
 def padded(dim0: int, numel: int, world: int) -> int:
