@@ -68,11 +68,6 @@ def test_reshard_after_forward_false_keeps_every_layer_gathered():
     assert resharded[name].by_category["transient"] == 2 * f.root
 
 
-def test_default_off_changes_nothing():
-    model = PRESETS["llama2-7b"]
-    assert training_memory(model, d=8) == training_memory(model, d=8, use_torch_fsdp2=False)
-
-
 @pytest.mark.parametrize("kw, name", [
     (dict(p=2), "p=2"), (dict(t=2), "t=2"), (dict(zero_stage=3, accounting="zero"), "zero_stage"),
     (dict(gradient_buffer="persistent"), "gradient_buffer"),
