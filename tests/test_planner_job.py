@@ -122,3 +122,21 @@ def test_kept_results_are_training_memorys():
     fresh = training_memory(model, **arguments)
     assert [(s.peak, s.parts) for s in kept.stages] == [(s.peak, s.parts) for s in fresh.stages]
     assert MOE_PRESETS["mixtral-8x7b"] is MODELS["mixtral-8x7b"]
+
+
+def test_the_train_command_keeps_the_learned_table_too(capsys):
+    """``actmem train -s`` takes s as the planner does: GPT-2's 1024-row
+    position table stays 1024 rows at s=512 and refuses s=2048."""
+    import json
+
+    from actmem.views import cli
+
+    assert cli.main(["train", "--preset", "gpt2-large", "-s", "512", "-b", "2", "--json"]) == 0
+    planner = FitPlanner(model="gpt2-large", t=1, p=1, d=1, m=1, s=512, b=2)
+    stage = json.loads(capsys.readouterr().out)["stages"][0]
+    at_1024 = training_memory(PRESETS["gpt2-large"]).stages[0].parts["weights"]
+    assert stage["weights"] == planner.result().stages[0].parts["weights"] == at_1024
+    assert at_1024 == 2 * (774_030_080 + (50304 - 50257) * 1280)  # bf16, vocabulary padded
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--preset", "gpt2-large", "-s", "2048"])
+    assert "s=2048: the model's learned position table has 1024 rows" in capsys.readouterr().err

@@ -112,10 +112,17 @@ def sequence_choices(model) -> list[int]:
 def job_model(model, s: int, b: int):
     """``model`` at sequence length ``s`` and micro-batch size ``b``; a
     learned position table keeps its rows (Megatron-LM's
-    ``--max-position-embeddings``), so the parameters do not change with s."""
+    ``--max-position-embeddings``), so the parameters do not change with s.
+
+    Raises:
+        ValueError: s is longer than the learned table (one row per position).
+    """
     if (s, b) == (model.s, model.b):
         return model
     rows = model.max_positions or model.s if model.positions == "learned" else None
+    if rows is not None and s > rows:
+        raise ValueError(f"s={s}: the model's learned position table has {rows} rows "
+                         f"(max_positions), one per position; s must be at most {rows}")
     return model.with_(s=s, b=b, max_positions=rows)
 
 

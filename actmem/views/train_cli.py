@@ -150,9 +150,16 @@ def reserve(text: str) -> int | float:
 
 def model(args) -> ModelConfig:
     """The preset with the options ``--s``, ``--b``, ``--flash-attention``,
-    ``--lora-rank`` and ``--lora-targets`` applied."""
-    return {**PRESETS, **MOE_PRESETS}[args.preset].with_(
-        **{k: getattr(args, k) for k in ("s", "b", "flash_attention", "lora_rank")
+    ``--lora-rank`` and ``--lora-targets`` applied; a learned position
+    table keeps its rows whatever ``--s`` (as the planner's,
+    :func:`actmem.views.fit_levers.job_model`), so a longer s than it has
+    is refused."""
+    from .fit_levers import job_model
+
+    preset = {**PRESETS, **MOE_PRESETS}[args.preset]
+    s, b = (getattr(args, k, None) for k in ("s", "b"))
+    return job_model(preset, preset.s if s is None else s, preset.b if b is None else b).with_(
+        **{k: getattr(args, k) for k in ("flash_attention", "lora_rank")
            if getattr(args, k, None) is not None},
         **({"lora_targets": tuple(args.lora_targets)} if getattr(args, "lora_targets", None)
            else {}))
