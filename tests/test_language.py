@@ -280,6 +280,11 @@ def event_templates() -> set[str]:
                                         recompute=recompute)
         templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
                       for s in result.stages for e in s.timeline.events}
+    for recompute in actmem.RECOMPUTE:   # the context-parallel attention's moments
+        result = actmem.training_memory(MODEL.with_(flash_attention=True), cp=2,
+                                        recompute=recompute)
+        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
+                      for s in result.stages for e in s.timeline.events}
     return templates
 
 
