@@ -2,15 +2,15 @@
 
 The site must hold every notebook (English and zh/), actmem's wheel indexed
 for the in-browser ``%pip`` (piplite), the Pyodide kernel and the ipywidgets
-manager. With ``ACTMEM_PYODIDE`` naming an unpacked Pyodide distribution (the
-npm package ``pyodide`` at the version the kernel pins, docs/jupyterlite.md)
-the site carries it and the kernel is pointed at it instead of the CDN.
-Whether the kernel then starts in a browser is not checked here.
+manager. The site that carries Pyodide itself (``--pyodide``) is built and
+checked by tests/test_lite_kernel.py. The wheels of Pyodide's lock are checked here on small made-up wheels: a
+compiled one must match the lock's sha256, a pure one from PyPI rewrites its
+entry. Whether the kernel then starts in a browser: tests/test_lite_kernel.py.
 """
 
+import hashlib
 import importlib.util
 import json
-import os
 import sys
 import tomllib
 from pathlib import Path
@@ -68,13 +68,71 @@ def test_a_folder_without_pyodide_is_refused(tmp_path):
         build_lite.build(tmp_path / "site", pyodide=tmp_path)
 
 
-def test_a_given_pyodide_is_served_from_the_site(tmp_path):
-    folder = os.environ.get("ACTMEM_PYODIDE")
-    if not folder:
-        pytest.skip("ACTMEM_PYODIDE not set: no Pyodide distribution here to put in the site "
-                    "(npm pack pyodide@314.0.6 and unpack it, docs/jupyterlite.md)")
-    site = build_lite.build(tmp_path / "site", pyodide=Path(folder))
-    for name in build_lite.PYODIDE_FILES:
-        assert (site / "static" / "pyodide" / name).is_file(), name
-    settings = json.dumps(config(site))
-    assert '"pyodideUrl": "./static/pyodide/pyodide.mjs"' in settings
+NUMPY = "numpy-2.4.6-cp314-cp314-pyemscripten_2026_0_wasm32.whl"
+
+
+def made_up_lock(numpy_bytes: bytes) -> dict:
+    """A two-package lock: micropip (pure, Pyodide's own build) and numpy."""
+    return {"micropip": build_lite.entry("micropip", "0.11.1", [],
+                                         "micropip-0.11.1-py3-none-any.whl", "0" * 64),
+            "numpy": build_lite.entry("numpy", "2.4.6", [], NUMPY,
+                                      hashlib.sha256(numpy_bytes).hexdigest())}
+
+
+def test_a_pure_wheel_from_pypi_rewrites_its_lock_entry(tmp_path):
+    (tmp_path / "in").mkdir(), (tmp_path / "out").mkdir()
+    (tmp_path / "in" / "micropip-0.11.1-py3-none-any.whl").write_bytes(b"from PyPI")
+    packages = made_up_lock(b"numpy")
+    missing = build_lite.take_wheels(packages, ["micropip", "numpy"], [tmp_path / "in"],
+                                     tmp_path / "out")
+    assert missing == ["numpy"]
+    assert packages["micropip"]["sha256"] == hashlib.sha256(b"from PyPI").hexdigest()
+    assert (tmp_path / "out" / "micropip-0.11.1-py3-none-any.whl").read_bytes() == b"from PyPI"
+
+
+def test_a_compiled_wheel_must_match_the_lock(tmp_path):
+    (tmp_path / "in").mkdir(), (tmp_path / "out").mkdir()
+    (tmp_path / "in" / NUMPY).write_bytes(b"numpy, rebuilt")
+    with pytest.raises(ValueError, match=r"--wheels: .*numpy-2\.4\.6.* has sha256 .*the lock"):
+        build_lite.take_wheels(made_up_lock(b"numpy"), ["numpy"], [tmp_path / "in"],
+                               tmp_path / "out")
+    assert build_lite.take_wheels(made_up_lock(b"numpy, rebuilt"), ["numpy"],
+                                  [tmp_path / "in"], tmp_path / "out") == []
+    assert (tmp_path / "out" / NUMPY).is_file()
+
+
+def test_a_missing_pure_wheel_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match=r"no micropip 0\.11\.1 wheel .*build_lite\.py fetch"):
+        build_lite.take_wheels(made_up_lock(b""), ["micropip"], [tmp_path], tmp_path)
+
+
+def test_the_lock_closure_follows_depends_by_normalized_name():
+    packages = {"ipython": {"depends": ["prompt_toolkit"]}, "prompt-toolkit": {"depends": []}}
+    assert build_lite.needed(packages, ["IPython"]) == ["ipython", "prompt-toolkit"]
+
+
+def test_wheels_without_pyodide_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="--wheels needs --pyodide"):
+        build_lite.build(tmp_path / "site", wheels=[tmp_path])
+
+
+def test_the_pages_workflow_builds_with_this_tool_and_deploys(monkeypatch):
+    import shlex
+
+    import yaml
+    from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
+    assert workflow["env"]["PYODIDE"] == build_lite.PYODIDE_VERSION == PYODIDE_VERSION
+    steps = workflow["jobs"]["build"]["steps"]
+    runs = [shlex.split(s["run"].replace("\n", " ")) for s in steps if "build_lite.py" in
+            s.get("run", "")]
+    assert [run[2] for run in runs] == ["fetch", "build"]
+    parser_calls = []
+    for name in ("fetch", "build"):
+        monkeypatch.setattr(build_lite, name, lambda *args: parser_calls.append(args))
+    for run in runs:
+        build_lite.main(run[2:])  # the arguments the tool's parser takes
+    assert len(parser_calls[1][2]) == 2  # pure wheels, then Pyodide's distribution
+    uses = [s.get("uses", "").split("@")[0] for job in workflow["jobs"].values()
+            for s in job["steps"]]
+    assert {"actions/upload-pages-artifact", "actions/deploy-pages"} <= set(uses)
