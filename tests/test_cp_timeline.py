@@ -131,3 +131,17 @@ def test_moe_layers_carry_the_buffers():
     c = mixtral.layer(1, False, "none", moe=False, cp=2)
     (forward,) = events(top, FORWARD)
     assert forward.by_category["transient"] == sum(exchange_buffers(c).values()) > 0
+
+
+def test_selective_recomputation_runs_the_attention_again():
+    """Megatron-LM checkpoints the core attention (TE's, ring and all):
+    its forward buffers return in the backward; recomputing only the MLP
+    does not run the attention again."""
+    def again(**options):
+        top = training_memory(SMALL, cp=2, create_attention_mask_in_dataloader=False,
+                              **options).most_loaded
+        return [e.by_category["transient"] for e in events(top, cp_timeline.RECOMPUTING)]
+    c = SMALL.layer(1, False, "none", moe=False, cp=2)
+    assert again(recompute="selective") == [sum(exchange_buffers(c).values())]
+    assert again(recompute="selective", recompute_modules=["mlp"]) == []
+    assert again() == []

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..layer.context_parallel import with_context_parallel
+from ..layer.context_parallel import _attention_kept, with_context_parallel
 
 LAST_ATTENTION_ROW = "proj_input"
 """The attention's output: the last ledger row alive at its moments."""
@@ -185,7 +185,11 @@ def with_exchange(moments, kinds, model, t: int, sequence_parallel: bool, recomp
     :func:`exchange_gradients` of ``model``'s attention (the whole-sequence
     model; the same attention in dense and MoE layers), ``to_attention``
     the layer's rows up to its attention output under ``recompute`` and
-    ``to_attention_recomputed`` without recomputation. Unchanged at cp = 1.
+    ``to_attention_recomputed`` without recomputation, and
+    ``attention_recomputed`` whether the backward runs the attention again
+    (:func:`actmem.layer.context_parallel._attention_kept`: full
+    recomputation, or ``core_attn`` among the recomputed modules). Unchanged
+    at cp = 1.
     """
     if cp == 1:
         return moments, kinds
@@ -198,7 +202,8 @@ def with_exchange(moments, kinds, model, t: int, sequence_parallel: bool, recomp
     extra = dict(exchange=sum(exchange_buffers(layers["none"]).values()),
                  exchange_backward=sum(exchange_gradients(layers["none"]).values()),
                  to_attention=_upto_attention(rows[recompute]),
-                 to_attention_recomputed=_upto_attention(rows["none"]))
+                 to_attention_recomputed=_upto_attention(rows["none"]),
+                 attention_recomputed=not _attention_kept(layers[recompute]))
     return (replace(moments, **extra),
             kinds and {kind: replace(m, **extra) for kind, m in kinds.items()})
 
@@ -230,15 +235,18 @@ def forward_moments(step, chunk: int, name: str, transient: int, weights: int):
 def backward_moments(step, chunk: int, name: str, kept: int):
     """(label, bytes) inside a backward pass through ``chunk`` at its last
     layer's context-parallel attention (``kept``: what the pass holds, the
-    timeline's baseline): under full recomputation its forward again, with
-    its forward buffers; then its backward, beside the layer's rows up to
+    timeline's baseline): where the attention is recomputed (full, or
+    selective with ``core_attn``: ``attention.py``:
+    _checkpointed_attention_forward, ``tensor_parallel.checkpoint`` around
+    TE's attention) its forward again, with its forward buffers; then
+    its backward, beside the layer's rows up to
     the attention output (rebuilt by any recomputation: its later rows are
     freed by then) and the earlier layers'; none at cp = 1."""
     stack = step.stacks[chunk]
     if not stack or not stack[-1].exchange_backward:
         return
     layer, loss = stack[-1], -step.passes[chunk].logits_loss
-    if layer.recompute == "full":
+    if layer.attention_recomputed:   # its checkpointed forward, ring and all
         yield (RECOMPUTING.format(name=name),
                step.alive(step._backward_layers(chunk, layer.to_attention_recomputed) - kept,
                           loss, transient=layer.exchange,

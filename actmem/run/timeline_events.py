@@ -106,6 +106,9 @@ class LayerMoments:
             moment, 0 at cp = 1 (:mod:`actmem.run.cp_timeline`).
         to_attention, to_attention_recomputed: the layer's rows up to its
             attention output, under the run's recomputation and without.
+        attention_recomputed: the backward runs the attention's forward
+            again (full recomputation, or selective with ``core_attn``),
+            with its exchange buffers.
     """
 
     kept: int
@@ -127,6 +130,7 @@ class LayerMoments:
     exchange_backward: int = 0
     to_attention: int = 0
     to_attention_recomputed: int = 0
+    attention_recomputed: bool = False
 
     def __post_init__(self):
         """Raises TypeError, ValueError: bytes that are not integers >= 0
