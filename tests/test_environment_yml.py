@@ -4,7 +4,9 @@ conda matches package names exactly, and conda-forge spells some differently
 from PyPI (jupyterlab_rise, matplotlib-base), so every name in the file must
 be one of the names checked by hand against conda-forge's feedstock recipes in
 tools/conda-forge-names.tsv. conda channels cannot be reached from here (no
-network at test time), so the environment is not solved; instead each runtime
+network at test time; on 2026-12-01 conda.anaconda.org's and repo.prefix.dev's
+conda-forge repodata.json did not answer this machine at build time either, so no
+solver could run), so the environment is not solved; instead each runtime
 dependency of pyproject.toml must appear under its conda name, and actmem
 itself must come from this checkout through pip.
 """
