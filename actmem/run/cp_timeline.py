@@ -20,7 +20,7 @@ fp32 log-sum-exp rows (:func:`row_sizes`) and n ranks in the ring:
   AttnFuncWithCPAndKVP2P.backward: ``dq_buffer`` (Q), two double buffers of
   K/V and dK/dV (``torch.empty((2, *kv.shape))`` each, 4(K + V)) and one
   step's FlashAttention gradients (``_flash_attn_bwd``: dq, dk, dv of the
-  diagonal step, Q + K + V): 2Q + 5(K + V) + ... (:func:`exchange_gradients`).
+  diagonal step, Q + K + V): 2Q + 5(K + V) (:func:`exchange_gradients`).
 * ``"allgather"``, AttnFuncWithCPAndKVAllGather.forward:
   ``gather_along_first_dim`` gathers the whole sequence's K and V (n(K + V)),
   reordered by ``torch.index_select`` (a copy of one of them beside it), then
@@ -29,7 +29,7 @@ fp32 log-sum-exp rows (:func:`row_sizes`) and n ranks in the ring:
   dq (Q), whole-sequence dk and dv (n(K + V)), K and V gathered again
   (n(K + V)), the two steps' dq (Q) and dk, dv (the key ranges of chunks r
   and 2n-1-r: 2n+1 chunks of (K + V)/2), all alive until it returns, and the
-  ``index_select`` copy of dk before the reduce-scatter.
+  ``index_select`` copy of dk before the reduce-scatter (n max(K, V)).
 * ``"a2a"``, AttnFuncWithCPAndQKVOA2A.forward: the caller's Q, K, V (before
   the all-to-all; the rows are those after it) stay alive;
   ``flash_attn_a2a_communicate`` copies each input head-major
@@ -57,7 +57,13 @@ measured.
 :func:`with_exchange` puts them on a layer's
 :class:`~actmem.run.timeline_events.LayerMoments`; :mod:`actmem.run.timeline`
 adds them inside the last layer's attention of a forward and a backward,
-beside the rows alive then (the layer's rows up to ``proj_input``).
+beside the rows alive then (the layer's rows up to ``proj_input``, the
+output counted from the start: at a2a's first moment O early), and its
+forward buffers again in a backward that recomputes the attention.
+
+Not counted: the small tensors (cu_seqlens and rng states per step, the p2p
+backward's contiguous copy of half of L), FP8, the ``thd`` layout, and
+FlashAttention's workspace.
 """
 
 from __future__ import annotations
