@@ -1,4 +1,4 @@
-"""A one-page cheat sheet of training memory: the activation formulas of
+"""The cheat sheet of training memory, page 1: the activation formulas of
 notebooks 01-06, the model states, the logits and the peak of notebook 08,
 a fit checklist, and the common mistakes with what each one costs.
 
