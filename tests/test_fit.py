@@ -254,7 +254,7 @@ def test_timeline_redraw_updates_its_artists_and_shows_what_a_new_figure_shows()
         assert fit_figures.timeline_figure(r, "plan", stages="ends", fig=fig) is fig
         assert list(fig.axes[0].collections) == [areas]
         kept = png(fig)
-        fig._actmem_background = None  # what a full draw makes
+        fig._actmem_background = {}  # no kept background: what a full draw makes
         assert (_pixels(kept) == _pixels(png(fig))).all()
         new = fit_figures.timeline_figure(r, "plan", stages="ends")
         for ax, other in zip(fig.axes, new.axes):
