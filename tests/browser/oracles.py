@@ -112,8 +112,10 @@ def _fit_planner(layer, v, image, tr):
     from their label."""
     from actmem.views.fit_figures import event_label
     from actmem.layer.recompute_modules import MODULES
-    from actmem.views.fit_levers import comm_options
-    from actmem.views.fit_views import MODELS, STATES, run_arguments, split_keys, split_options
+    from actmem.views.fit_levers import comm_options, gpus_text
+    from actmem.views.schedule_figures import TITLES
+    from actmem.views.fit_views import STATES, planner_model, run_arguments, split_keys, \
+        split_options
     values = dict(v)
     recompute = values["recompute"]
     if isinstance(recompute, str):  # 'none', 'selective', 'selective: a + b' or 'full, k=N'
@@ -125,13 +127,16 @@ def _fit_planner(layer, v, image, tr):
             {tr(mode): mode for mode in actmem.RECOMPUTE}[recompute]
     values["recompute"] = (recompute, 1) if isinstance(recompute, str) else tuple(recompute)
     values["states"] = STATES[values["states"]]
-    model = MODELS[values["model"]].with_(flash_attention=values["flash_attention"])
+    model = planner_model(values)  # the preset at the s, b and FlashAttention shown
     if values.get("fp8") == tr("off"):  # a label made after Run All
         values["fp8"] = "off"
     comm = {_spaces(label): key for label, key in comm_options(
         model, values["t"], values["sequence_parallel"], values.get("cp", 1))}
     values["cp_comm_type"] = comm.get(_spaces(str(values.get("cp_comm_type", "p2p"))),
                                       values.get("cp_comm_type", "p2p"))
+    # a schedule label made after Run All (interleaving offered once p > 1): its key
+    schedules = {_spaces(tr(title)): name for name, title in TITLES.items()}
+    values["schedule"] = schedules.get(_spaces(str(values["schedule"])), values["schedule"])
     keys = split_keys(model.L, values["p"], values["v"])
     if values["split"] not in keys:  # a label made after Run All (p or v changed): its key
         labels = {label.replace("\xa0", " "): key for label, key in
@@ -142,16 +147,22 @@ def _fit_planner(layer, v, image, tr):
     line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
         stage=top.stage, size=format_bytes(top.peak, "GiB"),
         event=event_label(top.timeline.peak.label, tr))
+    if top.reserve:
+        line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
     gpu = tr("{size} ({gpu})").format(size=format_bytes(result.gpu_memory, "GiB"),
                                       gpu=values["gpu"])
     verdict = tr("{line}, of {gpu}: margin {margin} GiB, {verdict}").format(
         line=line, gpu=gpu, margin=actmem.format_change(result.margin, "GiB").lstrip("+"),
         verdict=tr("fits") if result.fits else tr("DOES NOT FIT"))
-    return Expected({"verdict": [verdict],
+    moe = model.num_experts is not None
+    gpus = gpus_text(values["t"], values["p"], values["d"], values.get("cp", 1),
+                     values.get("ep", 1) if moe else None, values.get("etp") if moe else None, tr)
+    return Expected({"verdict": [verdict], "gpus": [gpus],
                      "stages": [actmem.format_value(n, "GiB") for s in result.stages
                                 for n in (s.total, s.peak)]},
                     (tuple(tuple(e.bytes for e in s.timeline.events) for s in result.stages),
-                     result.gpu_memory, values["model"], values["gpu"]) if image else None)
+                     result.gpu_memory, top.reserve, values["model"], values["gpu"])
+                    if image else None)
 
 
 def _variant_explorer(layer, v, image, tr):
@@ -197,6 +208,16 @@ def _measure_explorer(layer, v, image, tr):
         return None
     return Expected({"summary": [check]}, None)
 
+
+SETUPS = {"FitPlanner": {
+    "fp8": [("cp", "1"), ("model", "LLaMA-3-8B"), ("cp", "1")],
+    "offload": [("p", "1"), ("schedule", "1F1B"), ("recompute", "none"),
+                ("model", "LLaMA-3-8B"), ("p", "1"), ("recompute", "none")]}}
+"""Menus that offer one value under some settings of the other controls
+(FP8 needs cp = 1 and a dense model; offloading p = 1, 1F1B, no
+recomputation and a dense model): explorer class -> control name -> the
+(control name, English option label) picks a learner makes, in order, until
+the menu offers more; the suite makes them only while it offers one value."""
 
 ORACLES = {
     "LayerExplorer": _layer_explorer,

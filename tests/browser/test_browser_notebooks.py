@@ -12,6 +12,10 @@ For each notebook in notebooks/ (discovered, so new notebooks are covered):
   actmem's pure functions give for the new setting (oracles.py), and the
   figure's PNG bytes changed when what it is drawn from changed;
   screenshot of the output after each change. One subtest per control.
+  A menu that offers one value under the settings reached so far (the
+  planner's FP8 menu at cp > 1) is opened first as a learner would, by
+  picking other controls' options (``oracles.SETUPS``), each pick checked
+  like any change.
 
 Screenshots go to artifacts/screenshots/ (printed at the end of the run).
 """
@@ -132,13 +136,51 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "control"
 
 
-def _check_change(nb, root, index, info, shots: Path, stem: str) -> str:
-    """Change control ``index`` of ``root``; assert the DOM followed."""
+def _options(nb, root, index) -> tuple[list[str], int] | None:
+    """A dropdown's option labels as the page shows them and the selected
+    one's place (None for another kind of control)."""
+    el = nb.control_handle(root, index)
+    select = el.query_selector("select") if el is not None else None
+    if select is None:
+        return None
+    options = [oracles._spaces(o.text_content()) for o in select.query_selector_all("option")]
+    shown = oracles._spaces(select.evaluate("s => s.selectedOptions[0].textContent"))
+    return options, options.index(shown)
+
+
+def _open_menu(nb, root, index, info, shots: Path, stem: str) -> list[str]:
+    """Make the menu ``index``, which offers one value, offer more, by the
+    picks :data:`oracles.SETUPS` lists for it (each checked by
+    :func:`_check_change`); the picks made."""
+    if info is None:
+        return []
+    names = {c["description"]: c["name"] for c in info["controls"]}
+    places = {names.get(c["description"]): i for i, c in enumerate(root.controls)}
+    name = names.get(root.controls[index]["description"])
+    tr = oracles.translator(info.get("language", "en"))
+    done = []
+    for other, label in oracles.SETUPS.get(info["cls"], {}).get(name, []):
+        if len(_options(nb, root, index)[0]) > 1:
+            break
+        options, current = _options(nb, root, places[other])
+        target = options.index(oracles._spaces(tr(label)))
+        if target != current:
+            done.append(_check_change(nb, root, places[other], info, shots, stem,
+                                      step=target - current))
+    return done
+
+
+def _check_change(nb, root, index, info, shots: Path, stem: str, step: int = 1) -> str:
+    """Change control ``index`` of ``root`` (a menu: to the option ``step``
+    places on); assert the DOM followed."""
     before = nb.state(root)
     exp_before = oracles.expected(info, before["controls"]) if info else None
-    action = change_control(nb, root, index)
+    action = change_control(nb, root, index, step=step)
     value_before = before["controls"][index]["value"]
     if action is None:   # the menu offers only the current value (the rules allow no other)
+        opened = _open_menu(nb, root, index, info, shots, stem)
+        if opened and len(_options(nb, root, index)[0]) > 1:
+            return " then ".join([*opened, _check_change(nb, root, index, info, shots, stem)])
         ctl = root.controls[index]
         warnings.warn(f"{ctl['kind']} {ctl['description']!r} offers only {value_before!r} "
                       "here: not driven")
