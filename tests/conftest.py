@@ -9,8 +9,9 @@ nbval cells share their kernel. Two changes to loadfile, here:
   ``tests/browser/conftest.py``), which each of two workers would start, and
   empty, again.
 * Units start longest first (``--no-loadscope-reorder`` keeps this order):
-  the browser suite, then the notebooks, then the unit-test files, so that
-  the short files fill the other workers while the browser suite runs.
+  the browser suite, then the notebooks, then the costliest unit-test files
+  (:data:`HEAVY`), then the rest, so that the short files fill the other
+  workers while the browser suite runs and the two workers end together.
 
 With ``-n 0`` (or ``-o addopts=...``, which drops the options above) every
 test runs in one process, in this order.
@@ -30,6 +31,12 @@ from hypothesis import HealthCheck, settings
 
 BROWSER = "tests/browser"
 """The browser suite's folder, relative to the repository root (node ids)."""
+HEAVY = ("tests/test_measure.py", "tests/test_schedules.py", "tests/test_measure_step.py",
+         "tests/test_notebook_edits.py", "tests/test_fuzz_api.py", "tests/test_workshop.py",
+         "tests/test_fuzz.py", "tests/test_pipeline_measured.py")
+"""Unit-test files that cost 9-55 s of CPU each (``-n 0``, measured on
+2026-12-02), costliest first: started before the others, none is left to
+run alone at the end."""
 
 settings.register_profile("any-speed", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -42,10 +49,15 @@ def unit(nodeid: str) -> str:
     return BROWSER if PurePosixPath(path).is_relative_to(BROWSER) else path
 
 
-def rank(nodeid: str) -> int:
-    """0 for the browser suite, 1 for a notebook, 2 for the rest."""
+def rank(nodeid: str) -> tuple[int, int]:
+    """(0, 0) for the browser suite, (1, 0) for a notebook, (2, i) for the
+    i-th of :data:`HEAVY`, (3, 0) for the rest."""
     path = unit(nodeid)
-    return 0 if path == BROWSER else 1 if path.endswith(".ipynb") else 2
+    if path == BROWSER:
+        return 0, 0
+    if path.endswith(".ipynb"):
+        return 1, 0
+    return (2, HEAVY.index(path)) if path in HEAVY else (3, 0)
 
 
 @pytest.hookimpl(trylast=True)
