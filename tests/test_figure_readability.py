@@ -79,14 +79,16 @@ def test_box_numbers_are_drawn_at_every_p_up_to_8(p):
         assert size >= 5 and "box numbers: micro-batch" in chart.get_title()
         heights = {round(path.get_extents().height, 3) for path in numbers.get_paths()}
         assert min(heights) >= 0.7 * size  # digits' height at that font size, in points
-        if v > 1:
-            hatched = [c for c in chart.collections if isinstance(c, PolyCollection)
-                       and c.get_hatch()][0]
-            assert len(bands.get_offsets()) == len(hatched.get_paths())
+        boxes = [c for c in chart.collections if isinstance(c, PolyCollection)][0]
+        if v > 1:  # chunks >= 1 (v-1 of every v boxes), hatched as one path of 5 vertices a box
+            later = sum(op.chunk > 0 for stage in schedule.ops for op in stage)
+            hatching = chart.patches[0]
+            assert hatching.get_hatch() == "//" and later == ops * (v - 1) // v
+            assert len(bands.get_offsets()) == len(hatching.get_path().vertices) // 5 == later
             assert {to_hex(c) for c in bands.get_facecolors()} <= \
-                {to_hex(c) for c in hatched.get_facecolors()}
+                {to_hex(c) for c in boxes.get_facecolors()}
         else:
-            assert bands is None
+            assert bands is None and len(chart.patches) == 0
 
 
 def test_boxes_too_narrow_get_no_numbers_and_the_title_says_so():

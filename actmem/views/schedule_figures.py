@@ -12,8 +12,8 @@ and later of a multi-chunk schedule are hatched, with the hatching left out
 behind the box numbers. Nothing here computes a number the schedule does
 not already hold.
 
-Drawn for speed in an explorer (issue 19): all boxes are two
-``PolyCollection`` s (plain and hatched), and all box numbers one
+Drawn for speed in an explorer (issue 19): all boxes are one
+``PolyCollection`` and the hatching one compound path, and all box numbers one
 ``PathCollection`` of glyph outlines (``TextPath``), which Agg fills in C++
 instead of laying out one ``Text`` per box; what stays while m changes
 (legends, stage names, axis labels) is kept by :func:`actmem.views.redraw.png`.
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D, IdentityTransform
@@ -139,25 +141,23 @@ def _labels(ax, centres, fills, size: float, scale: float) -> None:
 
 
 def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
-    """Gantt chart: one row per stage, stage 0 on top; the boxes in two
-    collections (plain, hatched). Returns the note on box numbers for the
-    title."""
-    boxes = {False: ([], []), True: ([], [])}  # hatched? -> (corners, fills)
-    centres, fills = [], []
+    """Gantt chart: one row per stage, stage 0 on top; the boxes in one
+    collection, the hatching of chunks >= 1 over them as one path. Returns
+    the note on box numbers for the title."""
+    corners, centres, fills = [], [], []
     for i, stage in enumerate(timeline):
         for timed in stage:
             x0, x1 = float(timed.start), float(timed.end)
-            hatched = timed.op.chunk > 0
-            fill = PASS_COLOURS[timed.op.kind]
-            boxes[hatched][0].append([(x0, i - 0.4), (x1, i - 0.4), (x1, i + 0.4), (x0, i + 0.4)])
-            boxes[hatched][1].append(fill)
-            centres.append(((x0 + x1) / 2, i, str(timed.op.microbatch), hatched, x1 - x0))
-            fills.append(fill)
-    for hatched, (corners, colours) in boxes.items():
-        if corners:
-            ax.add_collection(PolyCollection(corners, facecolors=colours, edgecolors="black",
-                                             linewidths=0.4, hatch="//" if hatched else None),
-                              autolim=False)
+            corners.append([(x0, i - 0.4), (x1, i - 0.4), (x1, i + 0.4), (x0, i + 0.4)])
+            centres.append(((x0 + x1) / 2, i, str(timed.op.microbatch), timed.op.chunk > 0,
+                            x1 - x0))
+            fills.append(PASS_COLOURS[timed.op.kind])
+    ax.add_collection(PolyCollection(corners, facecolors=fills, edgecolors="black",
+                                     linewidths=0.4), autolim=False)
+    hatched = [box for box, centre in zip(corners, centres) if centre[3]]
+    if hatched:  # one path: Agg builds the hatch pattern once, not once per box
+        ax.add_patch(PathPatch(Path.make_compound_path_from_polys(np.array(hatched)),
+                               facecolor="none", edgecolor="black", linewidth=0.4, hatch="//"))
     size = digit_size(schedule, timeline)
     if size is not None:
         _labels(ax, centres, fills, size, _chart_points(schedule.p) / float(schedule.makespan()))
@@ -241,7 +241,7 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
     chart.tick_params(axis="x", bottom=False)  # time is read on the lower panel
     changing_only(fig, tuple(tuple(text.get_text() for text in texts) for texts in (
                       chart.get_legend().get_texts(), held.get_legend().get_texts(), held.texts)),
-                  [*chart.collections, *held.lines, chart.title,
+                  [*chart.collections, *chart.patches, *held.lines, chart.title,
                    held.xaxis, held.yaxis, *chart.spines.values(), *held.spines.values()])
     return fig
 
