@@ -6,6 +6,7 @@ every number, and leave the English ``value`` of each readout as it was.
 """
 
 import ast
+import functools
 import re
 import string
 import warnings
@@ -259,7 +260,8 @@ def _strings_in(folder: Path) -> set[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
-def event_templates() -> set[str]:
+@functools.cache  # two tests read it; building it runs about 90 training_memory calls
+def event_templates() -> frozenset[str]:
     """The labels of the timeline's events (actmem.run.timeline) with the
     micro-batch replaced by ``{name}``, over runs that reach every kind of
     event: attention map stored or not, each recomputation, one and two
@@ -285,7 +287,13 @@ def event_templates() -> set[str]:
                                         recompute=recompute)
         templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
                       for s in result.stages for e in s.timeline.events}
-    return templates
+    for layers, reshard in itertools.product((1, 2, 3, 5), (True, False)):  # FSDP2's moments
+        result = actmem.training_memory(
+            MODEL.with_(flash_attention=True, L=layers), d=2, m=2, use_torch_fsdp2=True,
+            gradient_buffer="backward", reshard_after_forward=reshard)
+        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
+                      for s in result.stages for e in s.timeline.events}
+    return frozenset(templates)
 
 
 def test_every_event_of_the_timeline_has_a_translation():
