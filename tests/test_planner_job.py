@@ -140,3 +140,17 @@ def test_the_train_command_keeps_the_learned_table_too(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--preset", "gpt2-large", "-s", "2048"])
     assert "s=2048: the model's learned position table has 1024 rows" in capsys.readouterr().err
+
+
+def test_probing_the_menus_warns_nothing():
+    """Building the menus probes settings a learner has not chosen (t=1 with
+    sequence parallelism when the cp menu is narrowed): their warnings must
+    not appear under the planner."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        planner = FitPlanner(model="llama3-8b", t=1, p=1, d=8, sequence_parallel=True)
+        for name in ("cp", "t", "p"):
+            for value in planner.controls[name].options[:3]:
+                planner.controls[name].value = value[1] if isinstance(value, tuple) else value

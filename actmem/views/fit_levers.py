@@ -47,6 +47,7 @@ labels are translated) and returns a fresh list.
 from __future__ import annotations
 
 import functools
+import warnings
 
 from ..language import get_language, tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
@@ -149,9 +150,12 @@ share them: ep·etp = 4·1, expert data-parallel 2')
 
 
 def _runs(check, *args, **kwargs) -> bool:
-    """Whether ``check(*args, **kwargs)`` accepts its arguments."""
+    """Whether ``check(*args, **kwargs)`` accepts its arguments; a probe
+    for a menu, so its warnings (sequence parallelism at t=1) stay silent."""
     try:
-        check(*args, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(*args, **kwargs)
     except (TypeError, ValueError):
         return False
     return True
