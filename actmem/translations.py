@@ -159,16 +159,7 @@ ZH = {
     "model states": "模型状态",
     "parameters": "参数",
     "gradients": "梯度",
-    "optimizer states": "优化器状态",
     "activations": "激活",
-    "Transformer layers (this formula)": "Transformer 层（本公式）",
-    "embedding, output layer and loss": "嵌入层、输出层和损失",
-    "runtime": "运行时",
-    "communication buffers": "通信缓冲区",
-    "kernel workspaces": "算子临时空间（workspace）",
-    "allocator overhead and fragmentation": "内存分配开销与显存碎片",
-    "Training memory on one GPU: the formula is one box (boxes not to scale)":
-        "单块 GPU 上的训练显存：本公式只是其中一格（方框不按比例）",
     # ---- schedules (actmem.views.schedule_figures, schedule_views)
     "GPipe": "GPipe",
     "1F1B": "1F1B",

@@ -167,7 +167,6 @@ FIGURES = {
     "bytes per GPU": lambda: figures.bytes_per_gpu_figure(),
     "doubling": lambda: figures.doubling_figure(),
     "terms vs t": lambda: figures.terms_vs_t_figure(highlight=8),
-    "training memory": lambda: figures.training_memory_figure(10 ** 9),
     "GPipe": lambda: schedule_figures.schedule_figure(_schedule("gpipe", 4, 8)),
     "interleaved": lambda: schedule_figures.schedule_figure(_schedule("interleaved", 4, 8, 2)),
     "first stage": lambda: schedule_figures.first_stage_figure(
@@ -328,8 +327,6 @@ def _labels_from_data() -> set[str]:
     for table in (figures.TERM_LABELS, figures.GROUP_LABELS, figures.PLACEMENT_LABELS,
                   fit_figures.PART_LABELS, variant_views.GROUP_NAMES):
         labels |= set(table.values())
-    for category, parts in figures.TRAINING_MEMORY_PARTS:
-        labels |= {category, *parts}
     for group in actmem.GROUPS:
         name = group.replace("_", " ")  # the readouts name groups readably
         labels |= {f"{name}: {{size}}", f"{name} per GPU: {{size}}"}
