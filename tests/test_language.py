@@ -327,6 +327,8 @@ def _labels_from_data() -> set[str]:
     for table in (figures.TERM_LABELS, figures.GROUP_LABELS, figures.PLACEMENT_LABELS,
                   fit_figures.PART_LABELS, variant_views.GROUP_NAMES):
         labels |= set(table.values())
+    for category, parts in figures.TRAINING_MEMORY_PARTS:
+        labels |= {category, *parts}
     for group in actmem.GROUPS:
         name = group.replace("_", " ")  # the readouts name groups readably
         labels |= {f"{name}: {{size}}", f"{name} per GPU: {{size}}"}

@@ -353,3 +353,15 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                         tuple(text.get_text() for text in legend.get_texts()),
                         tuple(text.get_text() for text in ax.texts)), chosen)
     return fig
+
+
+TRAINING_MEMORY_PARTS = (
+    ("model states", ("parameters", "gradients", "optimizer states")),
+    ("activations", ("Transformer layers (this formula)",
+                     "embedding, output layer and loss")),
+    ("runtime", ("communication buffers", "kernel workspaces",
+                 "allocator overhead and fragmentation")),
+)
+"""What a training GPU's memory holds besides (and including) the layers'
+activations, as notebook 05 lists them. Only the first activation entry is
+the formula; notebook 08 puts a number on each."""
