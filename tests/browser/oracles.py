@@ -160,9 +160,26 @@ def _fit_planner(layer, v, image, tr):
     return Expected({"verdict": [verdict], "gpus": [gpus],
                      "stages": [actmem.format_value(n, "GiB") for s in result.stages
                                 for n in (s.total, s.peak)]},
-                    (tuple(tuple(e.bytes for e in s.timeline.events) for s in result.stages),
-                     result.gpu_memory, top.reserve, values["model"], values["gpu"])
-                    if image else None)
+                    (_timeline_seen(result), result.gpu_memory, top.reserve,
+                     values["model"], values["gpu"]) if image else None)
+
+
+def _timeline_seen(result) -> tuple:
+    """What the planner's timeline figure shows in text and layout, for
+    each drawn stage: its title (stage, peak), the peak event's label and
+    place, the number of events and the categories stacked. A change below
+    one pixel of the stacked areas (a few MiB of a transient on a GiB axis,
+    e.g. cp_comm_type p2p -> allgather when the loss sets the peak) leaves
+    the PNG as it was, so the areas' bytes are not part of the key."""
+    from actmem.views.fit_figures import timeline_stages
+    seen = []
+    for i in timeline_stages(result, "ends"):
+        events = result.stages[i].timeline.events
+        peak = result.stages[i].timeline.peak
+        seen.append((i, format_bytes(result.stages[i].peak, "GiB"), peak.label,
+                     events.index(peak), len(events),
+                     tuple(c for c in actmem.CATEGORIES if any(e.by_category[c] for e in events))))
+    return tuple(seen)
 
 
 def _variant_explorer(layer, v, image, tr):
