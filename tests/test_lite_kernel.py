@@ -89,9 +89,10 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 def page(site):
     """A Chromium page that refuses (and records in ``page.left``) every
     request not to the site."""
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    sys.path.insert(0, str(ROOT / "tests" / "browser"))
+    import jlab  # the process's one Playwright, shared with the browser suite
+    browser = jlab.playwright().chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    try:
         context = browser.new_context(service_workers="block")
         page = context.new_page()
         page.left = []
@@ -104,6 +105,7 @@ def page(site):
                 request_route.abort()
         context.route("**/*", route)
         yield page
+    finally:
         browser.close()
 
 

@@ -16,6 +16,7 @@ the processes they started.
 from __future__ import annotations
 
 import ast
+import atexit
 import importlib.util
 import json
 import os
@@ -210,21 +211,30 @@ def copy_notebooks(dest: Path, source: Path = NOTEBOOKS) -> Path:
 
 # --------------------------------------------------------------- the browser
 
+_PLAYWRIGHT = []  # the process's one Playwright, once started
+
+
+def playwright():
+    """The process's one Playwright (sync API), started on first use and
+    stopped at exit. A second ``sync_playwright()`` in a process that has one
+    running fails ("Sync API inside the asyncio loop"), so the browser suite
+    and tests/test_lite_kernel.py, which can share an xdist worker, share it."""
+    if not _PLAYWRIGHT:
+        from playwright.sync_api import sync_playwright
+        _PLAYWRIGHT.append(sync_playwright().start())
+        atexit.register(_PLAYWRIGHT[0].stop)
+    return _PLAYWRIGHT[0]
+
+
 class Browser:
     """One headless Chromium (fresh user-data-dir) through Playwright."""
 
     def __init__(self, viewport=(1280, 900)):
-        from playwright.sync_api import sync_playwright
         self.user_data = tempfile.mkdtemp(prefix="actmem-chromium-")
-        self._pw = sync_playwright().start()
-        try:
-            self.context = self._pw.chromium.launch_persistent_context(
-                self.user_data, executable_path=CHROMIUM, headless=True,
-                args=CHROMIUM_FLAGS, viewport={"width": viewport[0], "height": viewport[1]},
-                timeout=60_000)
-        except Exception:
-            self._pw.stop()
-            raise
+        self.context = playwright().chromium.launch_persistent_context(
+            self.user_data, executable_path=CHROMIUM, headless=True,
+            args=CHROMIUM_FLAGS, viewport={"width": viewport[0], "height": viewport[1]},
+            timeout=60_000)
         self.context.set_default_timeout(30_000)
         self.viewport = viewport
 
@@ -235,7 +245,6 @@ class Browser:
         try:
             self.context.close()
         finally:
-            self._pw.stop()
             shutil.rmtree(self.user_data, ignore_errors=True)
 
 
