@@ -144,23 +144,13 @@ def _overlaps(fig):
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])
-def test_the_page_is_one_a4_landscape_without_overlaps_and_displays(language):
+@pytest.mark.parametrize("page", [cheat_sheet_figure, levers_figure])
+def test_each_page_is_one_a4_landscape_without_overlaps_and_displays(page, language):
     set_language(language)
     try:
-        fig = cheat_sheet_figure()
+        fig = page()
         assert tuple(fig.get_size_inches()) == (11.69, 8.27)
         assert fig.axes and not fig.axes[0].axison  # IPython shows a figure with axes only
-        assert _overlaps(fig) == ([], [])
-    finally:
-        set_language("en")
-
-
-@pytest.mark.parametrize("language", ["en", "zh"])
-def test_the_levers_page_is_one_a4_landscape_without_overlaps(language):
-    set_language(language)
-    try:
-        fig = levers_figure()
-        assert tuple(fig.get_size_inches()) == (11.69, 8.27)
         assert _overlaps(fig) == ([], [])
     finally:
         set_language("en")
