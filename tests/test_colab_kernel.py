@@ -75,7 +75,7 @@ def test_the_venv_has_colab_widgets_and_ipython(runs):
 
 def test_every_control_of_every_explorer_was_moved(runs):
     colab, _ = runs
-    from colab_moves import EXPLORERS, offered
+    from colab_moves import EXPLORERS
     for name, make in EXPLORERS.items():
         moved = {control for control, _, _ in colab["moves"][name]}
         assert moved == set(make().controls), name

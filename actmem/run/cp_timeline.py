@@ -214,7 +214,6 @@ def with_exchange(moments, kinds, model, t: int, sequence_parallel: bool, recomp
             kinds and {kind: replace(m, **extra) for kind, m in kinds.items()})
 
 
-
 FORWARD = "forward of {name}: the last layer's context-parallel attention"
 BACKWARD = "backward of {name}: the last layer's context-parallel attention"
 RECOMPUTING = "backward of {name}: the last layer's context-parallel attention, recomputing"

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from matplotlib.figure import Figure
 
-from ..language import english, translator
+from ..language import translator
 from ..layer.memory import activation_memory, table2
 from ..run.framework import loss_bytes
 from ..run.gpus import GPUS

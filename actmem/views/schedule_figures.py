@@ -24,10 +24,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
