@@ -151,11 +151,12 @@ ZH = {
     "MiB per layer, per micro-batch, per GPU": "显存（MiB；每层、每个微批次、每卡）",
     "Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})":
         "把一个符号翻倍（s={s}, b={b}, h={h}, a={a}, t={t}）",
-    "fixed floor: {size} at every t": "固定项下限：任何 t 下都是 {size}",
+    "fixed floor: the same at every t": "固定项下限：任何 t 下都相同",
     "outlined: the t chosen": "红框：选定的 t",
     "tensor-parallel size t (GPUs)": "张量并行度 t（GPU 数）",
     "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每卡",
-    "Three terms against t (s={s}, b={b}, h={h}, a={a})": "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）",
+    "Three terms against t (s={s}, b={b}, h={h}, a={a});\nfixed floor (dashed) {size} at every t":
+        "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）；\n固定项下限（虚线）：任何 t 下都是 {size}",
     "model states": "模型状态",
     "parameters": "参数",
     "gradients": "梯度",

@@ -313,6 +313,12 @@ def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
 
 # ---------------------------------------------------------------- terms vs t
 
+TERMS_MARGINS = (1.3, 0.15, 0.55, 0.55, 0.0)
+"""Left, right, top, bottom margins (inches) of :func:`terms_vs_t_figure`:
+room for a two-line y label beside seven-digit MiB ticks and a two-line
+title, so a new layer never needs the figure laid out again."""
+
+
 def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                       t_values: list[int] | None = None,
                       highlight: int | None = None, fig: Figure | None = None) -> Figure:
@@ -329,12 +335,10 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     """
     ts = t_values or common_divisors(a, h)
     results = [activation_memory(s, b, h, a, t) for t in ts]
-    fig, ax = figure_axes(fig, (8, 4.5))
+    fig, ax = figure_axes(fig, (8, 4.5), margins=TERMS_MARGINS)
     tops = _stacked_terms(ax, results, fontsize=9)
-    floor = to_mib(results[0].fixed)
-    ax.axhline(floor, color="black", linestyle="--", linewidth=1,
-               label=tr("fixed floor: {size} at every t").format(
-                   size=format_bytes(results[0].fixed)))
+    floor = ax.axhline(to_mib(results[0].fixed), color="black", linestyle="--", linewidth=1,
+                       label=tr("fixed floor: the same at every t"))
     chosen = []
     if highlight in ts:  # above the floor line, under the labels and the legend
         i = ts.index(highlight)
@@ -344,14 +348,17 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     ax.tick_params(labelsize=9)
     ax.set_xlabel(tr("tensor-parallel size t (GPUs)"))
     ax.set_ylabel(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"))
-    ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a})").format(
-        s=s, b=b, h=h, a=a))
+    ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a});\n"
+                    "fixed floor (dashed) {size} at every t").format(
+        s=s, b=b, h=h, a=a, size=format_bytes(results[0].fixed)))
     legend = ax.legend(fontsize=9, loc="upper right")  # "best" picks it here
-    # a new highlight changes only its outline: the rest (bars, labels,
-    # legend, axes) is kept by png while the layer and the t shown stay
-    changing_only(fig, (ax.get_xlim(), ax.get_ylim(), tuple(map(str, ts)), ax.get_title(),
-                        tuple(text.get_text() for text in legend.get_texts()),
-                        tuple(text.get_text() for text in ax.texts)), chosen)
+    # a new layer or t changes the bars, their labels, the floor, the
+    # outline, the title and the y axis (fixed margins leave room for its
+    # widest ticks); png keeps the rest (x axis, legend) while t's values
+    # and the legend stay
+    changing_only(fig, (ax.get_xlim(), tuple(map(str, ts)),
+                        tuple(text.get_text() for text in legend.get_texts())),
+                  [*ax.patches, *ax.texts, floor, ax.title, ax.yaxis])
     return fig
 
 

@@ -153,9 +153,11 @@ def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
     ax.add_collection(PolyCollection(corners, facecolors=fills, edgecolors="black",
                                      linewidths=0.4), autolim=False)
     hatched = [box for box, centre in zip(corners, centres) if centre[3]]
-    if hatched:  # one path: Agg builds the hatch pattern once, not once per box
-        ax.add_patch(PathPatch(Path.make_compound_path_from_polys(np.array(hatched)),
-                               facecolor="none", edgecolor="black", linewidth=0.4, hatch="//"))
+    if hatched:  # one path: Agg builds the hatch pattern once, not once per box;
+        # add_artist, not add_patch: the limits are set below, and add_patch
+        # would walk every box's Bezier segments to update them
+        ax.add_artist(PathPatch(Path.make_compound_path_from_polys(np.array(hatched)),
+                                facecolor="none", edgecolor="black", linewidth=0.4, hatch="//"))
     size = digit_size(schedule, timeline)
     if size is not None:
         _labels(ax, centres, fills, size, _chart_points(schedule.p) / float(schedule.makespan()))
