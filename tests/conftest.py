@@ -4,17 +4,26 @@ pyproject.toml's ``addopts`` run pytest-xdist workers (``-n auto``, at most 4)
 with ``--dist loadfile``: each file runs whole on one worker, so a notebook's
 nbval cells share their kernel. Two changes to loadfile, here:
 
-* ``tests/browser/`` is one unit, not two files: its files share one
-  JupyterLab, one Chromium and one screenshots folder (session fixtures in
-  ``tests/browser/conftest.py``), which each of two workers would start, and
-  empty, again.
+* ``tests/browser/`` is two units, not two files: its tests of the English
+  notebooks (with the slideshow's) and those of the Chinese ones. Each
+  worker that runs one starts its own JupyterLab and Chromium (session
+  fixtures in ``tests/browser/conftest.py``); on two cores the two halves
+  (about 8 minutes each) run side by side instead of one after the other.
 * Units start longest first (``--no-loadscope-reorder`` keeps this order):
-  the browser suite, then the notebooks, then the costliest unit-test files
-  (:data:`HEAVY`), then the rest, so that the short files fill the other
-  workers while the browser suite runs and the two workers end together.
+  the browser suite's halves, then the notebooks, then the costliest
+  unit-test files (:data:`HEAVY`), then the rest, so that the short files
+  fill the workers at the end and the workers end together.
 
 With ``-n 0`` (or ``-o addopts=...``, which drops the options above) every
 test runs in one process, in this order.
+
+One measurement of PyTorch's pipelines per run: notebook 05 measures them
+(about 40 s) under nbval and in the browser suite, in both languages; the
+controller names a new folder in ``ACTMEM_MEASURE_CACHE``
+(:data:`actmem.views.pipeline_measured.CACHE_ENV`), which the workers, their
+kernels and JupyterLab inherit, so the first run keeps its measurement
+there for the others (tests/test_measure_pipeline.py still measures on its
+own). Removed at the end.
 
 Hypothesis: no test may depend on the machine's speed (issue 21: examples
 over the default 200 ms deadline failed on a loaded machine), so the profile
@@ -24,19 +33,41 @@ loaded here has no deadline and no "too slow" health check; a test's own
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import PurePosixPath
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from actmem.views.pipeline_measured import CACHE_ENV
+
 BROWSER = "tests/browser"
 """The browser suite's folder, relative to the repository root (node ids)."""
-HEAVY = ("tests/test_measure.py", "tests/test_schedules.py", "tests/test_measure_step.py",
-         "tests/test_notebook_edits.py", "tests/test_fuzz_api.py", "tests/test_workshop.py",
-         "tests/test_fuzz.py", "tests/test_pipeline_measured.py")
-"""Unit-test files that cost 9-55 s of CPU each (``-n 0``, measured on
-2026-12-02), costliest first: started before the others, none is left to
-run alone at the end."""
+HEAVY = ("tests/test_colab_kernel.py", "tests/test_measure_pipeline.py",
+         "tests/test_schedule_views.py", "tests/test_language.py", "tests/test_lite_kernel.py",
+         "tests/test_schedules.py", "tests/test_measure.py", "tests/test_pytorch_orders.py",
+         "tests/test_planner_levers.py", "tests/test_measure_step.py",
+         "tests/test_notebook_edits.py")
+"""Unit-test files that took 20-90 s each in the README's command on 2
+cores (``--durations``, 2026-12-02), costliest first: started before the
+others, none is left to run alone at the end."""
+
+
+def pytest_configure(config):
+    """In the controller (not an xdist worker), unless already set: a new
+    folder for the run's pipeline measurement."""
+    if not hasattr(config, "workerinput") and CACHE_ENV not in os.environ:
+        os.environ[CACHE_ENV] = config._actmem_cache = tempfile.mkdtemp(prefix="actmem-measure-")
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_actmem_cache", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ[CACHE_ENV]
+
 
 settings.register_profile("any-speed", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -44,16 +75,23 @@ settings.load_profile("any-speed")
 
 
 def unit(nodeid: str) -> str:
-    """The work unit of a test: its file, or the whole browser suite."""
+    """The work unit of a test: its file, or the browser suite's half for
+    the language of its notebook (``tests/browser[zh]``, ``tests/browser[en]``).
+
+    >>> unit("tests/browser/test_browser_notebooks.py::test_run_all[zh/05_training_run.ipynb]")
+    'tests/browser[zh]'
+    """
     path = nodeid.split("::", 1)[0]
-    return BROWSER if PurePosixPath(path).is_relative_to(BROWSER) else path
+    if not PurePosixPath(path).is_relative_to(BROWSER):
+        return path
+    return f"{BROWSER}[{'zh' if '[zh/' in nodeid else 'en'}]"
 
 
 def rank(nodeid: str) -> tuple[int, int]:
     """(0, 0) for the browser suite, (1, 0) for a notebook, (2, i) for the
     i-th of :data:`HEAVY`, (3, 0) for the rest."""
     path = unit(nodeid)
-    if path == BROWSER:
+    if path.startswith(BROWSER):
         return 0, 0
     if path.endswith(".ipynb"):
         return 1, 0
@@ -67,13 +105,13 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """loadfile's scheduler with the browser suite as one unit."""
+    """loadfile's scheduler with the browser suite's halves as units."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class BrowserSuiteTogether(LoadFileScheduling):
+    class BrowserSuiteByLanguage(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return unit(nodeid)
 
-    return BrowserSuiteTogether(config, log)
+    return BrowserSuiteByLanguage(config, log)

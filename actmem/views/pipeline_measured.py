@@ -5,18 +5,28 @@ extra); this module does not. :func:`load_measurement` measures now when
 torch is installed and otherwise reads the result stored in
 ``actmem/data/pipeline_measured.json`` (written by ``python -m
 actmem.measure pipeline --json``; a test checks it against a fresh run),
-and says which of the two it returns.
+and says which of the two it returns. Where the environment variable
+:data:`CACHE_ENV` names a folder, the measurement is kept there and the
+processes that load it after the first read it instead of measuring again
+(the test suite sets it: notebook 05 runs four times, under nbval and in
+the browser, in both languages).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from fractions import Fraction
 from importlib.resources import files
+from pathlib import Path
 
 STORED = "data/pipeline_measured.json"
 """Where the stored measurement lives inside the package."""
+CACHE_ENV = "ACTMEM_MEASURE_CACHE"
+"""Environment variable: a folder where :func:`load_measurement` keeps the
+measurement it made, for the processes that load it later (one file, taken
+under a lock so that two processes never measure at once)."""
 
 
 def stored_measurement() -> dict:
@@ -25,17 +35,32 @@ def stored_measurement() -> dict:
 
 
 def load_measurement() -> tuple[str, dict]:
-    """``(source, data)``: measured now if torch is importable (about 10 s,
-    p = 2 and 4 gloo processes), else the stored result; ``source`` says
+    """``(source, data)``: measured on this machine if torch is importable
+    (about 40 s on 2 cores: p = 2 and 4 gloo processes; kept in the folder
+    :data:`CACHE_ENV` names, if set), else the stored result; ``source`` says
     which, with the torch version that measured it."""
     if importlib.util.find_spec("torch") is None:
         data = stored_measurement()
         return (f"STORED result (torch {data['config']['torch']}); torch is not "
                 "installed here, so nothing was measured now", data)
+    data = _measured()
+    return f"measured on this machine with torch {data['config']['torch']}", data
+
+
+def _measured() -> dict:
+    """A fresh measurement, or the one kept in the :data:`CACHE_ENV` folder."""
     from ..measure.pipeline import measurement
 
-    data = measurement()
-    return f"measured now with torch {data['config']['torch']}", data
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return measurement()
+    from filelock import FileLock  # a dependency of torch
+
+    path = Path(folder) / "pipeline_measured.json"
+    with FileLock(f"{path}.lock"):
+        if not path.exists():
+            path.write_text(json.dumps(measurement()), encoding="utf-8")
+        return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _cases(data: dict) -> dict[tuple, list[dict]]:

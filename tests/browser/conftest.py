@@ -9,7 +9,7 @@ environment variable ``CI`` is set, where a missing browser is a failure.
 from __future__ import annotations
 
 import os
-import shutil
+import time
 import traceback
 from pathlib import Path
 
@@ -20,6 +20,9 @@ from jlab import (ARTIFACTS, CHROMIUM, NOTEBOOKS, Browser, LabServer, NotebookPa
                   probe_explorers, widget_model_ids)
 
 SCREENSHOTS = ARTIFACTS / "screenshots"
+STARTED = time.time()
+"""When this process loaded the suite: screenshots older than that are an
+earlier run's (another worker may be writing this run's beside ours)."""
 _written = []  # set once this session has written screenshots
 
 
@@ -76,9 +79,13 @@ def browser_available():
 
 @pytest.fixture(scope="session")
 def screenshot_dir(browser_available) -> Path:
-    """artifacts/screenshots/, emptied at the start of a session."""
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-    SCREENSHOTS.mkdir(parents=True)
+    """artifacts/screenshots/, without an earlier run's screenshots (the
+    test command runs the suite's two halves in two workers, each with this
+    fixture: neither may delete what the other writes)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("*.png"):
+        if old.stat().st_mtime < STARTED:
+            old.unlink(missing_ok=True)
     _written.append(SCREENSHOTS)
     return SCREENSHOTS
 
