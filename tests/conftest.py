@@ -1,6 +1,7 @@
 """How the README's test command shares the work between cores (issue 21).
 
-pyproject.toml's ``addopts`` run pytest-xdist workers (``-n auto``, at most 4)
+pyproject.toml's ``addopts`` run pytest-xdist workers (``-n auto``: one per
+core and one more, at most 4; :func:`pytest_xdist_auto_num_workers`)
 with ``--dist loadfile``: each file runs whole on one worker, so a notebook's
 nbval cells share their kernel. Two changes to loadfile, here:
 
@@ -53,6 +54,18 @@ HEAVY = ("tests/test_colab_kernel.py", "tests/test_measure_pipeline.py",
 """Unit-test files that took 20-90 s each in the README's command on 2
 cores (``--durations``, 2026-12-02), costliest first: started before the
 others, none is left to run alone at the end."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core and one more (``--maxprocesses``
+    still caps them), unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says how many:
+    the browser suite's halves wait on Chromium and the kernel for about a
+    third of their time, which a third worker fills with unit tests."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
 
 
 def pytest_configure(config):

@@ -16,7 +16,7 @@ if not os.environ.get("CI"):
 import actmem  # noqa: E402
 from actmem.measure import __main__ as cli  # noqa: E402
 from actmem.measure import pipeline  # noqa: E402
-from actmem.views.pipeline_measured import stored_measurement  # noqa: E402
+from actmem.views.pipeline_measured import load_measurement, stored_measurement  # noqa: E402
 
 LAYERNORM_STATS = 512
 """Two LayerNorms x (mean, rstd) x s*b bfloat16 values per layer (test_measure)."""
@@ -24,7 +24,12 @@ LAYERNORM_STATS = 512
 
 @pytest.fixture(scope="module")
 def data():
-    return pipeline.measurement()
+    """The run's measurement (:func:`pipeline.measurement`): made here, or
+    earlier in the run by notebook 05, which loads it the same way
+    (``ACTMEM_MEASURE_CACHE``, tests/conftest.py)."""
+    source, measured = load_measurement()
+    assert source.startswith("measured on this machine with torch")
+    return measured
 
 
 def test_every_case_and_stage_is_measured(data):
