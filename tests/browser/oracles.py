@@ -21,9 +21,9 @@ message saying so; add one when actmem.widgets grows a new explorer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import json
 import re
+from dataclasses import dataclass
 
 import actmem
 from actmem import activation_memory, format_bytes
@@ -288,8 +288,18 @@ def expected(info: dict, dom_controls: list) -> Expected | None:
     missing = [c["name"] for c in info["controls"] if c["name"] not in values]
     if missing:
         raise LookupError(f"{info['cls']}: controls {missing} not found in the DOM")
-    return oracle(info.get("layer") or {}, values, info.get("image", False),
-                  translator(info.get("language", "en")))
+    key = (json.dumps(info, sort_keys=True, default=repr), repr(sorted(values.items())))
+    if key not in _EXPECTED:  # a settling change polls this every 50 ms
+        if len(_EXPECTED) >= 512:
+            _EXPECTED.clear()
+        _EXPECTED[key] = oracle(info.get("layer") or {}, values, info.get("image", False),
+                                translator(info.get("language", "en")))
+    return _EXPECTED[key]
+
+
+_EXPECTED: dict = {}
+""":func:`expected`'s results by explorer and control values (the oracles
+are pure; a planner's costs a training_memory call)."""
 
 
 def mismatches(info: dict, exp: Expected, named: dict) -> list[str]:

@@ -10,8 +10,10 @@ For each notebook in notebooks/ (discovered, so new notebooks are covered):
   it with the mouse or keyboard; the control shows the new value, every
   readout (found by its CSS class ``actmem-readout-<name>``) shows what
   actmem's pure functions give for the new setting (oracles.py), and the
-  figure's PNG bytes changed when what it is drawn from changed;
-  screenshot of the output after each change. One subtest per control.
+  figure's PNG bytes changed when what it is drawn from changed. One
+  subtest per control; a screenshot of each output once all its controls
+  were driven, and of the output at a change that failed (one per change
+  cost about a quarter of the suite's time).
   A menu that offers one value under the settings reached so far (the
   planner's FP8 menu at cp > 1) is opened first as a learner would, by
   picking other controls' options (``oracles.SETUPS``), each pick checked
@@ -203,12 +205,28 @@ def _check_change(nb, root, index, info, shots: Path, stem: str, step: int = 1) 
     after = wait_settled(nb, root, done)
     ctl = root.controls[index]
     label = f"{ctl['kind']} {ctl['description']!r} ({action})"
-    shot = shots / f"{stem}__{root.name}__{index:02d}-{_slug(ctl['description'] or ctl['kind'])}.png"
     try:
-        nb.root_locator(root).screenshot(path=str(shot), timeout=10_000)
-    except Exception as e:  # a screenshot failure is not the widget's fault
-        warnings.warn(f"screenshot {shot.name} failed: {e}")
+        _assert_followed(nb, info, label, index, value_before, before, after, exp_before)
+    except AssertionError:
+        _screenshot(nb, root, shots / f"{stem}__{root.name}__FAILED-{index:02d}-"
+                    f"{_slug(ctl['description'] or ctl['kind'])}.png")
+        raise
+    return label
 
+
+def _screenshot(nb, root, path: Path) -> None:
+    """The widget output ``root`` as a PNG at ``path`` (a failure to take it
+    is a warning: not the widget's fault)."""
+    try:
+        nb.root_locator(root).screenshot(path=str(path), timeout=10_000)
+    except Exception as e:
+        warnings.warn(f"screenshot {path.name} failed: {e}")
+
+
+def _assert_followed(nb, info, label, index, value_before, before, after, exp_before) -> None:
+    """The DOM after a change shows the new value, the readouts actmem
+    computes for the controls shown, and a new PNG where the figure's inputs
+    changed; no problem on the page."""
     assert not after.get("timed_out") or after.get("controls"), f"{label}: output vanished"
     assert after["controls"][index]["value"] != value_before, \
         f"{label}: the control still shows {value_before!r}"
@@ -229,7 +247,6 @@ def _check_change(nb, root, index, info, shots: Path, stem: str, step: int = 1) 
                 f"{info['cls']} {label}: the figure's inputs changed but its PNG did not"
     problems = _page_problems(nb)
     assert not problems, f"{label}:\n" + "\n".join(problems)
-    return label
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
@@ -265,3 +282,4 @@ def test_controls(runs, notebook, subtests, screenshot_dir):
             with subtests.test(msg=f"{root.name} {ctl['kind']} {ctl['description']!r}"):
                 label = _check_change(nb, root, index, info, screenshot_dir, stem)
                 print(f"{notebook} {root.name}: {label} ok")
+        _screenshot(nb, root, screenshot_dir / f"{stem}__{root.name}__driven.png")
