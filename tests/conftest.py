@@ -22,9 +22,9 @@ One measurement of PyTorch's pipelines per run: notebook 05 measures them
 (about 40 s) under nbval and in the browser suite, in both languages; the
 controller names a new folder in ``ACTMEM_MEASURE_CACHE``
 (:data:`actmem.views.pipeline_measured.CACHE_ENV`), which the workers, their
-kernels and JupyterLab inherit, so the first run keeps its measurement
-there for the others (tests/test_measure_pipeline.py still measures on its
-own). Removed at the end.
+kernels and JupyterLab inherit, so the first to load the measurement makes
+it and keeps it there for the others (tests/test_measure_pipeline.py checks
+that one). Removed at the end.
 
 Hypothesis: no test may depend on the machine's speed (issue 21: examples
 over the default 200 ms deadline failed on a loaded machine), so the profile
@@ -61,7 +61,7 @@ def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker per core and one more (``--maxprocesses``
     still caps them), unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says how many:
     the browser suite's halves wait on Chromium and the kernel for about a
-    third of their time, which a third worker fills with unit tests."""
+    third of their time, which the extra worker fills with unit tests."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
