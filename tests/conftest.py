@@ -56,7 +56,7 @@ cores (``--durations``, 2026-12-02), costliest first: started before the
 others, none is left to run alone at the end."""
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # known only with pytest-xdist
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker per core and one more (``--maxprocesses``
     still caps them), unless ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says how many:
@@ -117,6 +117,7 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank(item.nodeid))
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """loadfile's scheduler with the browser suite's halves as units."""
     if config.getvalue("dist") != "loadfile":

@@ -4,6 +4,7 @@ new or changed example cannot go unchecked."""
 
 import doctest
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -25,8 +26,8 @@ def test_the_modules_with_examples_are_found():
 def test_docstring_examples(name):
     try:
         module = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
+    except ImportError:  # actmem.measure raises its own, with the install hint
+        if importlib.util.find_spec("torch") is not None:
             raise
         pytest.skip(f"{name} needs torch (pip install -e '.[measure]')")
     result = doctest.testmod(module)
