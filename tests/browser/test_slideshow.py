@@ -32,27 +32,40 @@ def test_a_notebook_presents_as_its_slides(lab_server, browser):
         assert slides.count() == expected
         assert "See what each GPU keeps" in slides.first.inner_text()
         go_to_slide(page, 1)
-        assert page.url.endswith("#/slide-1-0")
+        assert page.evaluate("location.hash") == "#/slide-1-0"
     finally:
         page.close()
 
 
 def go_to_slide(page, slide: int) -> None:
-    """Press the right arrow until the deck shows ``slide``: a press made
-    before reveal.js listens to the keyboard is lost, so each press is
-    followed by a wait for the hash to move, and repeated if it did not."""
+    """Move the deck to ``slide`` and return once it has stayed there for a
+    second. A press made before reveal.js listens to the keyboard is lost, and
+    RISE may still move the deck to the selected cell's slide after a press
+    has landed (its start and its ``activeCellChanged`` handler), so this
+    reads where the deck is, presses towards ``slide`` and checks again."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the suite's own skip
-    for shown in range(slide):
-        for _ in range(12):
-            page.keyboard.press("ArrowRight")
-            try:
-                page.wait_for_function(
-                    f"() => location.hash === '#/slide-{shown + 1}-0'", timeout=5_000)
-                break
-            except PlaywrightTimeout:
-                continue
-        else:
-            raise AssertionError(f"the deck did not move to slide {shown + 1}: {page.url}")
+    page.wait_for_selector(".reveal.ready", timeout=60_000)
+    for _ in range(4 * slide + 12):
+        shown = shown_slide(page)
+        if shown == slide:
+            page.wait_for_timeout(1_000)
+            if shown_slide(page) == slide:
+                return
+            continue
+        before = page.evaluate("location.hash")
+        page.keyboard.press("ArrowRight" if shown < slide else "ArrowLeft")
+        try:
+            page.wait_for_function("(before) => location.hash !== before", arg=before,
+                                   timeout=5_000)
+        except PlaywrightTimeout:  # the press was lost: look and press again
+            continue
+    raise AssertionError(f"the deck did not stay at slide {slide}: {page.url}")
+
+
+def shown_slide(page) -> int:
+    """Index of the slide the deck shows, from reveal.js's hash ``#/slide-h-v``."""
+    found = re.fullmatch(r"#/slide-(\d+)-\d+", page.evaluate("location.hash"))
+    return int(found.group(1)) if found else 0
 
 
 def explorer_slide(name: str) -> int:
