@@ -188,6 +188,8 @@ ZH = {
     "bubble {bubble:.1%} of the ideal time; {note}":
         "{title}：p={p} 级，m={m} 个微批次{chunks}\n"
         "气泡占理想时间的 {bubble:.1%}；{note}",
+    "{title}: p={p} stages, m={m} micro-batches{chunks}; {note}":
+        "{title}：p={p} 级，m={m} 个微批次{chunks}；{note}",
     "box numbers: micro-batch": "方框中的数字：微批次编号",
     "boxes too narrow for micro-batch numbers": "方框太窄，未标微批次编号",
     "stage {i}: peak {peak}": "第 {i} 级：峰值 {peak}",

@@ -159,3 +159,38 @@ def test_drawing_on_the_kept_background_shows_a_full_drawing(name):
     full = np.asarray(fig.canvas.buffer_rgba())
     assert kept.shape == full.shape
     assert np.count_nonzero((kept != full).any(axis=2)) <= 2
+
+
+STAMPED = [("1f1b", 4, 8, 1), ("interleaved", 4, 8, 2), ("zbv", 4, 8, 2), ("1f1b", 5, 10, 1),
+           ("interleaved", 4, 12, 2), ("zbv", 5, 10, 2), ("gpipe", 4, 8, 1)]
+"""Schedules whose charts share legends and axis labels (stamps) across two
+sizes of figure and three kinds of legend."""
+
+
+@pytest.mark.parametrize("title", [True, False])
+def test_kept_backgrounds_and_stamps_give_a_new_figures_pixels(title):
+    """Redrawn in turn into one family of Figures (two sizes), each chart's
+    PNG is pixel for pixel that of a new figure drawn whole: the legend and
+    axis labels pasted from another size land where they are drawn."""
+    fig = None
+    for args in STAMPED:
+        s = actmem.simulate_schedule(*args)
+        fig = schedule_figures.schedule_figure(s, fig=fig, title=title)
+        kept = np.asarray(PIL.Image.open(io.BytesIO(png(fig))))
+        new = np.asarray(PIL.Image.open(io.BytesIO(png(
+            schedule_figures.schedule_figure(s, title=title)))))
+        assert kept.shape == new.shape and (kept == new).all(), args
+    stamps = fig._actmem_stamps
+    assert len({key for key, *_ in stamps}) == 3 + 2 + 1  # legends; y labels; the x label
+
+
+def test_a_stamp_is_drawn_once_per_key_and_place():
+    """Redrawing with the same legend and labels draws none of them again."""
+    fig = schedule_figures.schedule_figure(schedule(4, 8))
+    png(fig)
+    drawn = []
+    legend = fig.axes[0].get_legend()
+    fig = schedule_figures.schedule_figure(schedule(4, 12, "gpipe"), fig=fig)
+    fig.axes[0].get_legend().draw = lambda renderer: drawn.append(renderer)
+    png(fig)
+    assert fig.axes[0].get_legend() is not legend and drawn == []

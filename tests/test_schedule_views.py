@@ -2,7 +2,8 @@
 readouts state the simulation's bytes, figures are drawn from the ops."""
 
 import pytest
-from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.colors import to_rgba
 
 import actmem
 from actmem import schedule_figures, schedule_views, simulate_schedule
@@ -78,6 +79,22 @@ def test_worked_example_readouts():
     assert x.readouts["first_stage"].value == (
         "first stage: 11 x 4 layers x 184 MiB = 8096 MiB, 1.375 x L*M (5888 MiB)")
     assert x.readouts["bubble"].value == "bubble: 3/16 of the ideal time = 18.8% (simulated)"
+
+
+def test_the_chart_title_is_text_above_the_image():
+    """The figure is drawn without its title, which the readout ``chart``
+    states: what the figure's own title would say, less the bubble."""
+    x = ScheduleExplorer()
+    assert x.readouts["chart"].value == "1F1B: p=4 stages, m=8 micro-batches; box numbers: " \
+                                        "micro-batch"
+    assert x._figure.axes[0].get_title() == ""
+    x.controls["p"].value, x.controls["m"].value = 16, 16
+    x.controls["schedule"].value = "interleaved"
+    assert x.readouts["chart"].value == "interleaved 1F1B: p=16 stages, m=16 micro-batches, " \
+                                        "v=2 chunks per GPU; boxes too narrow for micro-batch numbers"
+    title = schedule_figures.schedule_title(x.schedule())
+    # the bubble (p-1)/(v*m) = 15/32 stays in the figure's own title only
+    assert title.startswith(x.readouts["chart"].value.split(";")[0] + "\nbubble 46.9% ")
 
 
 def test_v_and_schedule_move_together():
@@ -167,7 +184,13 @@ def test_schedule_figure_draws_every_operation():
                             key=lambda c: -c.get_zorder())
     assert len(numbers.get_offsets()) == len(numbers.get_paths()) == 4 * 2 * 8 * 2
     assert len(bands.get_offsets()) == 4 * 8 * 2
-    assert len(held.lines) == 4 and "peak 11" in held.get_legend().get_texts()[0].get_text()
+    # the first stage holds 11 chunk passes at its peak; each stage's line is
+    # keyed by a sample of its colour beside the stage's name, not by a legend
+    assert len(held.lines) == 4 and max(held.lines[0].get_ydata()) == 11
+    keys, = (c for c in chart.collections if isinstance(c, LineCollection))
+    assert held.get_legend() is None and len(keys.get_segments()) == 4
+    assert [tuple(c) for c in keys.get_colors()] == [to_rgba(line.get_color())
+                                                     for line in held.lines]
     assert "bubble 18.8%" in chart.get_title()
     with pytest.raises(TypeError, match="schedule must be a PipelineSchedule"):
         schedule_figures.schedule_figure("1f1b")

@@ -12,16 +12,24 @@ built for that size and grid before (kept with the Figure given, up to
 for fixed margins (inches) instead of constrained layout, which is costly
 on a new Figure; :func:`png` still lays out with constrained layout
 whatever would not fit.
+
+A figure function can also declare what its redraws change
+(:func:`changing_only`): :func:`png` then keeps an image of the rest (the
+background) and draws only the changing artists on it, and keeps each
+"stamp" (a legend or a label in a margin) as pixels, pasted wherever the
+stamp is placed in the figure or in another of its family.
 """
 
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 LAYOUT = "_actmem_layout"
 """Attribute of a Figure built here: ``(key, axes)``, its size and grid and
@@ -33,13 +41,18 @@ _FAMILY = "_actmem_family"
 """Attribute of Figures built from one another: one shared ``{key: Figure}``."""
 BLIT = "_actmem_blit"
 """Attribute of a Figure whose redraws change only some artists: ``(key,
-artists)`` set by :func:`changing_only`; :func:`png` keeps an image of the
-rest (the background) for each key."""
+artists, stamps)`` set by :func:`changing_only`; :func:`png` keeps an image
+of the rest (the background) for each key."""
 KEPT_BACKGROUNDS = 8
 """Background images (one per key of :func:`changing_only`) a Figure keeps."""
 _BACKGROUND = "_actmem_background"
 """Attribute of a Figure: ``{(key, size): image}``, the images of what
 does not change, newest last, at most :data:`KEPT_BACKGROUNDS`."""
+KEPT_STAMPS = 64
+"""Stamps (a few KiB each) a family of Figures keeps."""
+_STAMPS = "_actmem_stamps"
+"""Attribute of Figures built from one another: one shared ``{(key,
+fraction of a pixel where it starts, size): image}``, newest last."""
 
 
 def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int = 1,
@@ -57,6 +70,7 @@ def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int =
     key = (tuple(figsize), nrows, ncols, margins,
            tuple(sorted((k, str(v)) for k, v in grid.items())))
     family = getattr(fig, _FAMILY, {}) if fig is not None else {}
+    stamps = getattr(fig, _STAMPS, {}) if fig is not None else {}
     if fig is not None and getattr(fig, LAYOUT, (None,))[0] == key:
         family[key] = fig
     fig = family.pop(key, None)
@@ -79,6 +93,7 @@ def figure_axes(fig: Figure | None, figsize: tuple, nrows: int = 1, ncols: int =
     while len(family) > FAMILY:
         del family[next(iter(family))]
     setattr(fig, _FAMILY, family)
+    setattr(fig, _STAMPS, stamps)
     return fig, axes
 
 
@@ -100,13 +115,21 @@ def empty(ax) -> None:
     ax.set_axis_on()
 
 
-def changing_only(fig: Figure, key, artists) -> None:
+def changing_only(fig: Figure, key, artists, stamps=()) -> None:
     """Declare that, while ``key`` (any value that can be compared with
-    ``==``) stays the same, redraws of ``fig`` change only ``artists``:
-    :func:`png` then draws the rest once, keeps that image, and draws only
-    ``artists`` on a copy of it. ``key`` must change with anything else the
-    figure shows (limits, ticks, legend, titles outside ``artists``)."""
-    setattr(fig, BLIT, (key, list(artists)))
+    ``==``) stays the same, redraws of ``fig`` change only ``artists`` and
+    ``stamps``: :func:`png` then draws the rest once, keeps that image, and
+    draws only ``artists`` on a copy of it. ``key`` must change with
+    anything else the figure shows (limits, ticks, titles outside
+    ``artists`` and ``stamps``).
+
+    ``stamps``: ``(artist, stamp key)`` pairs, artists drawn on the plain
+    figure background (a legend or a label in a margin, overlapping no
+    other artist) whose pixels depend only on the stamp key: each is drawn
+    once per stamp key, kept, and pasted where it is placed, in ``fig`` or
+    in another Figure of its family (:func:`figure_axes`), at the same
+    fraction of a pixel."""
+    setattr(fig, BLIT, (key, list(artists), list(stamps)))
 
 
 def png(fig: Figure) -> bytes:
@@ -118,18 +141,19 @@ def png(fig: Figure) -> bytes:
     longer fit in the figure (wider tick labels, a longer legend or title):
     then it is laid out again. A figure marked by :func:`changing_only`
     whose key has not changed since the last call gets only its changing
-    artists drawn, on the kept image of the rest.
+    artists drawn, on the kept image of the rest, and its stamps pasted.
     """
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     fig.set_dpi(72)
-    key, artists = getattr(fig, BLIT, (None, []))
+    key, artists, stamps = getattr(fig, BLIT, (None, [], []))
     kept = getattr(fig, _BACKGROUND, {})
     background = kept.pop((key, tuple(fig.bbox.size)), None) if artists else None
     if background is not None:
         fig.canvas.restore_region(background)
     else:
-        for artist in artists:  # the background: all but them (Axes.draw skips animated)
+        apart = [*artists, *(artist for artist, _ in stamps)]
+        for artist in apart:  # the background: all but them (Axes.draw skips animated)
             artist.set_animated(True)
         try:
             fig.canvas.draw()
@@ -138,7 +162,7 @@ def png(fig: Figure) -> bytes:
                 fig.canvas.draw()
                 kept = {}  # laid out anew: the kept images no longer fit
         finally:
-            for artist in artists:
+            for artist in apart:
                 artist.set_animated(False)
         fig.set_layout_engine("none")
         background = fig.canvas.copy_from_bbox(fig.bbox) if artists else None
@@ -148,6 +172,8 @@ def png(fig: Figure) -> bytes:
             del kept[next(iter(kept))]
     setattr(fig, _BACKGROUND, kept)
     renderer = fig.canvas.get_renderer()
+    for artist, stamp_key in stamps:
+        _stamp(fig, artist, stamp_key, renderer)
     for artist in sorted(artists, key=lambda a: a.get_zorder()):  # as Axes.draw does
         if artist.get_visible():
             artist.draw(renderer)
@@ -155,6 +181,30 @@ def png(fig: Figure) -> bytes:
     PIL.Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).save(
         buffer, format="png", compress_level=1)
     return buffer.getvalue()
+
+
+def _stamp(fig: Figure, artist, key, renderer) -> None:
+    """Draw ``artist`` (a stamp of :func:`changing_only`): paste its kept
+    pixels if its family kept them for ``key`` at the same fraction of a
+    pixel, else draw it and keep its pixels (2 pixels around its extent,
+    for its frame's stroke and antialiasing)."""
+    if not artist.get_visible():
+        return
+    box = artist.get_window_extent(renderer)
+    x0, y0 = math.floor(box.x0) - 2, math.floor(box.y0) - 2
+    x1, y1 = math.ceil(box.x1) + 2, math.ceil(box.y1) + 2
+    stamps = getattr(fig, _STAMPS, {})
+    where = (key, round(box.x0 % 1, 3), round(box.y0 % 1, 3), x1 - x0, y1 - y0)
+    image = stamps.pop(where, None)
+    if image is None:
+        artist.draw(renderer)
+        image = fig.canvas.copy_from_bbox(Bbox([[x0, y0], [x1, y1]]))
+    else:  # restore_region's xy: the top-left corner, y down
+        fig.canvas.restore_region(image, xy=(x0, int(fig.bbox.height) - y1))
+    stamps[where] = image  # newest last
+    while len(stamps) > KEPT_STAMPS:
+        del stamps[next(iter(stamps))]
+    setattr(fig, _STAMPS, stamps)
 
 
 def _spills(fig: Figure) -> bool:

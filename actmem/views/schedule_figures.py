@@ -15,8 +15,11 @@ not already hold.
 Drawn for speed in an explorer (issue 19): all boxes are one
 ``PolyCollection`` and the hatching one compound path, and all box numbers one
 ``PathCollection`` of glyph outlines (``TextPath``), which Agg fills in C++
-instead of laying out one ``Text`` per box; what stays while m changes
-(legends, stage names, axis labels) is kept by :func:`actmem.views.redraw.png`.
+instead of laying out one ``Text`` per box. The lower panel has no legend:
+a sample of each stage's line stands beside the stage's name above, so what
+stays while p stays (stage names and their samples) is one image kept by
+:func:`actmem.views.redraw.png`, and the legend and the axis labels are
+stamps it draws once and pastes.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
-from matplotlib.transforms import Affine2D, IdentityTransform
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import Affine2D, IdentityTransform, blended_transform_factory
 
 from ..language import tr
 from .figures import OKABE_ITO
@@ -55,20 +59,22 @@ STAGE_STYLES = ("-", "--", ":", "-.")
 DIGIT_PT = (5.0, 9.0)
 """Smallest and largest font size (points) of the box numbers: boxes too
 small for the smallest get none, and the title says so."""
-MARGINS = (0.85, 2.35, 0.5, 0.6, 0.12)
-"""Left (stage names), right (legends), top (title) and bottom (time axis)
-margins and the space between the panels, inches: placed at once, without
-constrained layout (:func:`actmem.views.redraw.figure_axes`). Over 8
-stages the stages' legend takes two columns: 0.75 inch more on the right."""
+MARGINS = (1.2, 2.35, 0.5, 0.6, 0.12)
+"""Left (stage names and their line keys), right (legend), top (title) and
+bottom (time axis) margins and the space between the panels, inches:
+placed at once, without constrained layout
+(:func:`actmem.views.redraw.figure_axes`). Without a title the top margin
+is :data:`UNTITLED_TOP` and the figure that much shorter."""
+UNTITLED_TOP = 0.15
+"""Top margin (inches) of a figure drawn without its title."""
+KEY_PT = (26.0, 4.0)
+"""Where each stage's line key runs, points left of the chart: from the
+first to the second; the stage's name is set left of it."""
 
 
-def _margins(p: int) -> tuple:
-    return (MARGINS[0], MARGINS[1] + (0.75 if p > 8 else 0), *MARGINS[2:])
-
-
-def _chart_points(p: int) -> float:
+def _chart_points() -> float:
     """The chart's width (points), which sets how large box numbers can be."""
-    left, right, *_ = _margins(p)
+    left, right, *_ = MARGINS
     return (10 - left - right) * 72
 
 TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B",
@@ -99,8 +105,8 @@ def digit_size(schedule: PipelineSchedule, timeline=None) -> float | None:
     ``schedule.timeline`` if already at hand (it is built on each access)."""
     p = schedule.p
     width = min(t.end - t.start for stage in timeline or schedule.timeline for t in stage)
-    box_w = float(width / schedule.makespan()) * _chart_points(p)
-    panels = _figure_height(p) - sum(_margins(p)[2:])
+    box_w = float(width / schedule.makespan()) * _chart_points()
+    panels = _figure_height(p) - sum(MARGINS[2:])
     box_h = 0.8 * 72 * panels * max(p, 2) / (max(p, 2) + 2) / p
     digits = len(str(schedule.m - 1))
     size = min(DIGIT_PT[1], 0.7 * box_h / 0.73, 0.85 * box_w / (0.62 * digits))
@@ -114,8 +120,8 @@ def _band(width: float, height: float) -> Path:
         Affine2D().translate(-0.5, -0.5).scale(width, height))
 
 
-def _figure_height(p: int) -> float:
-    return 2.2 + 0.35 * p
+def _figure_height(p: int, title: bool = True) -> float:
+    return 2.2 + 0.35 * p - (0 if title else MARGINS[2] - UNTITLED_TOP)
 
 
 def _labels(ax, centres, fills, size: float, scale: float) -> None:
@@ -138,10 +144,9 @@ def _labels(ax, centres, fills, size: float, scale: float) -> None:
                    [xy for xy, _, _ in behind], [fill for *_, fill in behind], 2.5)
 
 
-def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
+def _chart(ax, schedule: PipelineSchedule, timeline) -> None:
     """Gantt chart: one row per stage, stage 0 on top; the boxes in one
-    collection, the hatching of chunks >= 1 over them as one path. Returns
-    the note on box numbers for the title."""
+    collection, the hatching of chunks >= 1 over them as one path."""
     corners, centres, fills = [], [], []
     for i, stage in enumerate(timeline):
         for timed in stage:
@@ -160,8 +165,9 @@ def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
                                 facecolor="none", edgecolor="black", linewidth=0.4, hatch="//"))
     size = digit_size(schedule, timeline)
     if size is not None:
-        _labels(ax, centres, fills, size, _chart_points(schedule.p) / float(schedule.makespan()))
+        _labels(ax, centres, fills, size, _chart_points() / float(schedule.makespan()))
     ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
+    _stage_keys(ax, schedule.p)
     ax.set_ylim(schedule.p - 0.5, -0.5)
     ax.set_xlim(0, float(schedule.makespan()))
     kinds = {op.kind for stage in schedule.ops for op in stage}
@@ -174,21 +180,47 @@ def _chart(ax, schedule: PipelineSchedule, timeline) -> str:
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
                              label=tr("model chunk >= 1")))
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return tr("box numbers: micro-batch") if size is not None else \
+
+
+def schedule_title(schedule: PipelineSchedule, tr=tr) -> str:
+    """The chart's title, two lines: the schedule, p, m and v; the bubble,
+    and whether the boxes carry micro-batch numbers (:func:`digit_size`).
+    Words translated by ``tr`` (:mod:`actmem.language`)."""
+    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
+    note = tr("box numbers: micro-batch") if digit_size(schedule) is not None else \
         tr("boxes too narrow for micro-batch numbers")
+    return tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
+              "bubble {bubble:.1%} of the ideal time; {note}").format(
+                  title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m,
+                  chunks=chunks, bubble=float(schedule.bubble_fraction()), note=note)
+
+
+def _stage_keys(ax, p: int) -> None:
+    """Beside each stage's name, a sample of its line in the lower panel
+    (:func:`stage_style`): that panel's key, one collection, no text, so
+    the figure needs no legend that changes with ``p``."""
+    x0, x1 = (-pt / _chart_points() for pt in KEY_PT)
+    styles = [stage_style(i) for i in range(p)]
+    keys = LineCollection([[(x0, i), (x1, i)] for i in range(p)],
+                          colors=[style["color"] for style in styles],
+                          linestyles=[style["linestyle"] for style in styles], linewidths=1.5,
+                          transform=blended_transform_factory(ax.transAxes, ax.transData),
+                          clip_on=False)
+    ax.add_artist(keys)
+    ax.tick_params(axis="y", length=0, pad=KEY_PT[0] + 3)
 
 
 def _in_flight(ax, schedule: PipelineSchedule, timeline) -> None:
     """Forward passes held by each stage after each of its operations, one
-    colour and line style per stage (:func:`stage_style`)."""
+    colour and line style per stage (:func:`stage_style`, keyed beside the
+    stage names above)."""
     for i, stage in enumerate(timeline):
         times = [0.0] + [float(t.end) for t in stage]
         counts = [0] + schedule.in_flight(i)
-        ax.step(times, counts, where="post", linewidth=1.5,
-                label=tr("stage {i}: peak {peak}").format(i=i, peak=max(counts)),
-                **stage_style(i))
+        ax.step(times, counts, where="post", linewidth=1.5, **stage_style(i))
     ax.set_xlim(0, float(schedule.makespan()))
     ax.set_ylim(0, None)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 2.5 passes
     # axis labels as texts beside the axes, so that a redraw of the ticks
     # (an Axis draws its label too) does not draw them again
     ax.annotate(tr("chunk passes held") if schedule.v > 1 else tr("micro-batches held"),
@@ -199,11 +231,10 @@ def _in_flight(ax, schedule: PipelineSchedule, timeline) -> None:
                 ha="center", va="top")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_label_coords(0.5, 0.5)  # no label: never placed beside the tick labels
-    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0),
-              ncol=1 + (schedule.p - 1) // 8)
 
 
-def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Figure:
+def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None,
+                    title: bool = True) -> Figure:
     """The schedule chart above the in-flight count per stage over time.
 
     Box numbers (micro-batches) are drawn 5 to 9 pt high, as the narrowest
@@ -214,6 +245,9 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
         schedule: from :func:`actmem.simulate_schedule`.
         fig: a Figure this function returned, to redraw in place
             (:mod:`actmem.views.redraw`).
+        title: False to leave out the title (:func:`schedule_title`), which
+            an explorer shows as text above the image; the panels keep their
+            size.
 
     Returns:
         A matplotlib Figure (not registered with pyplot).
@@ -224,25 +258,26 @@ def schedule_figure(schedule: PipelineSchedule, fig: Figure | None = None) -> Fi
     if not isinstance(schedule, PipelineSchedule):
         raise TypeError("schedule must be a PipelineSchedule from "
                         f"actmem.simulate_schedule, got {type(schedule).__name__}")
-    fig, (chart, held) = figure_axes(fig, (10, _figure_height(schedule.p)), 2, 1, _margins(schedule.p),
-                                     sharex=True, height_ratios=[max(schedule.p, 2), 2])
+    margins = MARGINS if title else (*MARGINS[:2], UNTITLED_TOP, *MARGINS[3:])
+    fig, (chart, held) = figure_axes(fig, (10, _figure_height(schedule.p, title)), 2, 1,
+                                     margins, sharex=True,
+                                     height_ratios=[max(schedule.p, 2), 2])
     timeline = schedule.timeline
-    note = _chart(chart, schedule, timeline)
+    _chart(chart, schedule, timeline)
     _in_flight(held, schedule, timeline)
-    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
-    chart.set_title(tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
-                       "bubble {bubble:.1%} of the ideal time; {note}").format(
-                           title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m,
-                           chunks=chunks, bubble=float(schedule.bubble_fraction()), note=note),
-                    fontsize=9)
-    # what changes with the schedule, m and the order while the kinds of
-    # pass, v > 1 and the peaks stay; the rest (legends, stage names, axis
-    # labels) is kept by png, one image per key
+    if title:
+        chart.set_title(schedule_title(schedule), fontsize=9)
+    # what changes with the schedule, v, m and the order while p stays; the
+    # rest (stage names and their keys) is kept by png, one image per p,
+    # and the legend and the axis labels as stamps
     chart.tick_params(axis="x", bottom=False)  # time is read on the lower panel
-    changing_only(fig, tuple(tuple(text.get_text() for text in texts) for texts in (
-                      chart.get_legend().get_texts(), held.get_legend().get_texts(), held.texts)),
-                  [*chart.collections, *chart.patches, *held.lines, chart.title,
-                   held.xaxis, held.yaxis, *chart.spines.values(), *held.spines.values()])
+    legend = chart.get_legend()
+    changing_only(fig, tuple(text.get_text() for text in chart.get_yticklabels()),
+                  [*(c for c in chart.collections if not isinstance(c, LineCollection)),
+                   *chart.patches, *held.lines, chart.title,
+                   held.xaxis, held.yaxis, *chart.spines.values(), *held.spines.values()],
+                  [(legend, tuple(text.get_text() for text in legend.get_texts())),
+                   *((text, text.get_text()) for text in held.texts)])
     return fig
 
 

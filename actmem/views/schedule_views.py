@@ -18,7 +18,7 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
-from .schedule_figures import TITLES, schedule_figure
+from .schedule_figures import TITLES, digit_size, schedule_figure
 from ..run.schedule_orders import megatron_groups
 from ..run.schedules import (ALL_SCHEDULES, ORDERS, PYTORCH_ONLY, SCHEDULES, PipelineSchedule,
                              check_schedule, simulate_schedule)
@@ -176,6 +176,19 @@ def first_stage_text(schedule: PipelineSchedule, per_layer: ActivationMemory,
         whole=format_bytes(whole))
 
 
+def chart_text(schedule: PipelineSchedule, tr=english) -> str:
+    """The chart's caption, shown above it: schedule, p, m and v, and
+    whether the boxes carry micro-batch numbers (the figure's title without
+    the bubble, which :func:`bubble_text` states); words translated by
+    ``tr`` (:mod:`actmem.language`)."""
+    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
+    note = tr("box numbers: micro-batch") if digit_size(schedule) is not None else \
+        tr("boxes too narrow for micro-batch numbers")
+    return tr("{title}: p={p} stages, m={m} micro-batches{chunks}; {note}").format(
+        title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m, chunks=chunks,
+        note=note)
+
+
 def bubble_text(schedule: PipelineSchedule, tr=english) -> str:
     """The simulated bubble, as a fraction and a percentage; words
     translated by ``tr`` (:mod:`actmem.language`)."""
@@ -195,7 +208,10 @@ class ScheduleExplorer(_Explorer):
     micro-batch group size for interleaving (0: not applicable), so m need
     not be a multiple of p. Only valid combinations are offered. Readouts:
     ``first_stage`` (Label, :func:`first_stage_text`), ``bubble`` (Label,
-    :func:`bubble_text`), ``stages`` (HTML, :func:`stage_table_html`).
+    :func:`bubble_text`), ``stages`` (HTML, :func:`stage_table_html`),
+    ``chart`` (Label, :func:`chart_text`: the chart's title, as text
+    above the image the browser sets rather than pixels drawn on each
+    change).
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, L=32, t=8, schedule="1f1b",
@@ -221,7 +237,7 @@ class ScheduleExplorer(_Explorer):
         shown = group if order == "megatron" and schedule == "interleaved" else 0
         controls["N"] = widgets.Dropdown(options=group_options(schedule, p, m, order),
                                          value=shown, description="N")
-        readouts = {"first_stage": TEXT, "bubble": TEXT, "stages": HTML}
+        readouts = {"first_stage": TEXT, "bubble": TEXT, "stages": HTML, "chart": TEXT}
         rows = [widgets.HBox([controls[k] for k in row])
                 for row in (("L", "t", "p"), ("schedule", "v", "m"), ("order", "N"))]
         super().__init__(controls, readouts, image=True, layout=rows)
@@ -244,4 +260,5 @@ class ScheduleExplorer(_Explorer):
         self.say("first_stage", lambda tr: first_stage_text(schedule, per_layer, L, tr))
         self.say("bubble", lambda tr: bubble_text(schedule, tr))
         self.say("stages", lambda tr: stage_table_html(schedule, per_layer, L, tr))
-        self.show_figure(schedule_figure, schedule)
+        self.say("chart", lambda tr: chart_text(schedule, tr))
+        self.show_figure(schedule_figure, schedule, title=False)

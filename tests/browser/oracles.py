@@ -85,7 +85,7 @@ def _schedule_explorer(layer, v, image, tr):
     """Bytes per stage from the simulation (not from schedule_views)."""
     L = v["L"]
     per_layer = activation_memory(**layer, t=v["t"])
-    from actmem.views.schedule_views import NO_GROUP, ORDER_LABELS
+    from actmem.views.schedule_views import NO_GROUP, ORDER_LABELS, TITLES
     # menus narrowed after Run All show labels the probe did not map
     order = {label: key for key, label in ORDER_LABELS.items()}.get(v.get("order"), v.get("order"))
     group = 0 if v.get("N") == NO_GROUP else v.get("N")
@@ -98,7 +98,8 @@ def _schedule_explorer(layer, v, image, tr):
                                    "(simulated)").format(
                          fraction=schedule.bubble_fraction(),
                          percent=float(schedule.bubble_fraction()))],
-                     "stages": [format_bytes(n) for n in stages]},
+                     "stages": [format_bytes(n) for n in stages],
+                     "chart": [tr(TITLES[v["schedule"]]), f"p={v['p']} ", f"m={v['m']} "]},
                     # the chart is drawn from the operations: an order or a group
                     # size that gives the same operations draws the same figure
                     (v["schedule"], v["p"], v["m"], v["v"], schedule.ops) if image else None)
