@@ -157,6 +157,8 @@ ZH = {
     "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每卡",
     "Three terms against t (s={s}, b={b}, h={h}, a={a});\nfixed floor (dashed) {size} at every t":
         "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）；\n固定项下限（虚线）：任何 t 下都是 {size}",
+    "Three terms against t (s={s}, b={b}, h={h}, a={a}); fixed floor (dashed) {size} at every t":
+        "三项随 t 的变化（s={s}, b={b}, h={h}, a={a}）；固定项下限（虚线）：任何 t 下都是 {size}",
     "model states": "模型状态",
     "parameters": "参数",
     "gradients": "梯度",

@@ -94,6 +94,20 @@ def test_layer_explorer_figure_is_png_and_redraws():
     assert bytes(explorer.image.value).startswith(PNG) and bytes(explorer.image.value) != before
 
 
+def test_layer_explorer_states_its_figures_title_as_text():
+    """The figure is drawn without its title; the readout ``chart`` says it,
+    with the fixed floor 10sbh = 10 x 2048 x 1 x 4096 bytes = 80 MiB (sec. 4.1),
+    and follows s."""
+    explorer = widgets.LayerExplorer(t=8, figure=True)
+    assert explorer._figure.axes[0].get_title() == ""
+    assert explorer.readouts["chart"].value == (
+        "Three terms against t (s=2048, b=1, h=4096, a=32); fixed floor (dashed) 80 MiB at every t")
+    explorer.controls["s"].value = 4096
+    assert "(s=4096, b=1, h=4096, a=32); fixed floor (dashed) 160 MiB" in \
+        explorer.readouts["chart"].value
+    assert "chart" not in widgets.LayerExplorer().readouts  # no figure, no title
+
+
 @pytest.mark.parametrize("t", actmem.valid_tensor_parallel_sizes(4096, 32))
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("flash", [False, True])
@@ -202,7 +216,8 @@ def test_terms_figure_bars_are_the_table_in_mib():
     ax = fig.axes[0]
     tops = [round(p.get_y() + p.get_height()) for p in ax.patches[-4:]]
     assert tops == [912, 496, 288, 184]
-    assert "MiB" in ax.get_ylabel() and ax.get_xlabel()
+    ylabel, = (text for text in ax.texts if text.get_rotation() == 90)
+    assert "MiB" in ylabel.get_text() and ax.get_xlabel()
 
 
 def test_sharding_figure_draws_groups_by_placement():

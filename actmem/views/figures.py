@@ -316,26 +316,43 @@ def doubling_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
 TERMS_MARGINS = (1.3, 0.15, 0.55, 0.55, 0.0)
 """Left, right, top, bottom margins (inches) of :func:`terms_vs_t_figure`:
 room for a two-line y label beside seven-digit MiB ticks and a two-line
-title, so a new layer never needs the figure laid out again."""
+title, so a new layer never needs the figure laid out again. Without the
+title the top margin is 0.15 inch and the figure that much shorter."""
+
+
+def terms_vs_t_title(s: int, b: int, h: int, a: int, fixed: int, tr=tr,
+                     caption: bool = False) -> str:
+    """The title of :func:`terms_vs_t_figure`, two lines: the layer and the
+    fixed floor ``fixed`` (bytes); one line with ``caption`` (text above an
+    explorer's image). Words translated by ``tr`` (:mod:`actmem.language`)."""
+    text = tr("Three terms against t (s={s}, b={b}, h={h}, a={a}); fixed floor (dashed) "
+              "{size} at every t") if caption else \
+        tr("Three terms against t (s={s}, b={b}, h={h}, a={a});\nfixed floor (dashed) {size} "
+           "at every t")
+    return text.format(s=s, b=b, h=h, a=a, size=format_bytes(fixed))
 
 
 def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
                       t_values: list[int] | None = None,
-                      highlight: int | None = None, fig: Figure | None = None) -> Figure:
+                      highlight: int | None = None, fig: Figure | None = None,
+                      title: bool = True) -> Figure:
     """Stacked bars of the three terms (MiB) for each tensor-parallel size.
 
     The fixed term is the same at every t, so it is drawn as a floor (a
     dashed line) under which no amount of tensor parallelism goes (notebook
     04). ``t_values`` defaults to every valid t (divisors of a and h);
     ``highlight`` outlines one bar. ``fig``: a Figure this function
-    returned, to redraw in place (:mod:`actmem.views.redraw`).
+    returned, to redraw in place (:mod:`actmem.views.redraw`). ``title``:
+    False to leave out the title (:func:`terms_vs_t_title`), which an
+    explorer shows as text above the image; the axes keep their size.
 
     Raises:
         TypeError, ValueError: invalid sizes, see :class:`actmem.LayerConfig`.
     """
     ts = t_values or common_divisors(a, h)
     results = [activation_memory(s, b, h, a, t) for t in ts]
-    fig, ax = figure_axes(fig, (8, 4.5), margins=TERMS_MARGINS)
+    margins = TERMS_MARGINS if title else (*TERMS_MARGINS[:2], 0.15, *TERMS_MARGINS[3:])
+    fig, ax = figure_axes(fig, (8, 4.5 - TERMS_MARGINS[2] + margins[2]), margins=margins)
     tops = _stacked_terms(ax, results, fontsize=9)
     floor = ax.axhline(to_mib(results[0].fixed), color="black", linestyle="--", linewidth=1,
                        label=tr("fixed floor: the same at every t"))
@@ -347,18 +364,24 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     ax.set_xticks(range(len(ts)), [str(t) for t in ts])
     ax.tick_params(labelsize=9)
     ax.set_xlabel(tr("tensor-parallel size t (GPUs)"))
-    ax.set_ylabel(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"))
-    ax.set_title(tr("Three terms against t (s={s}, b={b}, h={h}, a={a});\n"
-                    "fixed floor (dashed) {size} at every t").format(
-        s=s, b=b, h=h, a=a, size=format_bytes(results[0].fixed)))
+    bar_labels = list(ax.texts)
+    # the y label beside the axis, not the axis's own: a redraw of the
+    # ticks (an Axis draws its label too) does not draw it again; 50 pt
+    # clear of the axis, wider than seven-digit ticks at 9 pt
+    ax.annotate(tr("activation memory (MiB)\nper layer, per micro-batch, per GPU"), (0, 0.5),
+                xycoords="axes fraction", xytext=(-50, 0), textcoords="offset points",
+                rotation=90, ha="right", va="center", multialignment="center")
+    ax.yaxis.set_label_coords(0.5, 0.5)  # no label: never placed beside the tick labels
+    if title:
+        ax.set_title(terms_vs_t_title(s, b, h, a, results[0].fixed))
     legend = ax.legend(fontsize=9, loc="upper right")  # "best" picks it here
     # a new layer or t changes the bars, their labels, the floor, the
-    # outline, the title and the y axis (fixed margins leave room for its
-    # widest ticks); png keeps the rest (x axis, legend) while t's values
+    # outline, the title and the y ticks (fixed margins leave room for the
+    # widest); png keeps the rest (x axis, y label, legend) while t's values
     # and the legend stay
     changing_only(fig, (ax.get_xlim(), tuple(map(str, ts)),
                         tuple(text.get_text() for text in legend.get_texts())),
-                  [*ax.patches, *ax.texts, floor, ax.title, ax.yaxis])
+                  [*ax.patches, *bar_labels, floor, ax.title, ax.yaxis])
     return fig
 
 

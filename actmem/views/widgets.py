@@ -344,7 +344,10 @@ class LayerExplorer(_Explorer):
     Readouts (``Label`` values, MiB): ``fixed``, ``intermediate``,
     ``attention_map``, ``total``; ``shapes`` (HTML) lists the tensor shapes
     on one GPU. With ``figure=True`` the image shows the three terms
-    against every valid t with the current t outlined.
+    against every valid t with the current t outlined, and the readout
+    ``chart`` (``Label``) its title (:func:`actmem.figures.terms_vs_t_title`),
+    as text above the image the browser sets rather than pixels drawn on
+    each change.
     """
 
     def __init__(self, s=2048, b=1, h=4096, a=32, t=1, figure=False):
@@ -359,7 +362,7 @@ class LayerExplorer(_Explorer):
             "t": _t_dropdown(h, a, t),
         }
         readouts = {**dict.fromkeys(("fixed", "intermediate", "attention_map", "total"),
-                                    TEXT), "shapes": HTML}
+                                    TEXT), "shapes": HTML, **({"chart": TEXT} if figure else {})}
         super().__init__(controls, readouts, figure)
 
     def _heads(self, h: int) -> list[int]:
@@ -387,7 +390,9 @@ class LayerExplorer(_Explorer):
                 **v, h_t=v["h"] // v["t"], f_t=4 * v["h"] // v["t"], a_t=v["a"] // v["t"]))
         s, b, h, a, t = v["s"], v["b"], v["h"], v["a"], v["t"]
         if self.image is not None:
-            self.show_figure(figures.terms_vs_t_figure, s, b, h, a, highlight=t)
+            self.say("chart", lambda tr: figures.terms_vs_t_title(s, b, h, a, result.fixed, tr,
+                                                                  caption=True))
+            self.show_figure(figures.terms_vs_t_figure, s, b, h, a, highlight=t, title=False)
 
 
 class LedgerExplorer(_Explorer):

@@ -51,7 +51,9 @@ def parse(text):
 def _layer_explorer(layer, v, image, tr):
     r = activation_memory(s=v["s"], b=v["b"], h=v["h"], a=v["a"], t=v["t"])
     groups = ("fixed", "intermediate", "attention_map", "total")
-    return Expected({g: [format_bytes(getattr(r, g))] for g in groups},
+    chart = {"chart": [f"s={v['s']}, b={v['b']}, h={v['h']}, a={v['a']}",
+                       format_bytes(r.fixed)]} if image else {}
+    return Expected({**{g: [format_bytes(getattr(r, g))] for g in groups}, **chart},
                     (v["s"], v["b"], v["h"], v["a"], v["t"]) if image else None)
 
 
