@@ -219,6 +219,16 @@ def test_bubble_units_worked_out_by_hand():
     assert s.makespan() == 9 and s.bubble_fraction() == Fraction(1, 2)
     assert [(str(t.op), t.start, t.end) for t in s.timeline[1]] == [
         ("F0", 1, 2), ("B0", 2, 4), ("F1", 4, 5), ("B1", 5, 7)]
+    assert s.shortest_op() == 1  # a forward pass
+
+
+@pytest.mark.parametrize("args, shortest", [
+    (("interleaved", 4, 8, 2), Fraction(1, 2)),  # a forward through one of 2 chunks
+    (("zbv", 4, 8, 2), Fraction(1, 2)),  # I and W: half a backward, through one of 2 chunks
+    (("interleaved-zb", 4, 8, 1), 1)])
+def test_shortest_op_is_the_timelines_shortest(args, shortest):
+    s = simulate_schedule(*args)
+    assert s.shortest_op() == shortest == min(t.end - t.start for st in s.timeline for t in st)
 
 
 # ----------------------------------------------------------------- orders

@@ -209,13 +209,18 @@ class PipelineSchedule:
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:
         return simulate_times(self.ops, self.p, self.v, self.v_shaped)
 
-    @property
+    @cached_property
     def timeline(self) -> tuple[tuple[Timed, ...], ...]:
         """``timeline[i]``: stage ``i``'s operations with start and end
-        times (:mod:`actmem.run.schedule_timing`)."""
+        times (:mod:`actmem.run.schedule_timing`); built once per schedule."""
         v = self.v
         return tuple(tuple(Timed(op, Fraction(a, v), Fraction(b, v)) for op, a, b in stage)
                      for stage in self._ticks)
+
+    def shortest_op(self) -> Fraction:
+        """Duration of the shortest operation (time units, as
+        :attr:`timeline`)."""
+        return Fraction(min(b - a for stage in self._ticks for _, a, b in stage), self.v)
 
     def makespan(self) -> Fraction:
         """Time from the first forward to the last backward step."""

@@ -98,14 +98,12 @@ def _glyphs(text: str, size: float) -> Path:
                                                           -(box.y0 + box.y1) / 2))
 
 
-def digit_size(schedule: PipelineSchedule, timeline=None) -> float | None:
+def digit_size(schedule: PipelineSchedule) -> float | None:
     """Font size (points) of the box numbers, from the narrowest box: the
     widest number fits in 85 % of its width and 70 % of its row; None when
-    that is below :data:`DIGIT_PT`'s smallest size. ``timeline``:
-    ``schedule.timeline`` if already at hand (it is built on each access)."""
+    that is below :data:`DIGIT_PT`'s smallest size."""
     p = schedule.p
-    width = min(t.end - t.start for stage in timeline or schedule.timeline for t in stage)
-    box_w = float(width / schedule.makespan()) * _chart_points()
+    box_w = float(schedule.shortest_op() / schedule.makespan()) * _chart_points()
     panels = _figure_height(p) - sum(MARGINS[2:])
     box_h = 0.8 * 72 * panels * max(p, 2) / (max(p, 2) + 2) / p
     digits = len(str(schedule.m - 1))
@@ -163,7 +161,7 @@ def _chart(ax, schedule: PipelineSchedule, timeline) -> None:
         # would walk every box's Bezier segments to update them
         ax.add_artist(PathPatch(Path.make_compound_path_from_polys(np.array(hatched)),
                                 facecolor="none", edgecolor="black", linewidth=0.4, hatch="//"))
-    size = digit_size(schedule, timeline)
+    size = digit_size(schedule)
     if size is not None:
         _labels(ax, centres, fills, size, _chart_points() / float(schedule.makespan()))
     ax.set_yticks(range(schedule.p), [tr("stage {i}").format(i=i) for i in range(schedule.p)])
