@@ -180,17 +180,20 @@ def _chart(ax, schedule: PipelineSchedule, timeline) -> None:
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
-def schedule_title(schedule: PipelineSchedule, tr=tr) -> str:
+def schedule_title(schedule: PipelineSchedule, tr=tr, bubble: bool = True) -> str:
     """The chart's title, two lines: the schedule, p, m and v; the bubble,
     and whether the boxes carry micro-batch numbers (:func:`digit_size`).
-    Words translated by ``tr`` (:mod:`actmem.language`)."""
+    ``bubble=False``: one line without the bubble (an explorer's caption
+    above the image, beside a readout of the bubble). Words translated by
+    ``tr`` (:mod:`actmem.language`)."""
     chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
     note = tr("box numbers: micro-batch") if digit_size(schedule) is not None else \
         tr("boxes too narrow for micro-batch numbers")
-    return tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
-              "bubble {bubble:.1%} of the ideal time; {note}").format(
-                  title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m,
-                  chunks=chunks, bubble=float(schedule.bubble_fraction()), note=note)
+    text = tr("{title}: p={p} stages, m={m} micro-batches{chunks}\n"
+              "bubble {bubble:.1%} of the ideal time; {note}") if bubble else \
+        tr("{title}: p={p} stages, m={m} micro-batches{chunks}; {note}")
+    return text.format(title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m,
+                       chunks=chunks, bubble=float(schedule.bubble_fraction()), note=note)
 
 
 def _stage_keys(ax, p: int) -> None:

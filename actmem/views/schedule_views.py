@@ -18,7 +18,7 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
-from .schedule_figures import TITLES, digit_size, schedule_figure
+from .schedule_figures import TITLES, schedule_figure, schedule_title
 from ..run.schedule_orders import megatron_groups
 from ..run.schedules import (ALL_SCHEDULES, ORDERS, PYTORCH_ONLY, SCHEDULES, PipelineSchedule,
                              check_schedule, simulate_schedule)
@@ -177,16 +177,10 @@ def first_stage_text(schedule: PipelineSchedule, per_layer: ActivationMemory,
 
 
 def chart_text(schedule: PipelineSchedule, tr=english) -> str:
-    """The chart's caption, shown above it: schedule, p, m and v, and
-    whether the boxes carry micro-batch numbers (the figure's title without
-    the bubble, which :func:`bubble_text` states); words translated by
-    ``tr`` (:mod:`actmem.language`)."""
-    chunks = tr(", v={v} chunks per GPU").format(v=schedule.v) if schedule.v > 1 else ""
-    note = tr("box numbers: micro-batch") if digit_size(schedule) is not None else \
-        tr("boxes too narrow for micro-batch numbers")
-    return tr("{title}: p={p} stages, m={m} micro-batches{chunks}; {note}").format(
-        title=tr(TITLES[schedule.schedule]), p=schedule.p, m=schedule.m, chunks=chunks,
-        note=note)
+    """The chart's caption, shown above it: its title without the bubble,
+    which :func:`bubble_text` states (:func:`schedule_title`); words
+    translated by ``tr`` (:mod:`actmem.language`)."""
+    return schedule_title(schedule, tr, bubble=False)
 
 
 def bubble_text(schedule: PipelineSchedule, tr=english) -> str:
