@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import PurePosixPath
 
 import pytest
@@ -109,6 +110,22 @@ def rank(nodeid: str) -> tuple[int, int]:
     if path.endswith(".ipynb"):
         return 1, 0
     return (2, HEAVY.index(path)) if path in HEAVY else (3, 0)
+
+
+@pytest.fixture(autouse=True)
+def english_labels(request):
+    """Every test starts with English labels. ``actmem.set_language`` is
+    process-wide: a test that left Chinese set would change what the later
+    tests on its worker read (a torch-less run failed three readout tests
+    so). A test that leaves it so is named in a warning."""
+    from actmem.language import get_language, set_language
+    if get_language() != "en":
+        set_language("en")
+    yield
+    left = get_language()
+    if left != "en":
+        set_language("en")
+        warnings.warn(f"{request.node.nodeid} left the labels in {left!r}; set back to English")
 
 
 @pytest.hookimpl(trylast=True)
