@@ -54,6 +54,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+from ..memo import kept_by_repr
 from ..validate import choice, divides, divisors, positive_int
 from .ledger import HEAD_SPLIT, LedgerRow
 from .recompute_modules import modules_of
@@ -172,6 +173,7 @@ def _a2a_size(c, cp: int, kind: str) -> int:
     return a2a
 
 
+@kept_by_repr(256)  # c is frozen: its rows do not change
 def with_context_parallel(c) -> tuple[LedgerRow, ...]:
     """The rows of layer ``c`` (cp > 1) on one context-parallel rank.
 

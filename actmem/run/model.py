@@ -19,6 +19,7 @@ from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..layer.recompute_modules import for_layer
+from ..memo import kept_by_repr
 from ..validate import choice, flag, instance, lists_keywords, plain_fields, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -198,6 +199,9 @@ class ModelConfig:
                 :class:`LayerConfig`; an option the model fixes or
                 :class:`LayerConfig` lacks.
         """
+        return _layer(self, t, sequence_parallel, recompute, moe, etp, **options)
+
+    def _new_layer(self, t, sequence_parallel, recompute, moe, etp, **options) -> LayerConfig:
         unknown = [name for name in options if name not in RUN_LAYER_OPTIONS]
         if unknown:
             raise TypeError(f"ModelConfig.layer() got {', '.join(unknown)}: the model or the "
@@ -375,6 +379,15 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
         embedding=table,
         positions=(model.max_positions or model.s) * h if model.positions == "learned" else 0,
         output_layer=0 if model.tied_embeddings else table, final_norm=norm, **moe)
+
+
+@kept_by_repr(1024, keep=lambda layer: not (layer.sequence_parallel and layer.t == 1))
+def _layer(model: ModelConfig, *args, **options) -> LayerConfig:
+    """:meth:`ModelConfig.layer`, kept: one ``training_memory`` asks for the
+    same few layers a dozen times, and building and checking one costs
+    about 0.1 ms. Not kept: sequence parallelism at t = 1, which warns
+    each time it is asked for."""
+    return model._new_layer(*args, **options)
 
 
 ModelConfig.__init__ = lists_keywords(ModelConfig.__init__)  # unknown keywords list the fields

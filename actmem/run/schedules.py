@@ -176,20 +176,8 @@ class PipelineSchedule:
             TypeError, ValueError: a bad ``i``, or not one dict (part name ->
                 bytes, an int >= 0) per chunk.
         """
-        pending = parts if pending is None else pending
-        after_weight = [{}] * self.v if after_weight is None else after_weight
-        states = tuple(_chunk_parts(name, given, self.v) for name, given in zip(
-            ("parts", "pending", "after_weight"), (parts, pending, after_weight)))
-        names = list(dict.fromkeys(n for per_chunk in states for d in per_chunk for n in d))
-        counts = [[0, 0, 0] for _ in range(self.v)]   # per chunk: before I/B, I..W, after W
-        moves = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
-                 WEIGHT_GRAD: (0, -1, 1)}
-        out = []
-        for op in self.ops[self._stage(i)]:
-            counts[op.chunk] = [n + d for n, d in zip(counts[op.chunk], moves[op.kind])]
-            out.append({n: sum(k * state[c].get(n, 0) for c, held in enumerate(counts)
-                               for k, state in zip(held, states)) for n in names})
-        return out
+        states, names = self._part_states(parts, pending, after_weight)
+        return [_parts_held(counts, states, names) for counts in self._pass_counts(i)]
 
     def peak_parts(self, i: int, parts: list[dict[str, int]],
                    pending: list[dict[str, int]] | None = None,
@@ -202,8 +190,35 @@ class PipelineSchedule:
         Raises:
             ValueError: as :meth:`held_parts`.
         """
-        return max(self.held_parts(i, parts, pending, after_weight),
-                   key=lambda d: sum(d.values()))
+        states, names = self._part_states(parts, pending, after_weight)
+        totals = [[sum(state[c].values()) for state in states] for c in range(self.v)]
+        peak, at = -1, None   # only the peak's parts are summed part by part
+        for counts in self._pass_counts(i):
+            total = sum(k * t for held, chunk in zip(counts, totals) for k, t in zip(held, chunk))
+            if total > peak:
+                peak, at = total, [list(held) for held in counts]
+        return _parts_held(at, states, names)
+
+    def _part_states(self, parts, pending, after_weight):
+        """(per state, per chunk: name -> bytes; the names) of
+        :meth:`held_parts`' arguments, checked."""
+        pending = parts if pending is None else pending
+        after_weight = [{}] * self.v if after_weight is None else after_weight
+        states = tuple(_chunk_parts(name, given, self.v) for name, given in zip(
+            ("parts", "pending", "after_weight"), (parts, pending, after_weight)))
+        return states, list(dict.fromkeys(n for per_chunk in states for d in per_chunk
+                                          for n in d))
+
+    def _pass_counts(self, i: int):
+        """After each operation of stage ``i``: per chunk, the passes held
+        before their I (or B), between their I and W, and after their W
+        (one list, updated in place)."""
+        counts = [[0, 0, 0] for _ in range(self.v)]
+        moves = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
+                 WEIGHT_GRAD: (0, -1, 1)}
+        for op in self.ops[self._stage(i)]:
+            counts[op.chunk] = [n + d for n, d in zip(counts[op.chunk], moves[op.kind])]
+            yield counts
 
     @cached_property
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:
@@ -238,6 +253,13 @@ _SCHEDULE = {"schedule": one_of(ALL_SCHEDULES), "order": one_of(ORDERS), "p": po
              "m": positive_int, "v": positive_int,
              "ops": lambda name, value: tuples_of(Op, name, value),
              "microbatch_group_size": lambda name, value: optional(positive_int, name, value)}
+
+
+def _parts_held(counts, states, names) -> dict[str, int]:
+    """Bytes by part when each chunk holds ``counts`` passes in each of
+    :meth:`PipelineSchedule.held_parts`' three states."""
+    return {n: sum(k * state[c].get(n, 0) for c, held in enumerate(counts)
+                   for k, state in zip(held, states)) for n in names}
 
 
 def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:

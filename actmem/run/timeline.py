@@ -103,10 +103,6 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
     return StageTimeline(i, tuple(events))
 
 
-def _vec(**parts: int) -> tuple[int, ...]:
-    return tuple(parts.get(name, 0) for name in CATEGORIES)
-
-
 class _NoCopies:
     """No parameter copies (training without autocast)."""
 
@@ -123,11 +119,14 @@ class _Step:
         self.workspace = workspace
         self.gradients_exist = persistent_gradients
         self.tied = self.tied_waiting = 0
-        self.held = [0] * len(passes)
-        self.waiting = [0] * len(passes)   # passes between their I and their W
         self.stacks = ([(layer,) * n for n in layers] if stacks is None
                        else [tuple(stack) for stack in stacks])   # each layer's moments
+        # per chunk, summed once: events ask for them thousands of times
+        self._layer_sums = [self._sum_layers(stack) for stack in self.stacks]
+        self._other_sums = [self._sum_other_layers(stack) for stack in self.stacks]
         self._kept = [self.kept(c) for c in range(len(passes))]
+        self._kept_to_w = [self._waiting(c) for c in range(len(passes))]
+        self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
 
     def take(self, op) -> None:
         """Count ``op``: a forward holds a pass, a backward (B) frees it; an
@@ -135,8 +134,10 @@ class _Step:
         c = op.chunk
         if op.kind != FORWARD and self.passes[c].embedding:
             self.tied_waiting = 0   # the embedding's gradient arrived: summed
-        self.held[c] += {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)
-        self.waiting[c] += {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)
+        held = {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)   # passes before their I or B
+        waiting = {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)   # between their I and W
+        self._held_now = tuple(now + held * k + waiting * w for now, k, w in zip(
+            self._held_now, self._kept[c], self._kept_to_w[c]))
         self.gradients_exist |= op.kind != FORWARD
 
     def _waiting(self, chunk: int) -> tuple[int, int, int]:
@@ -148,7 +149,9 @@ class _Step:
 
     def _layer_bytes(self, chunk: int) -> int:
         """What one pass keeps for the chunk's layers."""
-        stack = self.stacks[chunk]
+        return self._layer_sums[chunk]
+
+    def _sum_layers(self, stack) -> int:
         if self.layer.recompute == "full":
             return sum(m.checkpoint for m in stack[::self.layer.group])
         return sum(m.kept for m in stack)
@@ -165,15 +168,12 @@ class _Step:
     def alive(self, activations: int = 0, logits_loss: int = 0, transient: int = 0,
               weights: int = 0):
         """Bytes alive now by category, plus the given extra bytes."""
-        kept = [tuple(n * x for x in k) for n, k in zip(self.held, self._kept)]
-        kept += [tuple(n * x for x in self._waiting(c)) for c, n in enumerate(self.waiting) if n]
-        return _vec(weights=self.states["weights"] + weights + sum(k[2] for k in kept),
-                    optimizer=self.states["optimizer"],
-                    gradients=self.tied_waiting + (
-                        self.states["gradients"] if self.gradients_exist else 0),
-                    workspace=self.workspace, transient=transient,
-                    activations=activations + sum(k[0] for k in kept),
-                    logits_loss=logits_loss + sum(k[1] for k in kept))
+        held_activations, held_logits_loss, held_weights = self._held_now
+        gradients = self.tied_waiting + (self.states["gradients"] if self.gradients_exist else 0)
+        # in CATEGORIES order, a tuple, not a dict: a timeline makes thousands
+        return (self.states["weights"] + weights + held_weights, gradients,
+                self.states["optimizer"], activations + held_activations,
+                logits_loss + held_logits_loss, transient, self.workspace)
 
     def forward(self, chunk: int, name: str):
         """(label, bytes) of the moments inside a forward pass through ``chunk``."""
@@ -275,9 +275,11 @@ class _Step:
         ``this``, the last layer's rows still alive (recomputed where
         needed). The last group's checkpoint is the input of its first
         recomputed layer, so it is counted once."""
-        stack, group = self.stacks[chunk], self.layer.group
+        return self._other_sums[chunk] + this
+
+    def _sum_other_layers(self, stack) -> int:
+        group = self.layer.group
         if self.layer.recompute != "full":
-            return sum(m.kept for m in stack[:-1]) + this
+            return sum(m.kept for m in stack[:-1])
         start = (len(stack) - 1) // group * group   # the last group's first layer
-        return (sum(m.checkpoint for m in stack[:start:group])
-                + sum(m.full for m in stack[start:-1]) + this)
+        return sum(m.checkpoint for m in stack[:start:group]) + sum(m.full for m in stack[start:-1])
