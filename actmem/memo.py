@@ -14,13 +14,15 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 
+from .validate import plain
 
-def kept_by_repr(maxsize: int, keep=lambda result: True):
+
+def kept_by_repr(maxsize: int, skip=lambda *args, **kwargs: False):
     """Decorate a pure function whose arguments and results are immutable:
     its last ``maxsize`` results are kept, by the ``repr`` of its
-    arguments, and given back without calling it. A call that raises is
-    not kept (it raises again); nor is a result ``keep`` refuses (say,
-    one whose making warns, so that it warns each time); nor a call whose
+    arguments, and given back without calling it. Not kept: a call that
+    raises (it raises again), a call ``skip`` (given the same arguments)
+    marks (say, one that warns, so that it warns each time), a call whose
     arguments cannot be printed (an integer of more than 4,300 digits).
     ``cache_clear()`` forgets them all."""
     def decorate(function):
@@ -31,16 +33,25 @@ def kept_by_repr(maxsize: int, keep=lambda result: True):
             try:
                 key = repr((args, sorted(kwargs.items())))
             except ValueError:  # too long to print: the function checks it
+                key = None
+            if key is None or skip(*args, **kwargs):
                 return function(*args, **kwargs)
             if key in kept:
                 kept.move_to_end(key)
                 return kept[key]
-            result = function(*args, **kwargs)
-            if keep(result):
-                kept[key] = result
-                while len(kept) > maxsize:
-                    kept.popitem(last=False)
+            result = kept[key] = function(*args, **kwargs)
+            while len(kept) > maxsize:
+                kept.popitem(last=False)
             return result
         kept_function.cache_clear = kept.clear
         return kept_function
     return decorate
+
+
+def warns_at_t1(model, t, sequence_parallel, *args, **kwargs) -> bool:
+    """Whether a layer asked for with these arguments warns that sequence
+    parallelism does nothing at t = 1 (:data:`actmem.layer.config.SP_AT_T1`):
+    a ``skip`` of :func:`kept_by_repr` for functions of a model, t and
+    sequence_parallel that build that layer."""
+    t = plain(t)
+    return sequence_parallel is True and type(t) is int and t == 1

@@ -19,7 +19,7 @@ from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..layer.recompute_modules import for_layer
-from ..memo import kept_by_repr
+from ..memo import kept_by_repr, warns_at_t1
 from ..validate import choice, flag, instance, lists_keywords, plain_fields, positive_int
 
 NORMS = ("layernorm", "rmsnorm")
@@ -381,7 +381,7 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
         output_layer=0 if model.tied_embeddings else table, final_norm=norm, **moe)
 
 
-@kept_by_repr(1024, keep=lambda layer: not (layer.sequence_parallel and layer.t == 1))
+@kept_by_repr(1024, skip=warns_at_t1)
 def _layer(model: ModelConfig, *args, **options) -> LayerConfig:
     """:meth:`ModelConfig.layer`, kept: one ``training_memory`` asks for the
     same few layers a dozen times, and building and checking one costs

@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..layer.memory import activation_memory
+from ..memo import kept_by_repr, warns_at_t1
 from ..layer.recompute_modules import working_set
 from .model import ModelConfig
 from .record_fields import check_fields
@@ -144,6 +145,7 @@ def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: s
     return out
 
 
+@kept_by_repr(256, skip=warns_at_t1)  # a frozen result; training_memory asks again and again
 def precision_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
                       k: int, precision: str, fused_projections: bool = True,
                       device: str = "cuda", weight_gradients: bool = True,

@@ -1,0 +1,92 @@
+"""actmem.memo: results kept by their arguments as printed (issue 19)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from actmem import PRESETS
+from actmem.memo import kept_by_repr, warns_at_t1
+from actmem.run.precision import precision_moments
+
+
+def counted():
+    calls = []
+
+    @kept_by_repr(2)
+    def double(x):
+        calls.append(x)
+        if x < 0:
+            raise ValueError(f"x={x} must be >= 0")
+        return (2 * x,)
+    return double, calls
+
+
+def test_a_result_is_kept_and_given_back_without_a_call():
+    double, calls = counted()
+    assert double(3) is double(3)
+    assert calls == [3]
+
+
+def test_equal_values_printed_differently_are_different_keys():
+    double, calls = counted()
+    assert double(1) == double(True) == double(1.0) == (2,)
+    assert calls == [1, True, 1.0]  # True == 1 == 1.0, yet each is its own call
+
+
+def test_only_the_newest_maxsize_are_kept():
+    double, calls = counted()
+    for x in (1, 2, 1, 3, 2, 1):
+        double(x)
+    # 1 was used again, so 3 drops 2; then 2 drops 1, which is called again
+    assert calls == [1, 2, 3, 2, 1]
+
+
+def test_a_call_that_raises_raises_again():
+    double, calls = counted()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="x=-1"):
+            double(-1)
+    assert calls == [-1, -1]
+
+
+def test_arguments_too_long_to_print_reach_the_function():
+    double, calls = counted()
+    huge = 10**5000
+    assert double(huge) == (2 * huge,)
+    assert double(huge) == (2 * huge,)
+    assert len(calls) == 2
+
+
+def test_a_layer_refused_for_a_bool_t_after_the_same_layer_at_t_1():
+    model = PRESETS["llama2-7b"]
+    assert model.layer(1).t == 1
+    with pytest.raises(TypeError, match="t must be a positive integer, got True"):
+        model.layer(True)
+
+
+def test_the_same_layer_twice_is_one_object():
+    model = PRESETS["llama2-7b"]
+    assert model.layer(2, False, "selective") is model.layer(2, False, "selective")
+
+
+@pytest.mark.parametrize("ask", [
+    lambda model: model.layer(1, True),
+    lambda model: precision_moments(model, 1, True, "none", 1, "bf16"),
+])
+def test_sequence_parallelism_at_t_1_warns_each_time(ask):
+    model = PRESETS["llama2-7b"]
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="does nothing at t=1"):
+            ask(model)
+
+
+def test_warns_at_t1_reads_t_and_sequence_parallel():
+    model = PRESETS["llama2-7b"]
+    assert warns_at_t1(model, 1, True)
+    assert not warns_at_t1(model, 2, True)
+    assert not warns_at_t1(model, 1, False)
+    assert warns_at_t1(model, np.int64(1), True)  # as the layer reads it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an array t is judged without a warning or an error
+        assert not warns_at_t1(model, np.array([1, 1]), True)
