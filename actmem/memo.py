@@ -23,8 +23,7 @@ def kept_by_repr(maxsize: int, skip=lambda *args, **kwargs: False):
     arguments, and given back without calling it. Not kept: a call that
     raises (it raises again), a call ``skip`` (given the same arguments)
     marks (say, one that warns, so that it warns each time), a call whose
-    arguments cannot be printed (an integer of more than 4,300 digits).
-    ``cache_clear()`` forgets them all."""
+    arguments cannot be printed (an integer of more than 4,300 digits)."""
     def decorate(function):
         kept: OrderedDict = OrderedDict()
 
@@ -43,7 +42,6 @@ def kept_by_repr(maxsize: int, skip=lambda *args, **kwargs: False):
             while len(kept) > maxsize:
                 kept.popitem(last=False)
             return result
-        kept_function.cache_clear = kept.clear
         return kept_function
     return decorate
 
