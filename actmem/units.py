@@ -105,7 +105,10 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
     digits = integer("digits", digits)
     if not 0 <= digits <= MAX_DIGITS:
         raise ValueError(f"digits must be between 0 and {MAX_DIGITS}, got {digits}")
-    scaled = round(Fraction(_size("n_bytes", n_bytes), _unit(unit)) * 10**digits)
+    per = _unit(unit)
+    scaled, rest = divmod(_size("n_bytes", n_bytes) * 10**digits, per)
+    if 2 * rest > per or (2 * rest == per and scaled % 2):  # half to even, as round()
+        scaled += 1
     whole, part = divmod(scaled, 10**digits)
     text = f"{whole}.{part:0{digits}d}".rstrip("0").rstrip(".") if digits else str(whole)
     return text

@@ -158,3 +158,22 @@ def test_offloading_is_offered_where_megatron_runs_it():
     x.controls["recompute"].value = ("none", 1)
     x.controls["p"].value = 2
     assert list(x.controls["offload"].options) == [0]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_offered_module_set_runs(name):
+    """module_sets checks the names with check_for_model only: for every
+    preset, t the planner offers and sequence parallelism, each set it
+    offers runs in training_memory (bf16, p = m = 1); an MoE model's sets
+    include MoE names (Megatron-LM applies them to its MoE layers only),
+    a dense model's core_attn + mlp."""
+    model, offered = MODELS[name], set()
+    for sp in (False, True):
+        for t in tensor_choices(model, sp):
+            for names in fit_levers.module_sets(model, t, sp):
+                offered.add(names)
+                training_memory(model, t=t, sequence_parallel=sp, recompute="selective",
+                                recompute_modules=list(names))
+    assert ("core_attn", "mlp") in offered or model.num_experts is not None
+    if model.num_experts is not None:
+        assert any("moe" in n or "moe_act" in n for n in offered)

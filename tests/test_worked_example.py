@@ -116,6 +116,20 @@ def test_format_bytes_refuses_bad_input_by_name(kwargs, error, message):
         actmem.format_bytes(**kwargs)
 
 
+@pytest.mark.parametrize("n_bytes, unit, digits, text", [
+    (5 * 2**20 // 2, "MiB", 0, "2"),   # 2.5 MiB: a tie rounds to the even 2
+    (7 * 2**20 // 2, "MiB", 0, "4"),   # 3.5 MiB: to the even 4
+    (2**20 // 8, "MiB", 2, "0.12"),    # 0.125: to 0.12
+    (3 * 2**20 // 8, "MiB", 2, "0.38"),  # 0.375: to 0.38
+    (2**20 // 8 + 1, "MiB", 2, "0.13"),  # just above the tie: up
+    (5 * 10**8, "GB", 0, "0"), (15 * 10**8, "GB", 0, "2"),
+])
+def test_format_value_rounds_half_to_even(n_bytes, unit, digits, text):
+    """Exact decimal rounding, ties to even, as Python's round() of the
+    exact fraction (:func:`actmem.format_value`)."""
+    assert actmem.format_value(n_bytes, unit, digits) == text
+
+
 def test_huge_sizes_format_exactly():
     # issue 10 item 5: no float anywhere, no OverflowError, every digit kept
     assert actmem.format_bytes(10**400, "B") == f"{10**400} B"

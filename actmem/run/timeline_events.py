@@ -10,6 +10,7 @@ from the ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from .record_fields import check_fields, int_tuple, one_of, records
 from ..validate import positive_int
@@ -186,7 +187,7 @@ class StageTimeline:
         events that are not a non-empty tuple of :class:`Event` s."""
         check_fields(self, {"events": lambda name, value: records(Event, name, value)})
 
-    @property
+    @cached_property  # a frozen record: found once (planners read it many times)
     def peak(self) -> Event:
         """The first event with the largest total."""
         return max(self.events, key=lambda e: e.total)

@@ -18,11 +18,10 @@ planner's other controls, so that no entry makes
   and is modelled for dense models only);
 * the modules recomputed under ``recompute="selective"``
   (``--recompute-modules``): the names each kind of layer of the model has,
-  checked by :func:`actmem.layer.recompute_modules.check_for_model` and
-  then by :func:`actmem.training_memory` itself at p = m = 1 (which, for a
-  model that mixes dense and MoE layers, refuses today the MoE names that
-  Megatron-LM applies to the MoE layers only: the dense layers are built
-  without experts, :func:`actmem.run.moe_timeline.dense_twin`);
+  checked by :func:`actmem.layer.recompute_modules.check_for_model`, the
+  check :func:`actmem.training_memory` makes of them (its other refusals of
+  named modules are for precisions other than bf16 and for FSDP2, which the
+  planner does not offer; a test runs every offered set of every preset);
 * fp8 (``--fp8-format``): ``None``, ``"e4m3"`` or ``"hybrid"`` where
   :func:`actmem.layer.fp8.check_fp8` (Transformer Engine's GEMM dimension
   rules; dense layers without LoRA, cp = 1) accepts the layer as run;
@@ -54,7 +53,6 @@ from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.recompute_modules import MODULES, check_for_model
 from ..run.offload import check_offload
-from ..run.peak import training_memory
 from ..validate import divisors
 
 CP_MAX = 32
@@ -236,9 +234,7 @@ def module_sets(model, t: int, sequence_parallel: bool) -> list[tuple[str, ...]]
         sets += [("core_attn", n) for n in names if n != "core_attn"]
     if len(names) > 2:
         sets.append(tuple(names))
-    return [s for s in dict.fromkeys(sets) if valid(s) and _runs(
-        training_memory, model, t=t, sequence_parallel=sequence_parallel,
-        recompute="selective", recompute_modules=list(s))]
+    return [s for s in dict.fromkeys(sets) if valid(s)]
 
 
 @menu_cache
