@@ -5,8 +5,10 @@ import warnings
 import numpy as np
 import pytest
 
-from actmem import PRESETS
+from actmem import MOE_PRESETS, PRESETS
 from actmem.memo import kept_by_repr, warns_at_t1
+from actmem.layer.context_parallel import rank_model
+from actmem.run.moe_timeline import dense_twin
 from actmem.run.precision import precision_moments
 
 
@@ -70,9 +72,25 @@ def test_the_same_layer_twice_is_one_object():
     assert model.layer(2, False, "selective") is model.layer(2, False, "selective")
 
 
+def test_a_rank_model_and_a_dense_twin_are_kept():
+    model = MOE_PRESETS["mixtral-8x7b"]
+    assert rank_model(model, 2, True, "none", 2) is rank_model(model, 2, True, "none", 2)
+    assert rank_model(model, 2, True, "none", 2).s == model.s // 2
+    assert dense_twin(model) is dense_twin(model)
+    assert dense_twin(model).num_experts is None
+
+
+def test_a_rank_model_refused_for_a_bool_cp_after_cp_2():
+    model = PRESETS["llama2-7b"]
+    rank_model(model, 2, False, "none", 2)
+    with pytest.raises(TypeError, match="cp must be a positive integer, got True"):
+        rank_model(model, 2, False, "none", True)
+
+
 @pytest.mark.parametrize("ask", [
     lambda model: model.layer(1, True),
     lambda model: precision_moments(model, 1, True, "none", 1, "bf16"),
+    lambda model: rank_model(model, 1, True, "none", 2),
 ])
 def test_sequence_parallelism_at_t_1_warns_each_time(ask):
     model = PRESETS["llama2-7b"]

@@ -54,7 +54,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
-from ..memo import kept_by_repr
+from ..memo import kept_by_repr, warns_at_t1
 from ..validate import choice, divides, divisors, positive_int
 from .ledger import HEAD_SPLIT, LedgerRow
 from .recompute_modules import modules_of
@@ -222,6 +222,7 @@ def a2a_output_row(c, proj: LedgerRow) -> LedgerRow:
 
 
 
+@kept_by_repr(256, skip=warns_at_t1)  # frozen: training_memory and the menus ask again
 def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int = 1,
                cp_comm_type: str = "p2p", hierarchical_context_parallel_sizes=None,
                precision: str = "bf16"):

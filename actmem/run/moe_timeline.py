@@ -52,6 +52,7 @@ from dataclasses import fields, replace
 from ..layer.config import LayerConfig
 from ..layer.moe import routed_copies
 from ..layer.recompute_modules import for_layer
+from ..memo import kept_by_repr
 from .model import ModelConfig
 from .precision import layer_rows, precision_moments
 from .split_backward import layer_weight_rows
@@ -126,6 +127,7 @@ def _experts(c: LayerConfig, ep: int) -> int:
     return c.num_experts
 
 
+@kept_by_repr(64)  # a frozen model: every training_memory asks
 def dense_twin(model: ModelConfig) -> ModelConfig:
     """``model`` without experts: the shape of its dense layers (a model
     that mixes dense and MoE layers builds its dense ones as this one's)."""
