@@ -355,11 +355,13 @@ PAGE_JS = r"""
         .map(c => { const p = c.querySelector('.jp-InputPrompt'); return p ? p.textContent.trim() : ''; }),
     // Latency probe: timestamps (performance.now) of the user's input event on
     // a control and of the last change of each readout's text / image's src.
+    // textContent, not innerText: reading innerText lays the page out, work
+    // a learner's browser would not do at each change.
     arm: (ci, oi) => {
       const root = rootAt(ci, oi);
       const rs = readouts(root), is = images(root);
       const probe = {t0: null, readout: rs.map(() => null), image: is.map(() => null),
-                     texts: rs.map(e => e.innerText), srcs: is.map(i => i.getAttribute('src'))};
+                     texts: rs.map(e => e.textContent), srcs: is.map(i => i.getAttribute('src'))};
       const onInput = () => { if (probe.t0 === null) probe.t0 = performance.now(); };
       for (const ev of ['change', 'input', 'keydown', 'pointerdown', 'mousedown', 'click'])
         root.addEventListener(ev, onInput, {capture: true});
@@ -367,15 +369,28 @@ PAGE_JS = r"""
       probe.observer = new MutationObserver(() => {
         const now = performance.now();
         probe.last = now;
-        rs.forEach((e, i) => { const t = e.innerText; if (t !== probe.texts[i]) { probe.texts[i] = t; probe.readout[i] = now; } });
+        rs.forEach((e, i) => { const t = e.textContent; if (t !== probe.texts[i]) { probe.texts[i] = t; probe.readout[i] = now; } });
         is.forEach((e, i) => { const s = e.getAttribute('src'); if (s !== probe.srcs[i]) { probe.srcs[i] = s; probe.image[i] = now; } });
       });
       probe.observer.observe(root, {subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ['src']});
       probe.detach = () => { probe.observer.disconnect(); for (const ev of ['change', 'input', 'keydown', 'pointerdown', 'mousedown', 'click']) root.removeEventListener(ev, onInput, {capture: true}); };
       window.__actmem.probe = probe;
     },
-    peek: () => { const p = window.__actmem.probe; if (!p) return null;
-      return {t0: p.t0, readout: p.readout, image: p.image, quiet: performance.now() - p.last}; },
+    // Resolves with disarm()'s answer once the input was seen, every readout
+    // (and image) changed, and nothing changed for quietMs; unseenMs of quiet
+    // when some never changed; timeoutMs at most. Waited for in the page: a
+    // poll from outside would take CPU from the kernel and the page it measures.
+    settle: (quietMs, unseenMs, timeoutMs) => new Promise(resolve => {
+      const start = performance.now();
+      const check = () => {
+        const p = window.__actmem.probe, now = performance.now();
+        const seen = [p.readout, p.image].every(xs => !xs.length || xs.some(x => x !== null));
+        if ((p.t0 !== null && now - p.last >= (seen ? quietMs : unseenMs))
+            || now - start >= timeoutMs) resolve(window.__actmem.disarm());
+        else setTimeout(check, 50);
+      };
+      setTimeout(check, 50);
+    }),
     disarm: () => { const p = window.__actmem.probe; if (!p) return null; p.detach();
       window.__actmem.probe = null;
       return {t0: p.t0, readout: p.readout, image: p.image}; },
