@@ -102,11 +102,11 @@ def format_value(n_bytes: int, unit: str = "MiB", digits: int = 2) -> str:
         ValueError: a negative size, >= :data:`MAX_BYTES`, an unknown unit,
             or ``digits`` outside 0..20.
     """
+    n_bytes, per = _size("n_bytes", n_bytes), _unit(unit)  # checked in argument order
     digits = integer("digits", digits)
     if not 0 <= digits <= MAX_DIGITS:
         raise ValueError(f"digits must be between 0 and {MAX_DIGITS}, got {digits}")
-    per = _unit(unit)
-    scaled, rest = divmod(_size("n_bytes", n_bytes) * 10**digits, per)
+    scaled, rest = divmod(n_bytes * 10**digits, per)
     if 2 * rest > per or (2 * rest == per and scaled % 2):  # half to even, as round()
         scaled += 1
     whole, part = divmod(scaled, 10**digits)

@@ -130,6 +130,16 @@ def test_format_value_rounds_half_to_even(n_bytes, unit, digits, text):
     assert actmem.format_value(n_bytes, unit, digits) == text
 
 
+def test_format_value_checks_arguments_in_order():
+    """With several bad arguments, the first one in the signature is named."""
+    with pytest.raises(ValueError, match="n_bytes"):
+        actmem.format_value(-1, "parsecs", 99)
+    with pytest.raises(ValueError, match="parsecs"):
+        actmem.format_value(1, "parsecs", 99)
+    with pytest.raises(ValueError, match="digits must be between 0 and 20, got 99"):
+        actmem.format_value(1, "MiB", 99)
+
+
 def test_huge_sizes_format_exactly():
     # issue 10 item 5: no float anywhere, no OverflowError, every digit kept
     assert actmem.format_bytes(10**400, "B") == f"{10**400} B"
