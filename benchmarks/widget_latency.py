@@ -12,6 +12,11 @@ page (performance.now()):
 * figure: from the same event to the last change of an <img> src inside the
   output (the new PNG is in the DOM).
 
+Kernel websockets run with Nagle's algorithm off (tests/browser/nodelay.py:
+stock Jupyter Server leaves it on, and a readout written a few milliseconds
+after the kernel's "busy" status can then wait about 40 ms for the
+browser's delayed ACK); ``--stock-server`` measures them as shipped.
+
 In the same run it measures the floor: one control of each kind observed
 by a no-op that only echoes the value into a Label, in a notebook of its
 own and, as a last cell, in each notebook's temporary copy (a long
@@ -28,7 +33,7 @@ readout reached after a change is also checked against actmem's pure
 functions (tests/browser/oracles.py); mismatches are counted in the JSON.
 
     .venv/bin/python benchmarks/widget_latency.py [--changes 20] [--out PATH]
-        [--notebooks 04_worked_example.ipynb ...]
+        [--notebooks 04_worked_example.ipynb ...] [--stock-server]
 """
 
 from __future__ import annotations
@@ -220,6 +225,9 @@ def main(argv=None) -> int:
                     help="changes per kind of control per widget output (>= 20)")
     ap.add_argument("--out", type=Path, default=ARTIFACTS / "latency.json")
     ap.add_argument("--notebooks", nargs="*", help="names in notebooks/ (default all)")
+    ap.add_argument("--stock-server", action="store_true",
+                    help="kernel websockets as stock Jupyter Server has them, Nagle's "
+                         "algorithm on (default: off, tests/browser/nodelay.py)")
     args = ap.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         print(f"no browser at {CHROMIUM}", file=sys.stderr)
@@ -234,11 +242,14 @@ def main(argv=None) -> int:
     report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "python": platform.python_version()},
               "changes_per_kind": args.changes,
+              "kernel_websocket": ("stock Jupyter Server (Nagle's algorithm on)"
+                                   if args.stock_server else
+                                   "TCP_NODELAY (tests/browser/nodelay.py)"),
               "method": ("in-page performance.now(): user input event on the control -> "
                          "last text change of a Label/HTML readout (readout) and last "
                          "src change of an <img> (figure) in the same output"),
               "floor": {}, "notebooks": {}}
-    server = LabServer(root_dir).start()
+    server = LabServer(root_dir, tcp_nodelay=not args.stock_server).start()
     browser = None
     try:
         browser = Browser()

@@ -41,6 +41,7 @@ CHROMIUM_FLAGS = [
 ]
 """Flags known to work on a closed network as root (no sandbox)."""
 
+HERE = Path(__file__).resolve().parent
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / "artifacts"
@@ -111,8 +112,9 @@ class LabServer:
     configuration leaks in.
     """
 
-    def __init__(self, root_dir: Path):
+    def __init__(self, root_dir: Path, tcp_nodelay: bool = True):
         self.root_dir = Path(root_dir)
+        self.tcp_nodelay = tcp_nodelay  # kernel websockets without Nagle (nodelay.py)
         self.home = Path(tempfile.mkdtemp(prefix="actmem-lab-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -132,6 +134,9 @@ class LabServer:
                    JUPYTER_PLATFORM_DIRS="1",
                    IPYTHONDIR=str(self.home / "ipython"),
                    PYDEVD_DISABLE_FILE_VALIDATION="1")
+        if self.tcp_nodelay:  # the server imports nodelay.py from this folder
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
                "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
                "--port-retries=0",
@@ -142,6 +147,9 @@ class LabServer:
                f"--LabApp.workspaces_dir={self.home / 'workspaces'}",
                "--LabApp.news_url=None",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        if self.tcp_nodelay:
+            cmd.append("--ServerApp.kernel_websocket_connection_class="
+                       "nodelay.NoDelayConnection")
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
