@@ -220,8 +220,8 @@ RECOMPUTING = "backward of {name}: the last layer's context-parallel attention, 
 """Labels of the timeline's events (:data:`actmem.translations` has each)."""
 
 
-def forward_moments(step, chunk: int, name: str, transient: int, weights: int):
-    """(label, bytes) inside a forward pass through ``chunk``
+def forward_moments(step, chunk: int, transient: int, weights: int):
+    """(label with ``{name}``, bytes) inside a forward pass through ``chunk``
     (``step``: :mod:`actmem.run.timeline`'s running state) while its last
     layer's context-parallel attention holds its exchange buffers, beside
     the earlier layers' rows, this layer's up to the attention output and
@@ -231,14 +231,14 @@ def forward_moments(step, chunk: int, name: str, transient: int, weights: int):
     if not stack or not stack[-1].exchange:
         return
     layer, embedding = stack[-1], step.passes[chunk].embedding
-    yield (FORWARD.format(name=name),
+    yield (FORWARD,
            step.alive(embedding + step._forward_layers_before(chunk, len(stack) - 1)
                       + layer.to_attention, transient=transient + layer.exchange,
                       weights=weights))
 
 
-def backward_moments(step, chunk: int, name: str, kept: int):
-    """(label, bytes) inside a backward pass through ``chunk`` at its last
+def backward_moments(step, chunk: int, kept: int):
+    """(label with ``{name}``, bytes) inside a backward pass through ``chunk`` at its last
     layer's context-parallel attention (``kept``: what the pass holds, the
     timeline's baseline): where the attention is recomputed (full, or
     selective with ``core_attn``: ``attention.py``:
@@ -252,11 +252,11 @@ def backward_moments(step, chunk: int, name: str, kept: int):
         return
     layer, loss = stack[-1], -step.passes[chunk].logits_loss
     if layer.attention_recomputed:   # its checkpointed forward, ring and all
-        yield (RECOMPUTING.format(name=name),
+        yield (RECOMPUTING,
                step.alive(step._backward_layers(chunk, layer.to_attention_recomputed) - kept,
                           loss, transient=layer.exchange,
                           weights=step._backward_copies(chunk, mlp=True)))
     rows = layer.to_attention if layer.recompute == "none" else layer.to_attention_recomputed
-    yield (BACKWARD.format(name=name),
+    yield (BACKWARD,
            step.alive(step._backward_layers(chunk, rows) - kept, loss,
                       transient=layer.exchange_backward, weights=step._backward_copies(chunk)))

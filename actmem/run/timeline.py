@@ -90,15 +90,14 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
     events = [Event("before the step", "", "after", step.alive())]
     for op in plan.ops[i]:
         name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
-        forward = op.kind == FORWARD
-        moments = step.forward if forward else step.backward
+        shown = str(op)
         if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
-            events += [Event(label, str(op), "during", alive)
-                       for label, alive in moments(op.chunk, name)]
+            events += [Event(label.format(name=name), shown, "during", alive)
+                       for label, alive in step.moments(op)]
         step.take(op)
         verb = {FORWARD: "forward", INPUT_GRAD: "input-gradient step",
                 WEIGHT_GRAD: "weight-gradient step"}.get(op.kind, "backward")
-        events.append(Event(f"after the {verb} of {name}", str(op), "after", step.alive()))
+        events.append(Event(f"after the {verb} of {name}", shown, "after", step.alive()))
     events.append(Event("optimizer step", "", "during", step.alive()))
     return StageTimeline(i, tuple(events))
 
@@ -127,6 +126,21 @@ class _Step:
         self._kept = [self.kept(c) for c in range(len(passes))]
         self._kept_to_w = [self._waiting(c) for c in range(len(passes))]
         self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
+        self._moments = {}   # see moments
+
+    def moments(self, op) -> tuple:
+        """(label, bytes) of the moments inside ``op``, a forward or a
+        backward (B or I), each label with ``{name}`` for its micro-batch.
+        Kept by what they depend on: a schedule's steady state repeats the
+        same moments for every micro-batch, and a planner recomputes the
+        timeline at every change of a control."""
+        forward = op.kind == FORWARD
+        key = (forward, op.chunk, self._held_now, self.gradients_exist, self.tied_waiting)
+        if key not in self._moments:   # backward sets tied_waiting: kept with them
+            found = tuple((self.forward if forward else self.backward)(op.chunk))
+            self._moments[key] = found, self.tied_waiting
+        found, self.tied_waiting = self._moments[key]
+        return found
 
     def take(self, op) -> None:
         """Count ``op``: a forward holds a pass, a backward (B) frees it; an
@@ -175,32 +189,33 @@ class _Step:
                 self.states["optimizer"], activations + held_activations,
                 logits_loss + held_logits_loss, transient, self.workspace)
 
-    def forward(self, chunk: int, name: str):
-        """(label, bytes) of the moments inside a forward pass through ``chunk``."""
+    def forward(self, chunk: int):
+        """(label, bytes) of the moments inside a forward pass through ``chunk``
+        (labels with ``{name}``, as :meth:`moments`)."""
         p, copies, stack = self.passes[chunk], self.copies, self.stacks[chunk]
         layer = stack[-1] if stack else self.layer
         mask = self.mask if p.loads_data else 0
         cast = self.layers[chunk] * (copies.weights + copies.biases)  # cached till the end
-        yield from forward_moments(self, chunk, name, mask, cast)  # context parallelism
+        yield from forward_moments(self, chunk, mask, cast)  # context parallelism
         moe = [j for j, m in enumerate(stack) if m.dispatch]
         if moe:   # the last MoE layer's token dispatch, after its routed experts
-            yield (f"forward of {name}: the last MoE layer's token dispatch",
+            yield ("forward of {name}: the last MoE layer's token dispatch",
                    self.alive(p.embedding + self._forward_layers_before(chunk, moe[-1])
                               + stack[moe[-1]].to_dispatch,
                               transient=mask + stack[moe[-1]].dispatch, weights=cast))
         if layer.scores and self.layers[chunk]:
             earlier = self._forward_layers_before(chunk, len(stack) - 1)
-            yield (f"forward of {name}: attention scores beside the softmax",
+            yield ("forward of {name}: attention scores beside the softmax",
                    self.alive(p.embedding + earlier + layer.to_softmax,
                               transient=mask + layer.scores,
                               weights=cast - copies.weights - copies.biases
                               + copies.qkv_weights + copies.qkv_biases))
         if p.last:
-            yield (f"loss of {name}",
+            yield ("loss of {name}",
                    self.alive(self._kept[chunk][0], self.loss["forward"], transient=mask,
                               weights=cast + copies.output))
         elif mask:
-            yield (f"end of the forward of {name}, its batch still loaded",
+            yield ("end of the forward of {name}, its batch still loaded",
                    self.alive(*self._kept[chunk][:2], transient=mask, weights=cast))
 
     def _forward_layers_before(self, chunk: int, j: int) -> int:
@@ -212,12 +227,13 @@ class _Step:
             return sum(m.kept for m in stack)
         return sum(m.checkpoint for m in stack[::self.layer.group])
 
-    def backward(self, chunk: int, name: str):
-        """(label, bytes) of the moments inside a backward pass through ``chunk``."""
+    def backward(self, chunk: int):
+        """(label, bytes) of the moments inside a backward pass through ``chunk``
+        (labels with ``{name}``, as :meth:`moments`)."""
         p, stack = self.passes[chunk], self.stacks[chunk]
         layer = stack[-1] if stack else self.layer
         if p.last:
-            yield (f"loss backward of {name}",
+            yield ("loss backward of {name}",
                    self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
             self.tied_waiting = self.tied   # the output layer's weight gradient
         if not self.layers[chunk]:
@@ -226,29 +242,29 @@ class _Step:
         # saved tensors (the softmax, the output layer's inputs) are freed
         kept = self._layer_bytes(chunk) + p.output
         if layer.dispatch and layer.recompute == "full":   # its forward again, with grad
-            yield (f"backward of {name}: the last layer's token dispatch, recomputing",
+            yield ("backward of {name}: the last layer's token dispatch, recomputing",
                    self.alive(self._backward_layers(chunk, layer.to_dispatch_recomputed) - kept,
                               -p.logits_loss, transient=layer.dispatch,
                               weights=self._backward_copies(chunk, mlp=True)))
         if layer.dispatch_backward:   # the last layer is an MoE layer
             rows = layer.kept if layer.recompute == "selective" else layer.full
-            yield (f"backward of {name}: the last layer's MoE combine",
+            yield ("backward of {name}: the last layer's MoE combine",
                    self.alive(self._backward_layers(chunk, rows) - kept, -p.logits_loss,
                               transient=layer.dispatch_backward,
                               weights=self._backward_copies(chunk, mlp=True)))
         if layer.mlp_gradients:
             mlp = self._backward_layers(chunk, layer.full) if layer.recompute == "full" \
                 else self._layer_bytes(chunk)
-            yield (f"backward of {name}: the last layer's MLP",
+            yield ("backward of {name}: the last layer's MLP",
                    self.alive(mlp - kept, -p.logits_loss, transient=layer.mlp_gradients,
                               weights=self._backward_copies(chunk, mlp=True)))
-        yield from backward_moments(self, chunk, name, kept)  # context parallelism
+        yield from backward_moments(self, chunk, kept)  # context parallelism
         this = layer.to_softmax if layer.scores else layer.full
         extra = self._backward_layers(chunk, this) - kept
         if extra or layer.scores:
             label = "softmax gradient" if layer.scores else "last layer"
             label += ", recomputing" if layer.recompute != "none" else ""
-            yield (f"backward of {name}: {label}",
+            yield ("backward of {name}: " + label,
                    self.alive(extra, -p.logits_loss, transient=layer.softmax_gradients,
                               weights=self._backward_copies(chunk)))
 

@@ -140,12 +140,19 @@ def split_keys(L: int, p: int, v: int = 1) -> tuple[str, ...]:
     ('embedding', 'loss', 'first:2', 'first:4', 'first:6', 'first:8', 'first:10', 'last:2', \
 'last:4', 'last:6', 'last:8', 'last:10')
     """
+    return tuple(_offered_splits(L, p, v))
+
+
+def _offered_splits(L: int, p: int, v: int):
+    """:func:`split_keys`, one at a time (a menu that only asks whether
+    there is one stops at the first)."""
     even = _split(L, p, v, "even")
-    ends = [f"{end}:{n}" for end in ("first", "last") for n in range(1, -(-L // p) + 1)
-            if p >= 2]
-    return ("even",) * (even is not None) + tuple(
-        k for k in ("embedding", "loss", "embedding+loss", *ends)
-        if _split(L, p, v, k) not in (None, even))
+    if even is not None:
+        yield "even"
+    ends = (f"{end}:{n}" for end in ("first", "last") for n in range(1, -(-L // p) + 1)
+            if p >= 2)
+    yield from (k for k in ("embedding", "loss", "embedding+loss", *ends)
+                if _split(L, p, v, k) not in (None, even))
 
 
 def split_label(key: str, L: int, p: int, v: int = 1, tr=tr) -> str:
@@ -186,7 +193,7 @@ def pipeline_choices(L: int) -> list[int]:
     >>> pipeline_choices(8)  # 6: no first or last stage of n <= 2 leaves 5 equal stages
     [1, 2, 3, 4, 5, 7, 8]
     """
-    return [p for p in range(1, min(L, P_MAX) + 1) if split_keys(L, p)]
+    return [p for p in range(1, min(L, P_MAX) + 1) if next(_offered_splits(L, p, 1), None)]
 
 
 @menu_cache
