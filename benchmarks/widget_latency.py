@@ -24,6 +24,10 @@ notebook makes every widget round trip slower, so each explorer is set
 against the floor of its own page). readout/floor says how much of the
 latency is actmem's work (compute, draw, PNG) rather than the round trip.
 
+Inside each kernel ``kernel_clock.py`` (an IPython startup script) times
+actmem's own part: from the kernel's handling of the widget message to the
+readouts' write (``kernel_readout``, per explorer and kind).
+
 A change that brings back control settings the output has shown before is a
 revisit: the explorer may send the image it kept (``IMAGES_KEPT``) without
 drawing, so figure medians are also given over first visits only.
@@ -42,6 +46,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -96,6 +101,31 @@ def append_floor_cell(path: Path) -> int:
     return len(nb.cells) - 1
 
 
+class KernelClock:
+    """The kernels' own times (``kernel_clock.py``), read as they are written."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
+        path.write_text("")
+        os.environ["ACTMEM_KERNEL_CLOCK"] = str(path)  # the server's kernels inherit it
+
+    def install(self, server: LabServer) -> None:
+        """Put the startup script in ``server``'s IPython profile (before it starts)."""
+        startup = server.home / "ipython" / "profile_default" / "startup"
+        startup.mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "kernel_clock.py", startup / "00-kernel-clock.py")
+
+    def readouts_ms(self) -> float | None:
+        """The longest time to the readouts' write among the messages handled
+        since the last call (None: no readout written)."""
+        with open(self.path) as f:
+            f.seek(self.offset)
+            lines = f.readlines()
+            self.offset = f.tell()
+        times = [json.loads(line)["readouts_ms"] for line in lines]
+        return max((t for t in times if t is not None), default=None)
+
+
 def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0) -> dict:
     """Wait until the probe saw a readout change and, in an output with an
     image, an image change, and nothing in the output changed for
@@ -109,11 +139,12 @@ def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0) -> dict:
                             [quiet_ms, 2000, timeout_s * 1000])
 
 
-def measure_change(nb, root, index, step) -> dict:
+def measure_change(nb, root, index, step, clock: KernelClock) -> dict:
     nb.page.evaluate("([c, o]) => window.__actmem.arm(c, o)", [root.cell, root.output])
+    clock.readouts_ms()  # skip what came before the change
     change_control(nb, root, index, step=step)
     p = settle(nb)
-    out = {"readout_ms": None, "figure_ms": None}
+    out = {"readout_ms": None, "figure_ms": None, "kernel_ms": clock.readouts_ms()}
     if p["t0"] is None:
         return out
     # a change seen before the input event is the previous change's, late
@@ -135,7 +166,7 @@ def summary(values) -> dict | None:
             "max_ms": round(max(xs), 1)}
 
 
-def run_root(nb, root, info, changes: int, log) -> dict:
+def run_root(nb, root, info, changes: int, log, clock: KernelClock) -> dict:
     """``changes`` changes per kind of control in one widget output."""
     kinds: dict[str, list[int]] = {}
     for i, c in enumerate(root.controls):
@@ -146,7 +177,7 @@ def run_root(nb, root, info, changes: int, log) -> dict:
         samples, mismatched = [], 0
         for n in range(changes):
             index = indices[n % len(indices)]
-            s = measure_change(nb, root, index, step=1)
+            s = measure_change(nb, root, index, step=1, clock=clock)
             s["control"] = root.controls[index]["description"]
             state = nb.state(root)
             setting = json.dumps(state["controls"], sort_keys=True, default=str)
@@ -163,6 +194,7 @@ def run_root(nb, root, info, changes: int, log) -> dict:
         result[kind] = {
             "controls": sorted({s["control"] for s in samples}),
             "readout": summary(s["readout_ms"] for s in samples),
+            "kernel_readout": summary(s["kernel_ms"] for s in samples),
             "figure": summary(s["figure_ms"] for s in samples),
             "figure_first_visit": summary(s["figure_ms"] for s in samples if not s["revisit"]),
             "changes": len(samples),
@@ -171,10 +203,12 @@ def run_root(nb, root, info, changes: int, log) -> dict:
             "samples_ms": [[None if s["readout_ms"] is None else round(s["readout_ms"], 1),
                             None if s["figure_ms"] is None else round(s["figure_ms"], 1),
                             s["revisit"]] for s in samples],
+            "kernel_samples_ms": [s["kernel_ms"] for s in samples],
         }
         r, f = result[kind]["readout"], result[kind]["figure"]
-        first = result[kind]["figure_first_visit"]
-        log(f"    {kind:15s} readout {fmt(r)}  figure {fmt(f)}  first visits {fmt(first)}")
+        first, kernel = result[kind]["figure_first_visit"], result[kind]["kernel_readout"]
+        log(f"    {kind:15s} readout {fmt(r)}  figure {fmt(f)}  first visits {fmt(first)}"
+            f"  kernel to readouts {fmt(kernel)}")
     return result
 
 
@@ -206,12 +240,14 @@ def goals(report: dict, floor: dict[str, list]) -> dict:
                 row = {"notebook": name, "explorer": out["explorer"], "kind": kind,
                        "readout_over_floor": ratio,
                        "readout_ok": ratio is not None and ratio <= READOUT_OVER_FLOOR,
+                       "kernel_readout_ms": (k["kernel_readout"] or {}).get("median_ms"),
                        "figure_ms": f["median_ms"] if f else None,
                        "figure_first_visit_ms": (k["figure_first_visit"] or {}).get("median_ms"),
                        "figure_ok": f is None or f["median_ms"] <= FIGURE_MS}
                 rows.append(row)
                 lines.append(f"  {out['explorer'] or '?':18s} {kind:15s} readout/floor "
-                             f"{ratio} ({'ok' if row['readout_ok'] else 'MISSED'})  figure "
+                             f"{ratio} ({'ok' if row['readout_ok'] else 'MISSED'}; kernel "
+                             f"{row['kernel_readout_ms']} ms)  figure "
                              f"{row['figure_ms']} ms ({'ok' if row['figure_ok'] else 'MISSED'})")
     met = all(r["readout_ok"] and r["figure_ok"] for r in rows)
     lines.append(f"  all goals met: {met}")
@@ -249,7 +285,10 @@ def main(argv=None) -> int:
                          "last text change of a Label/HTML readout (readout) and last "
                          "src change of an <img> (figure) in the same output"),
               "floor": {}, "notebooks": {}}
-    server = LabServer(root_dir, tcp_nodelay=not args.stock_server).start()
+    server = LabServer(root_dir, tcp_nodelay=not args.stock_server)
+    clock = KernelClock(root_dir / "kernel_clock.jsonl")
+    clock.install(server)
+    server.start()
     browser = None
     try:
         browser = Browser()
@@ -272,7 +311,7 @@ def main(argv=None) -> int:
                     log(f"  {root.name} {'floor' if is_floor else info['cls'] if info else ''}")
                     entry["floor" if is_floor else root.name] = {
                         "explorer": "floor" if is_floor else info["cls"] if info else None,
-                        "kinds": run_root(nb, root, info, args.changes, log)}
+                        "kinds": run_root(nb, root, info, args.changes, log, clock)}
                 if label.startswith("floor"):
                     report[label] = entry
                 else:

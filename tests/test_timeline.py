@@ -250,3 +250,32 @@ def test_precision_options_refuse_what_contradicts():
         training_memory(GPT, precision="autocast", autocast_device="tpu")
     with pytest.raises(ValueError, match="loss_chunk_tokens"):
         training_memory(GPT, loss="fused", loss_chunk_tokens=0)
+
+
+def test_steady_state_moments_repeat_with_each_micro_batch_named():
+    """The moments inside a pass are kept by the state they depend on
+    (``_Step.moments``): in 1F1B's steady state every micro-batch's loss
+    moment has the same bytes, and each event still names its own."""
+    r = training_memory(GPT, p=2, m=6, create_attention_mask_in_dataloader=False)
+    line = r.stages[1].timeline.events  # the last stage: F0 B0 F1 B1 ...
+    losses = [e for e in line if e.label.startswith("loss of micro-batch")]
+    assert [e.label for e in losses] == [f"loss of micro-batch {j}" for j in range(6)]
+    assert [e.op for e in losses] == [f"F{j}" for j in range(6)]
+    assert len({e.bytes for e in losses}) == 1
+    first = events(training_memory(GPT, p=2, m=1, create_attention_mask_in_dataloader=False), 1)
+    assert losses[0].bytes == first["loss of micro-batch 0"].bytes
+
+
+def test_negative_bytes_alive_is_refused_as_a_fault():
+    """Events are made unchecked; the one method that makes their bytes
+    refuses a negative count, naming the categories."""
+    from actmem.run.timeline import LayerMoments, Pass, stage_timeline
+    layer = LayerMoments(kept=100, full=100, to_softmax=0, scores=0, checkpoint=0,
+                         recompute="none", group=1)
+    with pytest.raises(ValueError, match=r"negative bytes alive \(\{'weights': 0, .*"
+                                         r"'logits_loss': -10.*a fault of actmem"):
+        stage_timeline(actmem.simulate_schedule("1f1b", 1, 1), 0,
+                       states={"weights": 0, "gradients": 0, "optimizer": 0},
+                       persistent_gradients=True, workspace=0, passes=[Pass(last=True)],
+                       layers=[1], layer=layer, loss={"forward": 0, "backward": 0, "saved": 10},
+                       mask=0)

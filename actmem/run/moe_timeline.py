@@ -137,7 +137,7 @@ def dense_twin(model: ModelConfig) -> ModelConfig:
 
 
 def with_dispatch(moments: LayerMoments, c: LayerConfig, ep: int,
-                  rows: list[tuple[str, int]], rows_none: list[tuple[str, int]]
+                  rows: tuple[tuple[str, int], ...], rows_none: tuple[tuple[str, int], ...]
                   ) -> LayerMoments:
     """``moments`` of an MoE layer with its dispatch buffers
     (:func:`dispatch_buffers`, :func:`dispatch_gradients`) and the rows

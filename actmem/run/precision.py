@@ -123,10 +123,11 @@ def row_bytes(row, precision: str, copies: dict[str, int], device: str = "cuda")
     return copies.get(row.key, 1) * row.bytes
 
 
+@kept_by_repr(256, skip=warns_at_t1)  # a frozen result, asked for at every planner change
 def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
                precision: str, fused_projections: bool = True,
                device: str = "cuda", layer_options: dict | None = None
-               ) -> list[tuple[str, int]]:
+               ) -> tuple[tuple[str, int], ...]:
     """(ledger key, bytes) of one layer's rows under ``precision`` (module
     docstring; ``device``: whose autocast lists; ``layer_options``: the
     run's other layer options, :meth:`actmem.ModelConfig.layer`), in the
@@ -142,7 +143,7 @@ def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: s
     if fp32_softmax and "softmax_output" in dict(out) and not c.dropout:
         at = [k for k, _ in out].index("softmax_output") + 1
         out.insert(at, ("softmax_output_bf16", dict(out)["softmax_output"] // 2))
-    return out
+    return tuple(out)
 
 
 @kept_by_repr(256, skip=warns_at_t1)  # a frozen result; training_memory asks again and again

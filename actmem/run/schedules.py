@@ -58,6 +58,7 @@ from .schedule_rules import (ALL_SCHEDULES, MAX_OPERATIONS, ORDERS, PYTORCH_ONLY
 from .schedule_timing import simulate_times
 from .training import chunk_layers, layer_bytes
 from .record_fields import check_fields, one_of, tuples_of
+from ..memo import kept_by_repr
 from ..validate import integer, lists_keywords, optional, positive_int
 
 __all__ = ["ALL_SCHEDULES", "BACKWARD", "FORWARD", "INPUT_GRAD", "KINDS", "MAX_OPERATIONS",
@@ -296,6 +297,7 @@ def stage_index(i: object, p: int) -> int:
 
 
 @lists_keywords
+@kept_by_repr(64)  # a frozen result: a planner asks at every change of a control
 def simulate_schedule(schedule: str, p: int, m: int, v: int = 1, order: str | None = None,
                       microbatch_group_size: int | None = None) -> PipelineSchedule:
     """Build a pipeline schedule's operations for every stage.

@@ -62,7 +62,7 @@ def weight_gradient_bytes(memory: ActivationMemory) -> int:
 
 
 def layer_weight_rows(model, t: int, sequence_parallel: bool,
-                      rows: list[tuple[str, int]] | None = None,
+                      rows: tuple[tuple[str, int], ...] | None = None,
                       layer_options: dict | None = None) -> int:
     """Bytes one layer of ``model`` keeps, per micro-batch and GPU, from its I
     to its W (:attr:`actmem.run.timeline.LayerMoments.weight_rows`): the rows

@@ -87,19 +87,24 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
     step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask,
                  copies or _NoCopies(), stacks)
     step.tied = tied_gradient
-    events = [Event("before the step", "", "after", step.alive())]
+    events = [Event._of("before the step", "", "after", step.alive())]
     for op in plan.ops[i]:
         name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
         shown = str(op)
         if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
-            events += [Event(label.format(name=name), shown, "during", alive)
+            events += [Event._of(label.format(name=name), shown, "during", alive)
                        for label, alive in step.moments(op)]
         step.take(op)
-        verb = {FORWARD: "forward", INPUT_GRAD: "input-gradient step",
-                WEIGHT_GRAD: "weight-gradient step"}.get(op.kind, "backward")
-        events.append(Event(f"after the {verb} of {name}", shown, "after", step.alive()))
-    events.append(Event("optimizer step", "", "during", step.alive()))
+        verb = _VERBS.get(op.kind, "backward")
+        events.append(Event._of(f"after the {verb} of {name}", shown, "after", step.alive()))
+    events.append(Event._of("optimizer step", "", "during", step.alive()))
     return StageTimeline(i, tuple(events))
+
+
+_VERBS = {FORWARD: "forward", INPUT_GRAD: "input-gradient step",
+          WEIGHT_GRAD: "weight-gradient step"}   # of an operation (else "backward")
+_HELD = {FORWARD: 1, WEIGHT_GRAD: 0}   # passes held before their I or B (else -1)
+_WAITING = {INPUT_GRAD: 1, WEIGHT_GRAD: -1}   # passes between their I and W (else 0)
 
 
 class _NoCopies:
@@ -148,8 +153,7 @@ class _Step:
         c = op.chunk
         if op.kind != FORWARD and self.passes[c].embedding:
             self.tied_waiting = 0   # the embedding's gradient arrived: summed
-        held = {FORWARD: 1, WEIGHT_GRAD: 0}.get(op.kind, -1)   # passes before their I or B
-        waiting = {INPUT_GRAD: 1, WEIGHT_GRAD: -1}.get(op.kind, 0)   # between their I and W
+        held, waiting = _HELD.get(op.kind, -1), _WAITING.get(op.kind, 0)
         self._held_now = tuple(now + held * k + waiting * w for now, k, w in zip(
             self._held_now, self._kept[c], self._kept_to_w[c]))
         self.gradients_exist |= op.kind != FORWARD
@@ -185,9 +189,13 @@ class _Step:
         held_activations, held_logits_loss, held_weights = self._held_now
         gradients = self.tied_waiting + (self.states["gradients"] if self.gradients_exist else 0)
         # in CATEGORIES order, a tuple, not a dict: a timeline makes thousands
-        return (self.states["weights"] + weights + held_weights, gradients,
-                self.states["optimizer"], activations + held_activations,
-                logits_loss + held_logits_loss, transient, self.workspace)
+        alive = (self.states["weights"] + weights + held_weights, gradients,
+                 self.states["optimizer"], activations + held_activations,
+                 logits_loss + held_logits_loss, transient, self.workspace)
+        if min(alive) < 0:   # the events are made unchecked (Event._of): checked here
+            raise ValueError(f"negative bytes alive ({dict(zip(CATEGORIES, alive))}): "
+                             "a fault of actmem's timeline, please report it")
+        return alive
 
     def forward(self, chunk: int):
         """(label, bytes) of the moments inside a forward pass through ``chunk``
