@@ -56,7 +56,8 @@ class Event:
         """An event without the checks, for :mod:`actmem.run.timeline`,
         whose bytes come from one method that checks them (``_Step.alive``):
         a planner's change makes hundreds of events, and checked they took a
-        quarter of its time in the kernel (sampled with py-spy)."""
+        quarter of ``training_memory``'s time right after a figure was drawn
+        (sampled with py-spy)."""
         event = object.__new__(cls)
         fields = event.__dict__
         fields["label"], fields["op"], fields["moment"], fields["bytes"] = label, op, moment, bytes
