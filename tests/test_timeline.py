@@ -1,5 +1,6 @@
 """The timeline: one exact test per mechanism, and a measured Megatron-LM run."""
 
+import dataclasses
 import json
 from importlib import resources
 
@@ -279,3 +280,22 @@ def test_negative_bytes_alive_is_refused_as_a_fault():
                        persistent_gradients=True, workspace=0, passes=[Pass(last=True)],
                        layers=[1], layer=layer, loss={"forward": 0, "backward": 0, "saved": 10},
                        mask=0)
+
+
+@pytest.mark.parametrize("schedule, p, v", [("1f1b", 2, 1), ("interleaved", 2, 2), ("zbv", 2, 2)])
+def test_the_peak_is_found_before_the_events_are_made(schedule, p, v):
+    """A planner's readouts need only the peaks: ``training_memory`` finds
+    each stage's without making its events, which are made when first read;
+    the peak is then the first event with the largest total, the same object."""
+    r = training_memory(GPT, p=p, m=4, v=v, schedule=schedule)
+    for stage in r.stages:
+        line = stage.timeline
+        assert "events" not in vars(line)   # not made yet
+        peak = line.peak
+        assert "events" not in vars(line)
+        largest = max(e.total for e in line.events)
+        first = next(e for e in line.events if e.total == largest)
+        assert first is peak and stage.peak == largest
+        assert line.events is line.events   # made once
+        again = dataclasses.replace(line, stage=stage.stage)   # a checked, plain record
+        assert again == line and again.peak == peak

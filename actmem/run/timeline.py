@@ -87,22 +87,34 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
     step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask,
                  copies or _NoCopies(), stacks)
     step.tied = tied_gradient
-    events = [Event._of("before the step", "", "after", step.alive())]
-    for op in plan.ops[i]:
-        name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if plan.v > 1 else "")
-        shown = str(op)
-        if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
-            events += [Event._of(label.format(name=name), shown, "during", alive)
-                       for label, alive in step.moments(op)]
-        step.take(op)
-        verb = _VERBS.get(op.kind, "backward")
-        events.append(Event._of(f"after the {verb} of {name}", shown, "after", step.alive()))
-    events.append(Event._of("optimizer step", "", "during", step.alive()))
-    return StageTimeline(i, tuple(events))
+    ops, chunked = plan.ops[i], plan.v > 1
+    # the first of the largest, found without making events (made when read)
+    index, peak = max(enumerate(step.walk(ops)), key=_total)
+    peak = _event(*peak, chunked)
+
+    def events() -> tuple[Event, ...]:
+        made = [_event(*moment, chunked) for moment in step.walk(ops)]
+        made[index] = peak   # the timeline's peak is one of its events
+        return tuple(made)
+    return StageTimeline._walked(i, events, peak)
 
 
-_VERBS = {FORWARD: "forward", INPUT_GRAD: "input-gradient step",
-          WEIGHT_GRAD: "weight-gradient step"}   # of an operation (else "backward")
+def _total(numbered_moment) -> int:
+    return sum(numbered_moment[1][3])
+
+
+def _event(label: str, op, moment: str, alive: tuple, chunked: bool) -> Event:
+    """The :class:`Event` of one moment of :meth:`_Step.walk` (``chunked``:
+    the schedule has several model chunks per stage, named in labels)."""
+    if op is None:
+        return Event._of(label, "", moment, alive)
+    name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if chunked else "")
+    return Event._of(label.format(name=name), str(op), moment, alive)
+
+
+_AFTER = {FORWARD: "after the forward of {name}",
+          INPUT_GRAD: "after the input-gradient step of {name}",
+          WEIGHT_GRAD: "after the weight-gradient step of {name}"}   # else "after the backward"
 _HELD = {FORWARD: 1, WEIGHT_GRAD: 0}   # passes held before their I or B (else -1)
 _WAITING = {INPUT_GRAD: 1, WEIGHT_GRAD: -1}   # passes between their I and W (else 0)
 
@@ -121,8 +133,8 @@ class _Step:
         self.states, self.passes, self.layers, self.layer = states, passes, layers, layer
         self.loss, self.mask, self.copies = loss, mask, copies
         self.workspace = workspace
-        self.gradients_exist = persistent_gradients
-        self.tied = self.tied_waiting = 0
+        self.persistent_gradients = persistent_gradients
+        self.tied = 0
         self.stacks = ([(layer,) * n for n in layers] if stacks is None
                        else [tuple(stack) for stack in stacks])   # each layer's moments
         # per chunk, summed once: events ask for them thousands of times
@@ -130,8 +142,25 @@ class _Step:
         self._other_sums = [self._sum_other_layers(stack) for stack in self.stacks]
         self._kept = [self.kept(c) for c in range(len(passes))]
         self._kept_to_w = [self._waiting(c) for c in range(len(passes))]
-        self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
         self._moments = {}   # see moments
+
+    def walk(self, ops):
+        """(label, op, moment, bytes alive) of each moment of the step, in
+        order, ``ops`` the stage's operations: labels with ``{name}`` for the
+        operation's micro-batch, op None before the step and at the optimizer.
+        Each walk starts again from the step's start (the running state:
+        passes held, gradients made, a tied gradient waiting)."""
+        self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
+        self.gradients_exist = self.persistent_gradients
+        self.tied_waiting = 0
+        yield "before the step", None, "after", self.alive()
+        for op in ops:
+            if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
+                for label, alive in self.moments(op):
+                    yield label, op, "during", alive
+            self.take(op)
+            yield _AFTER.get(op.kind, "after the backward of {name}"), op, "after", self.alive()
+        yield "optimizer step", None, "during", self.alive()
 
     def moments(self, op) -> tuple:
         """(label, bytes) of the moments inside ``op``, a forward or a
@@ -154,8 +183,9 @@ class _Step:
         if op.kind != FORWARD and self.passes[c].embedding:
             self.tied_waiting = 0   # the embedding's gradient arrived: summed
         held, waiting = _HELD.get(op.kind, -1), _WAITING.get(op.kind, 0)
-        self._held_now = tuple(now + held * k + waiting * w for now, k, w in zip(
-            self._held_now, self._kept[c], self._kept_to_w[c]))
+        (a, l, w), (ka, kl, kw), (wa, wl, ww) = self._held_now, self._kept[c], self._kept_to_w[c]
+        self._held_now = (a + held * ka + waiting * wa, l + held * kl + waiting * wl,
+                          w + held * kw + waiting * ww)
         self.gradients_exist |= op.kind != FORWARD
 
     def _waiting(self, chunk: int) -> tuple[int, int, int]:

@@ -199,6 +199,24 @@ class StageTimeline:
         events that are not a non-empty tuple of :class:`Event` s."""
         check_fields(self, {"events": lambda name, value: records(Event, name, value)})
 
+    @classmethod
+    def _walked(cls, stage: int, walk, peak: Event) -> "StageTimeline":
+        """A timeline whose events are made when first read, by ``walk()``
+        (a tuple of :class:`Event` s), and whose ``peak`` is known: a
+        planner's readouts need only the peaks, and its figure, drawn after
+        they are sent, the events (:mod:`actmem.run.timeline`)."""
+        timeline = object.__new__(cls)
+        timeline.__dict__.update(stage=stage, peak=peak, _walk=walk)
+        return timeline
+
+    def __getattr__(self, name: str):
+        """The events of a timeline made by :meth:`_walked`, on first read."""
+        walk = self.__dict__.get("_walk")
+        if name != "events" or walk is None:
+            raise AttributeError(f"'StageTimeline' object has no attribute {name!r}")
+        self.__dict__["events"] = events = walk()
+        return events
+
     @cached_property  # a frozen record: found once (planners read it many times)
     def peak(self) -> Event:
         """The first event with the largest total."""
