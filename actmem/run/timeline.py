@@ -49,6 +49,8 @@ nor, in a first backward that creates them, the gradients made so far.
 
 from __future__ import annotations
 
+from operator import add, sub
+
 from .cp_timeline import backward_moments, forward_moments
 from .schedules import FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule
 from .timeline_events import CATEGORIES, Event, LayerMoments, Pass, StageTimeline
@@ -119,6 +121,15 @@ _HELD = {FORWARD: 1, WEIGHT_GRAD: 0}   # passes held before their I or B (else -
 _WAITING = {INPUT_GRAD: 1, WEIGHT_GRAD: -1}   # passes between their I and W (else 0)
 
 
+def _checked(alive: tuple) -> tuple:
+    """``alive``, bytes by category, refused if a count is negative: the
+    events are made unchecked (``Event._of``), their bytes checked here."""
+    if min(alive) < 0:
+        raise ValueError(f"negative bytes alive ({dict(zip(CATEGORIES, alive))}): "
+                         "a fault of actmem's timeline, please report it")
+    return alive
+
+
 class _NoCopies:
     """No parameter copies (training without autocast)."""
 
@@ -153,25 +164,31 @@ class _Step:
         self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
         self.gradients_exist = self.persistent_gradients
         self.tied_waiting = 0
-        yield "before the step", None, "after", self.alive()
+        now = self.alive()
+        yield "before the step", None, "after", now
         for op in ops:
             if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
-                for label, alive in self.moments(op):
-                    yield label, op, "during", alive
+                for label, more in self.moments(op):
+                    yield label, op, "during", _checked(tuple(map(add, now, more)))
             self.take(op)
-            yield _AFTER.get(op.kind, "after the backward of {name}"), op, "after", self.alive()
-        yield "optimizer step", None, "during", self.alive()
+            now = self.alive()
+            yield _AFTER.get(op.kind, "after the backward of {name}"), op, "after", now
+        yield "optimizer step", None, "during", now
 
     def moments(self, op) -> tuple:
-        """(label, bytes) of the moments inside ``op``, a forward or a
-        backward (B or I), each label with ``{name}`` for its micro-batch.
-        Kept by what they depend on: a schedule's steady state repeats the
-        same moments for every micro-batch, and a planner recomputes the
-        timeline at every change of a control."""
+        """(label, bytes more than before ``op``) of the moments inside
+        ``op``, a forward or a backward (B or I), each label with ``{name}``
+        for its micro-batch. What a moment adds to the bytes alive before
+        the operation depends only on the operation's kind and chunk (and a
+        tied gradient waiting), not on the passes held: kept, a pipeline's
+        step computes each kind of moment once, and a planner recomputes
+        the timeline at every change of a control."""
         forward = op.kind == FORWARD
-        key = (forward, op.chunk, self._held_now, self.gradients_exist, self.tied_waiting)
+        key = (forward, op.chunk, self.tied_waiting)
         if key not in self._moments:   # backward sets tied_waiting: kept with them
-            found = tuple((self.forward if forward else self.backward)(op.chunk))
+            before = self.alive()
+            found = tuple((label, tuple(map(sub, alive, before))) for label, alive
+                          in (self.forward if forward else self.backward)(op.chunk))
             self._moments[key] = found, self.tied_waiting
         found, self.tied_waiting = self._moments[key]
         return found
@@ -219,13 +236,9 @@ class _Step:
         held_activations, held_logits_loss, held_weights = self._held_now
         gradients = self.tied_waiting + (self.states["gradients"] if self.gradients_exist else 0)
         # in CATEGORIES order, a tuple, not a dict: a timeline makes thousands
-        alive = (self.states["weights"] + weights + held_weights, gradients,
-                 self.states["optimizer"], activations + held_activations,
-                 logits_loss + held_logits_loss, transient, self.workspace)
-        if min(alive) < 0:   # the events are made unchecked (Event._of): checked here
-            raise ValueError(f"negative bytes alive ({dict(zip(CATEGORIES, alive))}): "
-                             "a fault of actmem's timeline, please report it")
-        return alive
+        return _checked((self.states["weights"] + weights + held_weights, gradients,
+                         self.states["optimizer"], activations + held_activations,
+                         logits_loss + held_logits_loss, transient, self.workspace))
 
     def forward(self, chunk: int):
         """(label, bytes) of the moments inside a forward pass through ``chunk``
