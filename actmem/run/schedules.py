@@ -194,11 +194,21 @@ class PipelineSchedule:
         states, names = self._part_states(parts, pending, after_weight)
         totals = [[sum(state[c].values()) for state in states] for c in range(self.v)]
         peak, at = -1, None   # only the peak's parts are summed part by part
-        for counts in self._pass_counts(i):
+        for counts in self._counts_seen[self._stage(i)]:
             total = sum(k * t for held, chunk in zip(counts, totals) for k, t in zip(held, chunk))
             if total > peak:
                 peak, at = total, [list(held) for held in counts]
         return _parts_held(at, states, names)
+
+    @cached_property
+    def _counts_seen(self) -> tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]:
+        """Per stage, the distinct pass counts of :meth:`_pass_counts`, first
+        seen first: equal counts hold equal bytes, so the first moment of the
+        largest total is among them (a planner asks at every change; a
+        schedule's step repeats a few counts over its many operations)."""
+        return tuple(tuple(dict.fromkeys(tuple(map(tuple, counts))
+                                         for counts in self._pass_counts(i)))
+                     for i in range(self.p))
 
     def _part_states(self, parts, pending, after_weight):
         """(per state, per chunk: name -> bytes; the names) of

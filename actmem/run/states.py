@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..layer.fp8 import fp8_format
+from ..memo import kept_by_repr
 from .model import ModelConfig, ParameterCount, parameter_count
 from .record_fields import check_fields
 from .stage_split import split_layers
@@ -306,10 +307,12 @@ def expert_data_parallel(model: ModelConfig, t: int, d: int, ep: int = 1,
     return ranks // (ep * etp)
 
 
+@kept_by_repr(64)  # a frozen model: training_memory asks once per stage
 def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp, moe_layers=None
-               ) -> list[tuple[int, int]]:
+               ) -> tuple[tuple[int, int], ...]:
     if isinstance(model_or_params, ModelConfig):
-        return stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp, moe_layers)
+        return tuple(stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp,
+                                            moe_layers))
     params = positive_int("model_or_params", model_or_params)
     if (positive_int("t", t), positive_int("p", p)) != (1, 1):
         raise ValueError(f"t={t}, p={p}: a bare parameter count cannot be split over "
@@ -317,4 +320,4 @@ def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp, moe_layer
     if positive_int("ep", ep) != 1 or etp is not None:
         raise ValueError(f"ep={ep}, etp={etp}: a bare parameter count has no experts to "
                          "split; pass an MoE ModelConfig (e.g. actmem.MOE_PRESETS[...])")
-    return [(params, 0)]
+    return ((params, 0),)

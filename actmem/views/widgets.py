@@ -294,14 +294,17 @@ class _Explorer:
         """Set the image to ``draw(*args, **kwargs)``, a figure function of
         actmem, redrawing the explorer's previous Figure in place
         (:mod:`actmem.views.redraw`). Call it after the readouts are set:
-        they are sent first, and reach the browser before drawing starts,
-        because in a Jupyter kernel ``sys.stdout.flush()`` waits until the
-        kernel's output thread has sent every message queued before it.
+        they are sent first, before the controls' held updates and before
+        drawing starts, because in a Jupyter kernel ``sys.stdout.flush()``
+        waits until the kernel's output thread has sent every message queued
+        before it (without the wait, that thread sends them only when this
+        one next lets go of the GIL).
         Nothing is drawn when ``draw`` and its arguments (compared with
         ``==``) are those of the figure shown, and a figure among the last
         :data:`IMAGES_KEPT` shown is sent again without drawing (a learner
         who goes back to a setting sees it at once)."""
         self.panel.send()
+        sys.stdout.flush()  # the readouts leave now
         self._release_controls()
         what = (draw, args, kwargs, get_language())
         if what == self._drawn:  # the same figure (a control it does not show changed)
