@@ -83,3 +83,21 @@ def test_timeline_i_leaves_w_rows_and_w_frees_them(weight_rows, after_i):
     assert after["I0"] == after_i
     assert after[str(plan.ops[1][-1])] == 0
     assert "after the weight-gradient step of micro-batch 0" in [e.label for e in line.events]
+
+
+@pytest.mark.parametrize("schedule, p, m, v", [
+    ("gpipe", 3, 5, 1), ("1f1b", 4, 7, 1), ("interleaved", 2, 4, 2), ("looped-bfs", 2, 4, 2),
+    ("interleaved-zb", 2, 4, 2), ("zbv", 3, 6, 2), ("dualpipev", 3, 8, 2)])
+def test_peak_parts_are_those_of_the_first_largest_moment(schedule, p, m, v):
+    """``peak_parts`` sums only a stage's distinct pass counts: its parts
+    are those of the first moment of the largest total that ``held_parts``
+    gives after each operation, with chunks that keep different bytes."""
+    s = actmem.simulate_schedule(schedule, p, m, v)
+    parts = [{"layers": 7 + 5 * c, "output": 3 * c} for c in range(v)]
+    pending = [{"layers": 2 + c} for c in range(v)]
+    after_weight = [{"layers": 1}] * v
+    for i in range(p):
+        held = s.held_parts(i, parts, pending, after_weight)
+        largest = max(sum(d.values()) for d in held)
+        first = next(d for d in held if sum(d.values()) == largest)
+        assert s.peak_parts(i, parts, pending, after_weight) == first

@@ -65,6 +65,11 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                    stacks=None) -> StageTimeline:
     """Stage ``i``'s events for one optimizer step.
 
+    The peak is found at once by a walk over the step that makes no
+    events; the events (the same walk, made into :class:`Event` s) are made
+    when ``.events`` is first read: a planner's readouts need only the
+    peaks, its figure the events, after the readouts are sent.
+
     Args:
         plan: the schedule. states: ``weights``, ``gradients`` and
             ``optimizer`` bytes on this GPU. persistent_gradients: the
