@@ -108,3 +108,17 @@ def test_warns_at_t1_reads_t_and_sequence_parallel():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an array t is judged without a warning or an error
         assert not warns_at_t1(model, np.array([1, 1]), True)
+
+
+def test_a_model_prints_as_its_dataclass_would_once_for_all():
+    """ModelConfig's repr (the key kept_by_repr prints) is the dataclass's,
+    made once: every field, a copy printing its own change."""
+    import dataclasses
+    model = PRESETS["gpt3-175b"]
+    text = repr(model)
+    assert text.startswith("ModelConfig(s=2048, b=1, h=12288, a=96, L=96, ")
+    assert text.count("=") == len(dataclasses.fields(model))
+    assert repr(model) is text   # printed once
+    longer = model.with_(s=4096)
+    assert repr(longer) == text.replace("ModelConfig(s=2048,", "ModelConfig(s=4096,", 1)
+    assert longer != model and longer.with_(s=2048) == model

@@ -12,7 +12,7 @@ is what :mod:`actmem.states` puts on each GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
 from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
@@ -155,6 +155,17 @@ class ModelConfig:
                 raise ValueError(f"num_experts={self.num_experts} with bias=True: the MoE "
                                  "layers are counted without biases (Megatron-LM's MoE "
                                  "models use none); pass bias=False")
+
+    def __repr__(self) -> str:
+        """The dataclass's repr, printed once (frozen, it cannot change):
+        :func:`actmem.memo.kept_by_repr` prints the model at every call it
+        keeps, a dozen times a ``training_memory``."""
+        text = self.__dict__.get("_repr")
+        if text is None:
+            shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}"
+                              for f in fields(self) if f.repr)
+            text = self.__dict__["_repr"] = f"{type(self).__qualname__}({shown})"
+        return text
 
     def moe_pattern(self) -> tuple[int, ...]:
         """1 for each MoE layer, 0 for each dense one, first layer first
