@@ -283,6 +283,8 @@ def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:
         if not isinstance(parts, dict):
             raise TypeError(f"{name}[{c}] must be a dict (part name -> bytes), got {parts!r}")
         for key, n in parts.items():
+            if type(key) is str and type(n) is int and n >= 0:   # the plain case, at once
+                continue
             if not isinstance(key, str) or integer(f"{name}[{c}][{key!r}]", n,
                                                    "bytes (an int >= 0)") < 0:
                 raise ValueError(f"{name}[{c}] must map part names (str) to bytes >= 0, "

@@ -107,12 +107,13 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
 
 
 def _total(numbered_moment) -> int:
-    return sum(numbered_moment[1][3])
+    return numbered_moment[1][5]
 
 
-def _event(label: str, op, moment: str, alive: tuple, chunked: bool) -> Event:
+def _event(label: str, op, moment: str, now: tuple, more, total: int, chunked: bool) -> Event:
     """The :class:`Event` of one moment of :meth:`_Step.walk` (``chunked``:
     the schedule has several model chunks per stage, named in labels)."""
+    alive = now if more is None else tuple(map(add, now, more))
     if op is None:
         return Event._of(label, "", moment, alive)
     name = f"micro-batch {op.microbatch}" + (f", chunk {op.chunk}" if chunked else "")
@@ -161,29 +162,39 @@ class _Step:
         self._moments = {}   # see moments
 
     def walk(self, ops):
-        """(label, op, moment, bytes alive) of each moment of the step, in
-        order, ``ops`` the stage's operations: labels with ``{name}`` for the
-        operation's micro-batch, op None before the step and at the optimizer.
-        Each walk starts again from the step's start (the running state:
-        passes held, gradients made, a tied gradient waiting)."""
+        """(label, op, moment, bytes alive after the previous operation,
+        bytes more at this moment or None, total) of each moment of the step,
+        in order, ``ops`` the stage's operations: labels with ``{name}`` for
+        the operation's micro-batch, op None before the step and at the
+        optimizer. Each walk starts again from the step's start (the running
+        state: passes held, gradients made, a tied gradient waiting). A
+        moment's bytes are added up only by an event made of it: the peak
+        needs the totals."""
         self._held_now = (0, 0, 0)   # what the passes held now keep, summed as _kept
         self.gradients_exist = self.persistent_gradients
         self.tied_waiting = 0
         now = self.alive()
-        yield "before the step", None, "after", now
+        total = sum(now)
+        yield "before the step", None, "after", now, None, total
         for op in ops:
             if op.kind != WEIGHT_GRAD:   # a W reads what its I left: no larger moment
-                for label, more in self.moments(op):
-                    yield label, op, "during", _checked(tuple(map(add, now, more)))
+                for label, more, added, freed in self.moments(op):
+                    for c, n in freed:   # a count it lowers, checked against what is alive
+                        if now[c] + n < 0:
+                            _checked(tuple(map(add, now, more)))   # raises, naming them
+                    yield label, op, "during", now, more, total + added
             self.take(op)
             now = self.alive()
-            yield _AFTER.get(op.kind, "after the backward of {name}"), op, "after", now
-        yield "optimizer step", None, "during", now
+            total = sum(now)
+            label = _AFTER.get(op.kind, "after the backward of {name}")
+            yield label, op, "after", now, None, total
+        yield "optimizer step", None, "during", now, None, total
 
     def moments(self, op) -> tuple:
-        """(label, bytes more than before ``op``) of the moments inside
-        ``op``, a forward or a backward (B or I), each label with ``{name}``
-        for its micro-batch. What a moment adds to the bytes alive before
+        """(label, bytes more than before ``op``, their sum, the categories
+        it lowers as (index, bytes)) of the moments inside ``op``, a forward
+        or a backward (B or I), each label with ``{name}`` for its
+        micro-batch. What a moment adds to the bytes alive before
         the operation depends only on the operation's kind and chunk (and a
         tied gradient waiting), not on the passes held: kept, a pipeline's
         step computes each kind of moment once, and a planner recomputes
@@ -192,8 +203,10 @@ class _Step:
         key = (forward, op.chunk, self.tied_waiting)
         if key not in self._moments:   # backward sets tied_waiting: kept with them
             before = self.alive()
-            found = tuple((label, tuple(map(sub, alive, before))) for label, alive
-                          in (self.forward if forward else self.backward)(op.chunk))
+            more = [(label, tuple(map(sub, alive, before))) for label, alive
+                    in (self.forward if forward else self.backward)(op.chunk)]
+            found = tuple((label, bytes_, sum(bytes_), tuple(
+                (c, n) for c, n in enumerate(bytes_) if n < 0)) for label, bytes_ in more)
             self._moments[key] = found, self.tied_waiting
         found, self.tied_waiting = self._moments[key]
         return found
