@@ -206,9 +206,7 @@ class PipelineSchedule:
         seen first: equal counts hold equal bytes, so the first moment of the
         largest total is among them (a planner asks at every change; a
         schedule's step repeats a few counts over its many operations)."""
-        return tuple(tuple(dict.fromkeys(tuple(map(tuple, counts))
-                                         for counts in self._pass_counts(i)))
-                     for i in range(self.p))
+        return tuple(tuple(dict.fromkeys(self._pass_counts(i))) for i in range(self.p))
 
     def _part_states(self, parts, pending, after_weight):
         """(per state, per chunk: name -> bytes; the names) of
@@ -223,13 +221,12 @@ class PipelineSchedule:
     def _pass_counts(self, i: int):
         """After each operation of stage ``i``: per chunk, the passes held
         before their I (or B), between their I and W, and after their W
-        (one list, updated in place)."""
-        counts = [[0, 0, 0] for _ in range(self.v)]
-        moves = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
-                 WEIGHT_GRAD: (0, -1, 1)}
+        (tuples)."""
+        counts = [(0, 0, 0)] * self.v
         for op in self.ops[self._stage(i)]:
-            counts[op.chunk] = [n + d for n, d in zip(counts[op.chunk], moves[op.kind])]
-            yield counts
+            (a, b, c), (da, db, dc) = counts[op.chunk], _MOVES[op.kind]
+            counts[op.chunk] = (a + da, b + db, c + dc)
+            yield tuple(counts)
 
     @cached_property
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:
@@ -271,6 +268,12 @@ def _parts_held(counts, states, names) -> dict[str, int]:
     :meth:`PipelineSchedule.held_parts`' three states."""
     return {n: sum(k * state[c].get(n, 0) for c, held in enumerate(counts)
                    for k, state in zip(held, states)) for n in names}
+
+
+_MOVES = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
+          WEIGHT_GRAD: (0, -1, 1)}
+"""How an operation moves one pass of its chunk between the states of
+:meth:`PipelineSchedule._pass_counts`."""
 
 
 def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:

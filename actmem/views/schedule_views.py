@@ -16,6 +16,7 @@ import functools
 import ipywidgets as widgets
 
 from ..language import english, tr
+from ..memo import kept_by_repr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure, schedule_title
@@ -89,11 +90,17 @@ def microbatch_choices(schedule: str, p: int, v: int, order: str | None = None,
     """m values up to 32 that the schedule accepts in ``order``; with
     ``any_group`` Megatron-LM's interleaving takes every m that some group
     size N accepts (N = m always does when m >= p), not only the default N = p."""
+    return list(_microbatch_choices(schedule, p, v, order, any_group))
+
+
+@kept_by_repr(256)  # asked at every change of an explorer's control
+def _microbatch_choices(schedule: str, p: int, v: int, order: str | None,
+                        any_group: bool) -> tuple[int, ...]:
     def ok(m):
         if any_group and schedule == "interleaved" and order in (None, "megatron"):
             return _accepted(schedule, p, p, v) and bool(megatron_groups(p, m))
         return _accepted(schedule, p, m, v, order)
-    return [m for m in range(1, M_MAX + 1) if ok(m)]
+    return tuple(m for m in range(1, M_MAX + 1) if ok(m))
 
 
 def group_options(schedule: str, p: int, m: int, order: str) -> list[tuple[str, int]]:
