@@ -49,6 +49,7 @@ nor, in a first backward that creates them, the gradients made so far.
 
 from __future__ import annotations
 
+from copy import copy
 from operator import add, sub
 
 from .cp_timeline import backward_moments, forward_moments
@@ -95,12 +96,13 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                  copies or _NoCopies(), stacks)
     step.tied = tied_gradient
     ops, chunked = plan.ops[i], plan.v > 1
-    # the first of the largest, found without making events (made when read)
-    index, peak = max(enumerate(step.walk(ops)), key=_total)
+    # the first of the largest, found without making events (made when read);
+    # each walk on its own copy of the running state, sharing the kept moments
+    index, peak = max(enumerate(copy(step).walk(ops)), key=_total)
     peak = _event(*peak, chunked)
 
     def events() -> tuple[Event, ...]:
-        made = [_event(*moment, chunked) for moment in step.walk(ops)]
+        made = [_event(*moment, chunked) for moment in copy(step).walk(ops)]
         made[index] = peak   # the timeline's peak is one of its events
         return tuple(made)
     return StageTimeline._walked(i, events, peak)
