@@ -18,11 +18,17 @@ after the kernel's "busy" status can then wait about 40 ms for the
 browser's delayed ACK); ``--stock-server`` measures them as shipped.
 
 In the same run it measures the floor: one control of each kind observed
-by a no-op that only echoes the value into a Label, in a notebook of its
-own and, as a last cell, in each notebook's temporary copy (a long
-notebook makes every widget round trip slower, so each explorer is set
-against the floor of its own page). readout/floor says how much of the
-latency is actmem's work (compute, draw, PNG) rather than the round trip.
+by a no-op that only echoes the value into a Label. Each widget output is
+set against a floor of its own: the no-op, shown first by the output's own
+cell (the floor's code put before the cell's), changed alternately with the
+output's controls, a floor change of the same kind before each change (the
+round trip drifts by 10 ms and more over a run on a shared machine, and a
+long notebook makes every round trip slower). In the same cell, so that a
+click on either does not make another cell the active one, which costs
+JupyterLab about 50 ms of the page's time. A notebook of its own
+measures the floor before and after the notebooks too (drift check, and the
+summary over all notebooks). readout/floor says how much of the latency is
+actmem's work (compute, draw, PNG) rather than the round trip.
 
 Inside each kernel ``kernel_clock.py`` (an IPython startup script) times
 actmem's own part: from the kernel's handling of the widget message to the
@@ -61,24 +67,27 @@ from jlab import (ARTIFACTS, CHROMIUM, UNSUPPORTED, Browser, LabServer,  # noqa:
                   percentile, probe_explorers, widget_model_ids)
 
 FLOOR_NOTEBOOK = "_latency_floor.ipynb"
-FLOOR_CODE = '''import ipywidgets as w
-from IPython.display import display
+FLOOR_CODE = '''def _latency_floor():  # a function: the notebook's own names stay untouched
+    import ipywidgets as w
+    from IPython.display import display
 
-echo = w.Label()
-controls = [w.Dropdown(options=list(range(20)), value=0, description="dropdown"),
-            w.Checkbox(value=False, description="checkbox"),
-            w.ToggleButtons(options=["x", "y", "z"], value="x", description="toggle"),
-            w.IntSlider(value=0, min=0, max=100, description="slider")]
+    echo = w.Label()
+    controls = [w.Dropdown(options=list(range(20)), value=0, description="dropdown"),
+                w.Checkbox(value=False, description="checkbox"),
+                w.ToggleButtons(options=["x", "y", "z"], value="x", description="toggle"),
+                w.IntSlider(value=0, min=0, max=100, description="slider")]
+
+    def noop(change):  # the floor: nothing computed, the value echoed back
+        echo.value = f"{change['owner'].description} = {change['new']}"
+
+    for c in controls:
+        c.observe(noop, names="value")
+    display(w.VBox([*controls, echo]))
 
 
-def noop(change):  # the floor: nothing computed, the value echoed back
-    echo.value = f"{change['owner'].description} = {change['new']}"
-
-
-for c in controls:
-    c.observe(noop, names="value")
-display(w.VBox([*controls, echo]))
+_latency_floor()
 '''
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def write_floor_notebook(folder: Path) -> str:
@@ -91,14 +100,21 @@ def write_floor_notebook(folder: Path) -> str:
     return FLOOR_NOTEBOOK
 
 
-def append_floor_cell(path: Path) -> int:
-    """Add the floor's controls as the last cell of the notebook at ``path``;
-    returns that cell's index."""
+def add_floors(path: Path) -> set[int]:
+    """Make each cell of the notebook at ``path`` whose stored outputs show
+    widgets show the floor's controls first (its first output); returns the
+    indices of those cells."""
     import nbformat
     nb = nbformat.read(str(path), as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(FLOOR_CODE))
+    floors = set()
+    for i, cell in enumerate(nb.cells):
+        if any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):
+            if cell.source.startswith("%%"):
+                raise ValueError(f"{path.name} cell {i}: a cell magic must stay first")
+            cell.source = FLOOR_CODE + "\n" + cell.source
+            floors.add(i)
     nbformat.write(nb, str(path))
-    return len(nb.cells) - 1
+    return floors
 
 
 class KernelClock:
@@ -166,16 +182,25 @@ def summary(values) -> dict | None:
             "max_ms": round(max(xs), 1)}
 
 
-def run_root(nb, root, info, changes: int, log, clock: KernelClock) -> dict:
-    """``changes`` changes per kind of control in one widget output."""
+def control_kinds(root) -> dict[str, list[int]]:
+    """Kind of control -> the indices of ``root``'s controls of that kind."""
     kinds: dict[str, list[int]] = {}
     for i, c in enumerate(root.controls):
         if c["kind"] not in UNSUPPORTED:
             kinds.setdefault(c["kind"], []).append(i)
+    return kinds
+
+
+def run_root(nb, root, info, changes: int, log, clock: KernelClock, floor=None) -> dict:
+    """``changes`` changes per kind of control in one widget output, each
+    after a change of the same kind in the ``floor`` output (if it has one)."""
+    floor_kinds = control_kinds(floor) if floor is not None else {}
     result, seen = {}, set()  # control settings this output has shown
-    for kind, indices in kinds.items():
-        samples, mismatched = [], 0
+    for kind, indices in control_kinds(root).items():
+        samples, floors, mismatched = [], [], 0
         for n in range(changes):
+            if kind in floor_kinds:
+                floors.append(measure_change(nb, floor, floor_kinds[kind][0], 1, clock))
             index = indices[n % len(indices)]
             s = measure_change(nb, root, index, step=1, clock=clock)
             s["control"] = root.controls[index]["description"]
@@ -194,6 +219,7 @@ def run_root(nb, root, info, changes: int, log, clock: KernelClock) -> dict:
         result[kind] = {
             "controls": sorted({s["control"] for s in samples}),
             "readout": summary(s["readout_ms"] for s in samples),
+            "floor": summary(s["readout_ms"] for s in floors),
             "kernel_readout": summary(s["kernel_ms"] for s in samples),
             "figure": summary(s["figure_ms"] for s in samples),
             "figure_first_visit": summary(s["figure_ms"] for s in samples if not s["revisit"]),
@@ -204,11 +230,13 @@ def run_root(nb, root, info, changes: int, log, clock: KernelClock) -> dict:
                             None if s["figure_ms"] is None else round(s["figure_ms"], 1),
                             s["revisit"]] for s in samples],
             "kernel_samples_ms": [s["kernel_ms"] for s in samples],
+            "floor_samples_ms": [None if s["readout_ms"] is None else round(s["readout_ms"], 1)
+                                 for s in floors],
         }
         r, f = result[kind]["readout"], result[kind]["figure"]
         first, kernel = result[kind]["figure_first_visit"], result[kind]["kernel_readout"]
         log(f"    {kind:15s} readout {fmt(r)}  figure {fmt(f)}  first visits {fmt(first)}"
-            f"  kernel to readouts {fmt(kernel)}")
+            f"  kernel to readouts {fmt(kernel)}  floor {fmt(result[kind]['floor'])}")
     return result
 
 
@@ -225,16 +253,14 @@ FIGURE_MS = 150.0
 
 def goals(report: dict, floor: dict[str, list]) -> dict:
     """Every explorer and kind of control against the two goals; the floor
-    is the same notebook's no-op cell (the floor notebook's if absent)."""
+    is the output's own, measured alternately with it (the floor
+    notebook's for a kind the floor cell lacks)."""
     rows, lines = [], ["\ngoals (median per explorer and kind of control, "
-                       "against the floor in the same notebook):"]
+                       "against its own floor, measured alternately with it):"]
     for name, entry in report["notebooks"].items():
-        own = entry.get("floor", {}).get("kinds", {})
-        for out_name, out in entry.items():
-            if out_name == "floor":
-                continue
+        for out in entry.values():
             for kind, k in out["kinds"].items():
-                fl = own[kind]["readout"] if kind in own else summary(floor.get(kind, []))
+                fl = k["floor"] or summary(floor.get(kind, []))
                 r, f = k["readout"], k["figure"]
                 ratio = round(r["median_ms"] / fl["median_ms"], 2) if r and fl else None
                 row = {"notebook": name, "explorer": out["explorer"], "kind": kind,
@@ -274,7 +300,7 @@ def main(argv=None) -> int:
     copy_notebooks(root_dir)
     floor_name = write_floor_notebook(root_dir)
     names = args.notebooks or [p.name for p in notebook_paths() if p.parent.name == "notebooks"]
-    floor_cells = {name: append_floor_cell(root_dir / name) for name in names}
+    floor_cells = {name: add_floors(root_dir / name) for name in names}
     report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "python": platform.python_version()},
               "changes_per_kind": args.changes,
@@ -302,16 +328,19 @@ def main(argv=None) -> int:
                 saved = nb.save()
                 ids = widget_model_ids(saved)
                 explorers = probe_explorers(server, name)
-                entry = {}
-                for root in nb.roots():
-                    if not any(c["kind"] not in UNSUPPORTED for c in root.controls):
+                entry, roots = {}, nb.roots()
+                floors = {r.cell: r for r in roots
+                          if r.cell in floor_cells.get(name, ()) and r.output == 0}
+                for root in roots:
+                    if (floors.get(root.cell) is root or
+                            not any(c["kind"] not in UNSUPPORTED for c in root.controls)):
                         continue
                     info = explorers.get(ids.get((root.cell, root.output)))
-                    is_floor = root.cell == floor_cells.get(name)
-                    log(f"  {root.name} {'floor' if is_floor else info['cls'] if info else ''}")
-                    entry["floor" if is_floor else root.name] = {
-                        "explorer": "floor" if is_floor else info["cls"] if info else None,
-                        "kinds": run_root(nb, root, info, args.changes, log, clock)}
+                    log(f"  {root.name} {info['cls'] if info else ''}")
+                    entry[root.name] = {
+                        "explorer": info["cls"] if info else None,
+                        "kinds": run_root(nb, root, info, args.changes, log, clock,
+                                          floors.get(root.cell))}
                 if label.startswith("floor"):
                     report[label] = entry
                 else:
@@ -326,9 +355,7 @@ def main(argv=None) -> int:
     # aggregate per kind of control over every notebook, and against the floor
     agg: dict[str, dict[str, list]] = {}
     for entry in report["notebooks"].values():
-        for name, out in entry.items():
-            if name == "floor":
-                continue
+        for out in entry.values():
             for kind, k in out["kinds"].items():
                 a = agg.setdefault(kind, {"readout": [], "figure": [], "first": []})
                 for r, f, revisit in k["samples_ms"]:
