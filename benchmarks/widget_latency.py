@@ -32,7 +32,8 @@ actmem's work (compute, draw, PNG) rather than the round trip.
 
 Inside each kernel ``kernel_clock.py`` (an IPython startup script) times
 actmem's own part: from the kernel's handling of the widget message to the
-readouts' write (``kernel_readout``, per explorer and kind).
+readouts' write (``kernel_readout``, per explorer and kind), and the
+kernel's CPU time over that span (``kernel_readout_cpu``).
 
 A change that brings back control settings the output has shown before is a
 revisit: the explorer may send the image it kept (``IMAGES_KEPT``) without
@@ -131,15 +132,18 @@ class KernelClock:
         startup.mkdir(parents=True, exist_ok=True)
         shutil.copy(HERE / "kernel_clock.py", startup / "00-kernel-clock.py")
 
-    def readouts_ms(self) -> float | None:
+    def readouts_ms(self) -> tuple[float | None, float | None]:
         """The longest time to the readouts' write among the messages handled
-        since the last call (None: no readout written)."""
+        since the last call, and the kernel's CPU time in that one (None: no
+        readout written)."""
         with open(self.path) as f:
             f.seek(self.offset)
             lines = f.readlines()
             self.offset = f.tell()
-        times = [json.loads(line)["readouts_ms"] for line in lines]
-        return max((t for t in times if t is not None), default=None)
+        times = [json.loads(line) for line in lines]
+        written = [(t["readouts_ms"], t["readouts_cpu_ms"]) for t in times
+                   if t["readouts_ms"] is not None]
+        return max(written, default=(None, None))
 
 
 def settle(nb: NotebookPage, timeout_s=20.0, quiet_ms=400.0) -> dict:
@@ -160,7 +164,9 @@ def measure_change(nb, root, index, step, clock: KernelClock) -> dict:
     clock.readouts_ms()  # skip what came before the change
     change_control(nb, root, index, step=step)
     p = settle(nb)
-    out = {"readout_ms": None, "figure_ms": None, "kernel_ms": clock.readouts_ms()}
+    kernel_ms, kernel_cpu_ms = clock.readouts_ms()
+    out = {"readout_ms": None, "figure_ms": None, "kernel_ms": kernel_ms,
+           "kernel_cpu_ms": kernel_cpu_ms}
     if p["t0"] is None:
         return out
     # a change seen before the input event is the previous change's, late
@@ -221,6 +227,7 @@ def run_root(nb, root, info, changes: int, log, clock: KernelClock, floor=None) 
             "readout": summary(s["readout_ms"] for s in samples),
             "floor": summary(s["readout_ms"] for s in floors),
             "kernel_readout": summary(s["kernel_ms"] for s in samples),
+            "kernel_readout_cpu": summary(s["kernel_cpu_ms"] for s in samples),
             "figure": summary(s["figure_ms"] for s in samples),
             "figure_first_visit": summary(s["figure_ms"] for s in samples if not s["revisit"]),
             "changes": len(samples),
@@ -230,6 +237,7 @@ def run_root(nb, root, info, changes: int, log, clock: KernelClock, floor=None) 
                             None if s["figure_ms"] is None else round(s["figure_ms"], 1),
                             s["revisit"]] for s in samples],
             "kernel_samples_ms": [s["kernel_ms"] for s in samples],
+            "kernel_cpu_samples_ms": [s["kernel_cpu_ms"] for s in samples],
             "floor_samples_ms": [None if s["readout_ms"] is None else round(s["readout_ms"], 1)
                                  for s in floors],
         }
@@ -267,6 +275,7 @@ def goals(report: dict, floor: dict[str, list]) -> dict:
                        "readout_over_floor": ratio,
                        "readout_ok": ratio is not None and ratio <= READOUT_OVER_FLOOR,
                        "kernel_readout_ms": (k["kernel_readout"] or {}).get("median_ms"),
+                       "kernel_readout_cpu_ms": (k["kernel_readout_cpu"] or {}).get("median_ms"),
                        "figure_ms": f["median_ms"] if f else None,
                        "figure_first_visit_ms": (k["figure_first_visit"] or {}).get("median_ms"),
                        "figure_ok": f is None or f["median_ms"] <= FIGURE_MS}
