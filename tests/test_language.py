@@ -146,6 +146,37 @@ def test_a_character_outside_the_bundled_subset_comes_from_a_system_font(zh):
         fig.canvas.draw()
 
 
+def test_a_system_font_of_one_weight_draws_bold_chinese_without_a_logged_warning(
+        monkeypatch, caplog):
+    """matplotlib 3.11 logs "Failed to find font weight bold" for a family
+    with a regular face only (WenQuanYi Micro Hei is one): nbval reads that
+    stderr as a changed output. A family of one weight, registered under a
+    name of this test's own, serves bold text without it."""
+    import dataclasses
+
+    from matplotlib import font_manager, rc_context
+    from matplotlib.figure import Figure
+
+    from actmem import language
+    family = "Actmem Test One Weight"
+    manager = font_manager.fontManager
+    bundled = [f for f in manager.ttflist if f.name == language.FONT_FAMILY][:1]
+    if not bundled:
+        manager.addfont(str(FONT_FILE))
+        bundled = manager.ttflist[-1:]
+    one_weight = dataclasses.replace(bundled[0], name=family, weight=400)
+    monkeypatch.setattr(manager, "ttflist", [*manager.ttflist, one_weight])
+    monkeypatch.setattr(language, "SYSTEM_CJK_FAMILIES", (family,))
+    with rc_context({"font.family": ["DejaVu Sans"]}):
+        language.use_chinese_font()
+        language.use_chinese_font()   # idempotent: one bold twin
+        faces = [f.weight for f in manager.ttflist if f.name == family]
+        assert sorted(faces) == [400, 700]
+        fig = Figure()
+        fig.subplots().set_title("张量并行", fontweight="bold")
+        with caplog.at_level("WARNING", logger="matplotlib.font_manager"):
+            fig.canvas.draw()
+    assert not [r for r in caplog.records if "Failed to find font weight" in r.message]
 def _schedule(kind, p, m, v=1):
     return actmem.simulate_schedule(kind, p, m, v)
 
