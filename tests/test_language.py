@@ -177,6 +177,8 @@ def test_a_system_font_of_one_weight_draws_bold_chinese_without_a_logged_warning
         with caplog.at_level("WARNING", logger="matplotlib.font_manager"):
             fig.canvas.draw()
     assert not [r for r in caplog.records if "Failed to find font weight" in r.message]
+
+
 def _schedule(kind, p, m, v=1):
     return actmem.simulate_schedule(kind, p, m, v)
 
