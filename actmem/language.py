@@ -80,19 +80,20 @@ def use_chinese_font() -> None:
         font_manager.fontManager.addfont(str(FONT_FILE))
     wanted = [FONT_FAMILY, *(f for f in SYSTEM_CJK_FAMILIES if f in installed)]
     for family in wanted:
-        _let_regular_serve_bold(font_manager, family)
+        _let_regular_serve_bold(family)
     rcParams["font.family"] = [*rcParams["font.family"],
                                *(f for f in wanted if f not in rcParams["font.family"])]
 
 
-def _let_regular_serve_bold(font_manager, family: str) -> None:
+def _let_regular_serve_bold(family: str) -> None:
     """A family of one weight (the bundled font; WenQuanYi Micro Hei) serves
     bold text with its regular face, as matplotlib would anyway, without
     matplotlib logging "Failed to find font weight bold" (3.11 logs it on
     every figure with a bold label, which nbval reads as a changed output)."""
+    from matplotlib import font_manager
+
     faces = [f for f in font_manager.fontManager.ttflist if f.name == family]
-    weights = {w if isinstance(w, int) else font_manager.weight_dict[w]
-               for w in (f.weight for f in faces)}
+    weights = [font_manager.weight_dict.get(f.weight, f.weight) for f in faces]
     if faces and max(weights) < 700:
         font_manager.fontManager.ttflist.append(dataclasses.replace(faces[0], weight=700))
 

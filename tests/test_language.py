@@ -160,14 +160,13 @@ def test_a_system_font_of_one_weight_draws_bold_chinese_without_a_logged_warning
     from actmem import language
     family = "Actmem Test One Weight"
     manager = font_manager.fontManager
-    bundled = [f for f in manager.ttflist if f.name == language.FONT_FAMILY][:1]
-    if not bundled:
-        manager.addfont(str(FONT_FILE))
-        bundled = manager.ttflist[-1:]
-    one_weight = dataclasses.replace(bundled[0], name=family, weight=400)
-    monkeypatch.setattr(manager, "ttflist", [*manager.ttflist, one_weight])
-    monkeypatch.setattr(language, "SYSTEM_CJK_FAMILIES", (family,))
     with rc_context({"font.family": ["DejaVu Sans"]}):
+        language.use_chinese_font()   # registers the bundled font
+        regular = next(f for f in manager.ttflist
+                       if f.name == language.FONT_FAMILY and f.weight == 400)
+        monkeypatch.setattr(manager, "ttflist",
+                            [*manager.ttflist, dataclasses.replace(regular, name=family)])
+        monkeypatch.setattr(language, "SYSTEM_CJK_FAMILIES", (family,))
         language.use_chinese_font()
         language.use_chinese_font()   # idempotent: one bold twin
         faces = [f.weight for f in manager.ttflist if f.name == family]
