@@ -279,6 +279,21 @@ ZH = {
         "{name} 的反向：最后一层的上下文并行注意力",
     "backward of {name}: the last layer's context-parallel attention, recomputing":
         "{name} 的反向：最后一层的上下文并行注意力，正在重计算",
+    # full recomputation, k not dividing the layers: an earlier group sets the peak
+    "backward of {name}: softmax gradient, recomputing, in the recomputed group that holds the most":
+        "{name} 的反向：softmax 的梯度，正在重计算（在占用最多的那个重计算组中）",
+    "backward of {name}: last layer, recomputing, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层，正在重计算（在占用最多的那个重计算组中）",
+    "backward of {name}: the last layer's MLP, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层的 MLP（在占用最多的那个重计算组中）",
+    "backward of {name}: the last layer's MoE combine, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层 MoE 的结果合并（在占用最多的那个重计算组中）",
+    "backward of {name}: the last layer's token dispatch, recomputing, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层的 token 分发，正在重计算（在占用最多的那个重计算组中）",
+    "backward of {name}: the last layer's context-parallel attention, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层的上下文并行注意力（在占用最多的那个重计算组中）",
+    "backward of {name}: the last layer's context-parallel attention, recomputing, in the recomputed group that holds the most":
+        "{name} 的反向：该组最后一层的上下文并行注意力，正在重计算（在占用最多的那个重计算组中）",
     "after the backward of {name}": "{name} 的反向之后",
     "optimizer step": "优化器更新",
     "checkpoints held between passes": "前向与反向之间保存的检查点",

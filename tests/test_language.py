@@ -299,31 +299,41 @@ def event_templates() -> frozenset[str]:
     chunks, with and without the data loader's mask."""
     import itertools
     templates = set()
+
+    def add(result):
+        templates.update(re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
+                         for s in result.stages for e in s.timeline.events)
     for flash, recompute, (p, v), mask in itertools.product(
             (False, True), actmem.RECOMPUTE, ((1, 1), (2, 1), (2, 2)), (True, False)):
         result = actmem.training_memory(
             MODEL.with_(flash_attention=flash), p=p, v=v, m=4, recompute=recompute,
             schedule="interleaved" if v > 1 else "1f1b",
             create_attention_mask_in_dataloader=mask)
-        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
-                      for s in result.stages for e in s.timeline.events}
+        add(result)
+    for flash in (False, True):   # full recomputation: an earlier, whole group sets the peak
+        result = actmem.training_memory(MODEL.with_(flash_attention=flash, L=4),
+                                        recompute="full", recompute_num_layers=3)
+        add(result)
     moe = actmem.MOE_PRESETS["mixtral-8x7b"].with_(s=256, L=4)  # the MoE layers' moments
     for recompute in actmem.RECOMPUTE:
         result = actmem.training_memory(moe, t=2, sequence_parallel=True, p=2, m=4,
                                         recompute=recompute)
-        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
-                      for s in result.stages for e in s.timeline.events}
+        add(result)
+        result = actmem.training_memory(moe, t=2, sequence_parallel=True, recompute=recompute,
+                                        recompute_num_layers=3)
+        add(result)
     for recompute in actmem.RECOMPUTE:   # the context-parallel attention's moments
         result = actmem.training_memory(MODEL.with_(flash_attention=True), cp=2,
                                         recompute=recompute)
-        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
-                      for s in result.stages for e in s.timeline.events}
+        add(result)
+        result = actmem.training_memory(MODEL.with_(flash_attention=True, L=4), cp=2,
+                                        recompute=recompute, recompute_num_layers=3)
+        add(result)
     for layers, reshard in itertools.product((1, 2, 3, 5), (True, False)):  # FSDP2's moments
         result = actmem.training_memory(
             MODEL.with_(flash_attention=True, L=layers), d=2, m=2, use_torch_fsdp2=True,
             gradient_buffer="backward", reshard_after_forward=reshard)
-        templates |= {re.sub(r"micro-batch \d+(, chunk \d+)?", "{name}", e.label)
-                      for s in result.stages for e in s.timeline.events}
+        add(result)
     return frozenset(templates)
 
 

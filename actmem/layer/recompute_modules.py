@@ -119,8 +119,11 @@ def check_recompute_modules(c) -> tuple[str, ...] | None:
     if unknown:
         raise ValueError(f"recompute_modules: unknown name(s) {', '.join(map(repr, unknown))}; "
                          f"allowed: {', '.join(MODULES)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"recompute_modules={list(names)!r} names a module twice")
+    twice = [n for n in MODULES if names.count(n) > 1]
+    if twice:
+        raise ValueError(f"recompute_modules={list(names)!r} names {', '.join(twice)} twice; "
+                         f"name each module once, from those this layer takes: "
+                         f"{', '.join(applicable(c))}")
     _check_applies(c, set(names))
     return tuple(n for n in MODULES if n in names)
 
@@ -138,16 +141,31 @@ def _selective_only(names, recompute: str) -> None:
                          f"--recompute-granularity selective), got recompute={recompute!r}")
 
 
+def applicable(c) -> tuple[str, ...]:
+    """The names of :data:`MODULES` the layer ``c`` has (for messages):
+    the MoE names only with ``num_experts`` (``shared_experts`` only with
+    shared experts), ``mlp`` only without, ``mla_up_proj`` only with
+    multi-latent attention and without sequence parallelism."""
+    moe = c.num_experts is not None
+    lacks = {"mlp": moe, "moe_act": not moe, "moe": not moe,
+             "shared_experts": not (moe and c.moe_shared_expert_intermediate_size),
+             "mla_up_proj": (not getattr(c, "multi_latent_attention", False)
+                             or getattr(c, "sequence_parallel", False))}
+    return tuple(n for n in MODULES if not lacks.get(n, False))
+
+
 def _check_applies(c, names: set[str]) -> None:
     moe = c.num_experts is not None
     if not moe and names & set(MOE_ONLY):
         raise ValueError(f"recompute_modules: {', '.join(sorted(names & set(MOE_ONLY)))} "
                          "name(s) parts of a mixture-of-experts layer; this layer is dense "
-                         "(num_experts=None): recompute its MLP with 'mlp'")
+                         f"(num_experts=None) and takes {', '.join(applicable(c))} "
+                         "(recompute its MLP with 'mlp')")
     if moe and "mlp" in names:
         raise ValueError("recompute_modules: 'mlp' recomputes a dense MLP (Megatron-LM ignores "
                          "it on an MoE layer); this layer has num_experts="
-                         f"{c.num_experts}: use 'moe', 'moe_act' or 'shared_experts'")
+                         f"{c.num_experts} and takes {', '.join(applicable(c))}: use 'moe' "
+                         "for its MLP")
     if "shared_experts" in names and not c.moe_shared_expert_intermediate_size:
         raise ValueError("recompute_modules: 'shared_experts' needs shared experts "
                          "(moe_shared_expert_intermediate_size), got None")
@@ -219,7 +237,10 @@ def working_set(c) -> int:
     checkpoints included; else the larger of ``shared_experts`` and
     ``moe_act``, differentiated one after the other). The working set is
     the larger block. Under the default (``core_attn``) it is the
-    attention-map rows, as :func:`actmem.run.precision.moment_parts`.
+    attention-map rows, as :func:`actmem.run.precision.moment_parts`; under
+    FP8 with FlashAttention also the attention output in 16 bits, which the
+    recomputed attention returns again while only its FP8 copy is kept
+    (:mod:`actmem.layer.fp8`).
     """
     from .ledger import ledger_rows
     full = ledger_rows(replace(c, recompute="none", recompute_modules=None))
@@ -228,7 +249,10 @@ def working_set(c) -> int:
     def rebuilt(module, keys=None):
         return sum(size[k] for k in drops.get(module, ()) if keys is None or k in keys)
 
-    attention = (rebuilt("layernorm", ("qkv_input", "mla_down_input")) + rebuilt("core_attn")
+    core = rebuilt("core_attn")
+    if "core_attn" in drops and "proj_input_fp8" in size:   # FP8 with FlashAttention
+        core += size["proj_input"]   # the recomputed attention returns O in 16 bits again
+    attention = (rebuilt("layernorm", ("qkv_input", "mla_down_input")) + core
                  + (rebuilt("mla_up_proj") + size["kv_down_output"] if "mla_up_proj" in drops
                     else 0))
     norm = rebuilt("layernorm", ("fc1_input", "moe_input"))
@@ -268,6 +292,7 @@ def check_for_model(model, t: int, sequence_parallel: bool, recompute: str, name
     kinds = set(model.moe_pattern())
     if "mlp" in names and kinds == {1}:
         raise ValueError("recompute_modules: 'mlp' recomputes a dense MLP and every layer of "
-                         "this model is an MoE layer: use 'moe', 'moe_act' or 'shared_experts'")
+                         "this model is an MoE layer, which takes "
+                         f"{', '.join(applicable(model))}")
     for kind in sorted(kinds):
         model.layer(t, sequence_parallel, recompute, moe=bool(kind), recompute_modules=names)

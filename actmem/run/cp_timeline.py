@@ -237,26 +237,27 @@ def forward_moments(step, chunk: int, transient: int, weights: int):
                       weights=weights))
 
 
-def backward_moments(step, chunk: int, kept: int):
-    """(label with ``{name}``, bytes) inside a backward pass through ``chunk`` at its last
-    layer's context-parallel attention (``kept``: what the pass holds, the
-    timeline's baseline): where the attention is recomputed (full, or
+def backward_moments(step, chunk: int, kept: int, j: int, group: int):
+    """(label with ``{name}``, bytes) inside a backward pass through ``chunk`` at its
+    layer ``j``'s context-parallel attention (``kept``: what the pass holds, the
+    timeline's baseline; ``group``: the layers of j's full-recomputation
+    group, recomputed): where the attention is recomputed (full, or
     selective with ``core_attn``: ``attention.py``:
     _checkpointed_attention_forward, ``tensor_parallel.checkpoint`` around
     TE's attention) its forward again, with its forward buffers; then
     its backward, beside the layer's rows up to
     the attention output (rebuilt by any recomputation: its later rows are
     freed by then) and the earlier layers'; none at cp = 1."""
-    stack = step.stacks[chunk]
-    if not stack or not stack[-1].exchange_backward:
+    layer, loss = step.stacks[chunk][j], -step.passes[chunk].logits_loss
+    if not layer.exchange_backward:
         return
-    layer, loss = stack[-1], -step.passes[chunk].logits_loss
     if layer.attention_recomputed:   # its checkpointed forward, ring and all
         yield (RECOMPUTING,
-               step.alive(step._backward_layers(chunk, layer.to_attention_recomputed) - kept,
+               step.alive(step._backward_layers(chunk, layer.to_attention_recomputed, j) - kept,
                           loss, transient=layer.exchange,
-                          weights=step._backward_copies(chunk, mlp=True)))
+                          weights=step._backward_copies(chunk, group, mlp=True)))
     rows = layer.to_attention if layer.recompute == "none" else layer.to_attention_recomputed
     yield (BACKWARD,
-           step.alive(step._backward_layers(chunk, rows) - kept, loss,
-                      transient=layer.exchange_backward, weights=step._backward_copies(chunk)))
+           step.alive(step._backward_layers(chunk, rows, j) - kept, loss,
+                      transient=layer.exchange_backward,
+                      weights=step._backward_copies(chunk, group)))

@@ -265,9 +265,10 @@ def moment_parts(moments: LayerMoments, layers: int) -> tuple[int, int]:
     """(bytes one pass keeps for ``layers`` layers, recomputation working
     set), from ``moments``: a
     full-recomputation group rebuilds its ``k`` layers from its checkpoint,
-    which is the first layer's input (not counted twice)."""
+    which is the first layer's input (not counted twice); a stage without
+    layers (``stage_layers`` with a 0) recomputes nothing."""
     kept, full = moments.kept, moments.full
-    if moments.recompute == "none":
+    if moments.recompute == "none" or layers == 0:
         return layers * kept, 0
     if moments.recompute == "selective":
         return layers * kept, moments.selective_working_set
