@@ -191,20 +191,31 @@ def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
     return value  # type: ignore[return-value]
 
 
-def common_divisors(*numbers: int) -> list[int]:
+def common_divisors(*numbers: int, **named_numbers: int) -> list[int]:
     """All positive integers that divide every one of ``numbers``, ascending.
+    Numbers given by keyword are called by their keyword in messages
+    (``common_divisors(a=52, h=6656)``), the others ``numbers[i]``.
 
     >>> common_divisors(52, 6656)
     [1, 2, 4, 13, 26, 52]
 
     Raises:
         TypeError, ValueError: no numbers, or one is not a positive int.
+        ValueError: their greatest common divisor has a factor that
+            :func:`prime_factors` cannot split within its budget (e.g.
+            ``(2**61 - 1) * (2**89 - 1)``); the message names the numbers
+            and lists the divisors it found.
     """
-    if not numbers:
+    named = {**{f"numbers[{i}]": n for i, n in enumerate(numbers)}, **named_numbers}
+    if not named:
         raise TypeError("common_divisors needs at least one positive integer")
-    for i, n in enumerate(numbers):
-        positive_int(f"numbers[{i}]", n)
-    return divisors(math.gcd(*numbers))
+    named = {key: positive_int(key, n) for key, n in named.items()}
+    found, complete = _known_divisors(math.gcd(*named.values()))
+    if not complete:
+        raise ValueError(f"cannot list the divisors of {_named(named)}: "
+                         f"{_unfactored(named)}; divisors found: "
+                         f"{', '.join(map(str, found))}")
+    return found
 
 
 def divisors(n: int) -> list[int]:
@@ -213,14 +224,25 @@ def divisors(n: int) -> list[int]:
 
     >>> divisors(6656)[:8]
     [1, 2, 4, 8, 13, 16, 26, 32]
+
+    Raises:
+        TypeError, ValueError: as :func:`prime_factors`.
     """
-    found = [1]
-    for prime, power in prime_factors(positive_int("n", n)).items():
-        found = [d * prime**e for d in found for e in range(power + 1)]
-    return sorted(found)
+    return _from_powers(prime_factors(n))
 
 
 _BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+
+_PRIME_TEST_BITS = 2048
+"""Widest number :func:`_is_prime` is asked about (13 modular powers of
+2048 bits take milliseconds; of 13,000 bits, a minute): a wider number
+left after trial division stays unfactored."""
+
+RHO_BUDGET = 2**18
+"""Pollard-rho steps one factorization may take (each step a modular
+squaring and a multiplication; a number wider than 128 bits pays one step
+per 128 bits): enough to split off a prime factor below about 2^32 (the
+search takes about sqrt(p) steps), in a fraction of a second."""
 
 
 def _is_prime(n: int) -> bool:
@@ -247,39 +269,112 @@ def _is_prime(n: int) -> bool:
     return True
 
 
-def _factor(n: int) -> int:
-    """A non-trivial factor of the odd composite ``n`` (Pollard's rho, with
-    Floyd's cycle detection)."""
+def _factor(n: int, budget: list[int]) -> int | None:
+    """A non-trivial factor of the odd composite ``n``, or None once
+    ``budget[0]`` steps are spent (it is decreased in place): Pollard's rho
+    with Brent's cycle detection, the gcd taken once per 128 steps
+    (Brent 1980, "An improved Monte Carlo factorization algorithm")."""
+    cost = 1 + n.bit_length() // 128
     for c in range(1, n):
-        x = y = 2
-        d = 1
+        x = y = ys = 2
+        d, product, length = 1, 1, 1
         while d == 1:
-            x = (x * x + c) % n
-            y = (y * y + c) % n
-            y = (y * y + c) % n
-            d = math.gcd(abs(x - y), n)
+            budget[0] -= 2 * length * cost  # this round's steps, paid before they are taken
+            if budget[0] < 0:
+                return None
+            x = y
+            for _ in range(length):
+                y = (y * y + c) % n
+            done = 0
+            while done < length and d == 1:
+                ys, batch = y, min(128, length - done)
+                for _ in range(batch):
+                    y = (y * y + c) % n
+                    product = product * abs(x - y) % n
+                d = math.gcd(product, n)
+                done += batch
+            length *= 2
+        if d == n:  # the batch overshot: step through it one at a time
+            d = 1
+            while d == 1:
+                ys = (ys * ys + c) % n
+                d = math.gcd(abs(x - ys), n)
         if d != n:
             return d
-    raise ArithmeticError(f"no factor found for {n}")  # unreachable for composites
+    return None  # unreachable for composites
 
 
-def prime_factors(n: int) -> dict[int, int]:
-    """``{prime: power}`` for the integer ``n >= 1``: trial division by the
-    primes below 1000, then Miller-Rabin and Pollard's rho for what remains."""
+def _factorize(n: int) -> tuple[dict[int, int], dict[int, int]]:
+    """``({prime: power}, {unsplit factor: power})`` for the integer
+    ``n >= 1``: trial division by the primes below 1000, then Miller-Rabin
+    and Pollard's rho (:data:`RHO_BUDGET` steps in all) for what remains.
+    The unsplit factors are those the budget or :data:`_PRIME_TEST_BITS`
+    left composite or unknown; their product times the primes' is ``n``."""
     factors: dict[int, int] = {}
     for p in range(2, 1000):
         while n % p == 0:
             factors[p] = factors.get(p, 0) + 1
             n //= p
-    stack = [n] if n > 1 else []
+    left: dict[int, int] = {}
+    stack, budget = ([n] if n > 1 else []), [RHO_BUDGET]
     while stack:
         m = stack.pop()
-        if _is_prime(m):
+        if m.bit_length() <= _PRIME_TEST_BITS and _is_prime(m):
             factors[m] = factors.get(m, 0) + 1
+            continue
+        d = _factor(m, budget) if m.bit_length() <= _PRIME_TEST_BITS else None
+        if d is None:
+            left[m] = left.get(m, 0) + 1
         else:
-            d = _factor(m)
             stack += [d, m // d]
-    return dict(sorted(factors.items()))
+    return dict(sorted(factors.items())), left
+
+
+def prime_factors(n: int) -> dict[int, int]:
+    """``{prime: power}`` for the integer ``n >= 1``: trial division by the
+    primes below 1000, then Miller-Rabin and Pollard's rho for what remains,
+    within :data:`RHO_BUDGET` steps.
+
+    Raises:
+        TypeError, ValueError: ``n`` is not a positive int.
+        ValueError: ``n`` has a factor the budget cannot split (two primes
+            of more than about 10 digits each, or a part wider than 2048 bits).
+    """
+    named = {"n": positive_int("n", n)}
+    factors, left = _factorize(named["n"])
+    if left:
+        raise ValueError(f"cannot factor {_named(named)}: {_unfactored(named)}")
+    return factors
+
+
+def _from_powers(powers: dict[int, int]) -> list[int]:
+    """Every product of the factors in ``{factor: power}``, ascending."""
+    found = [1]
+    for factor, power in powers.items():
+        found = [d * factor**e for d in found for e in range(power + 1)]
+    return sorted(set(found))
+
+
+def _known_divisors(n: int) -> tuple[list[int], bool]:
+    """(divisors of ``n`` found, whether that is all of them): the products
+    of the prime factors :func:`_factorize` finds; all of them when nothing
+    is left unsplit."""
+    factors, left = _factorize(n)
+    return _from_powers(factors), not left
+
+
+def _named(named: dict[str, int]) -> str:
+    """``"a=52 and h=6656"`` for a message."""
+    return " and ".join(f"{key}={shown(value)}" for key, value in named.items())
+
+
+def _unfactored(named: dict[str, int]) -> str:
+    """Why the divisors of ``named``'s numbers' gcd cannot all be listed."""
+    whose = ("it has" if len(named) == 1
+             else f"their greatest common divisor {shown(math.gcd(*named.values()))} has")
+    return (f"{whose} a factor with no prime factor below 1000 that cannot be split "
+            f"quickly (Pollard's rho, {RHO_BUDGET} steps, on factors up to "
+            f"{_PRIME_TEST_BITS} bits)")
 
 
 def divides(name: str, value: int, **targets: int) -> int:
@@ -287,13 +382,18 @@ def divides(name: str, value: int, **targets: int) -> int:
 
     The message lists the values that would be allowed, e.g. for a=52,
     h=6656, t=8: ``t=8 must divide a=52 and h=6656; valid t: 1, 2, 4, 13,
-    26, 52``.
+    26, 52``. Where the targets' greatest common divisor G cannot be
+    factored quickly (:func:`prime_factors`), the list holds the divisors
+    found and ends ``and other divisors of G``.
 
     Raises:
-        ValueError: some target is not a multiple of ``value``.
+        ValueError: some target is not a multiple of ``value`` (or, then,
+            is not a positive int).
     """
     if all(target % value == 0 for target in targets.values()):
         return value
-    named = " and ".join(f"{key}={target}" for key, target in targets.items())
-    valid = ", ".join(str(d) for d in common_divisors(*targets.values()))
-    raise ValueError(f"{name}={value} must divide {named}; valid {name}: {valid}")
+    common = math.gcd(*(positive_int(key, target) for key, target in targets.items()))
+    found, complete = _known_divisors(common)
+    valid = ", ".join(map(str, found)) + ("" if complete else
+                                          f" and other divisors of {shown(common)}")
+    raise ValueError(f"{name}={value} must divide {_named(targets)}; valid {name}: {valid}")

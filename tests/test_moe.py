@@ -161,7 +161,7 @@ def test_training_memory_takes_ep_and_the_moe_rows():
     (lambda: activation_memory(S, B, H, A, **{**MOE, "activation": "gelu"}),
      r"activation='gelu'.*use activation='swiglu'"),
     (lambda: activation_memory(S, B, H, A, moe_ffn_hidden_size=128),
-     r"moe_ffn_hidden_size given without num_experts"),
+     r"moe_ffn_hidden_size=128 needs num_experts"),
     (lambda: activation_memory(S, B, H, A, **{**MOE, "etp": 3}),
      r"etp=3 must divide moe_ffn_hidden_size=14336; valid etp: 1, 2, 4, 7"),
     (lambda: activation_memory(S, B, H, A, **MOE, moe_pad_expert_input_to_capacity=True),
@@ -174,7 +174,7 @@ def test_training_memory_takes_ep_and_the_moe_rows():
      r"moe_aux_loss_coeff must be a finite number >= 0 \(0: no load-balancing loss\), "
      r"got -0.01"),
     (lambda: activation_memory(S, B, H, A, moe_aux_loss_coeff=0.01),
-     r"moe_aux_loss_coeff given without num_experts"),
+     r"moe_aux_loss_coeff=0.01 needs num_experts"),
     (lambda: model_states(MIXTRAL, ep=3), r"ep=3 must divide num_experts=8; valid ep: 1, 2, 4, 8"),
     (lambda: model_states(MIXTRAL, t=2, d=2, ep=8),
      r"ep\*etp=16 \(ep=8, etp=2\) must divide t\*d=4"),

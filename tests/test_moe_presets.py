@@ -66,7 +66,7 @@ def test_qk_layernorm_keeps_the_norms_inputs_after_v_split_over_the_heads():
     ({"kv_channels": 0}, r"kv_channels must be"),
     ({"qk_layernorm": 1}, r"qk_layernorm"),
     ({"kv_channels": 64, "multi_latent_attention": True, "q_lora_rank": None},
-     r"kv_channels with multi_latent_attention=True"),
+     r"kv_channels=64 \(not h/a=32\) with multi_latent_attention=True"),
 ])
 def test_invalid_head_options_name_the_argument(options, message):
     with pytest.raises((TypeError, ValueError), match=message):

@@ -8,6 +8,7 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass, fields
 
@@ -102,10 +103,12 @@ def valid_tensor_parallel_sizes(h: int, a: int, s: int | None = None, *,
     [1, 2, 4]
 
     Raises:
-        TypeError, ValueError: as :func:`split_dimensions`.
+        TypeError, ValueError: as :func:`split_dimensions`; or, as
+            :func:`actmem.common_divisors`, sizes whose common divisors
+            cannot be found quickly (the message names them).
     """
-    return common_divisors(*split_dimensions(h, a, s, kv_heads, ffn_hidden_size,
-                                             activation).values())
+    return common_divisors(**split_dimensions(h, a, s, kv_heads, ffn_hidden_size,
+                                              activation))
 
 
 @dataclass(frozen=True)
@@ -193,8 +196,9 @@ class LayerConfig:
             ``"hybrid"``: Transformer Engine's FP8 linear layers
             (:mod:`actmem.layer.fp8`).
         kv_channels: each attention head's width d (``--kv-channels``);
-            ``None`` means h/a, Megatron-LM's default. Q, K, V and the
-            output projection's input take it (:mod:`actmem.layer.head_dim`).
+            ``None`` means h/a, Megatron-LM's default (h/a itself is stored
+            as None: the same layer). Q, K, V and the output projection's
+            input take it (:mod:`actmem.layer.head_dim`).
         qk_layernorm: norms on each head's query and key
             (``--qk-layernorm``), which keep their inputs.
 
@@ -248,6 +252,8 @@ class LayerConfig:
             if value is not None or name not in ("kv_heads", "ffn_hidden_size"):
                 object.__setattr__(self, name, positive_int(name, value))  # plain ints
         split_dimensions(self.h, self.a)
+        from .head_dim import kv_channels_or_default  # head_dim builds on the ledger
+        object.__setattr__(self, "kv_channels", kv_channels_or_default(self))
         self._check_options()
         if self.sequence_parallel and self.t == 1:
             warnings.warn(SP_AT_T1, UserWarning, stacklevel=3)
@@ -320,25 +326,91 @@ MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
 
 
+MOE_DEFAULTS = {f.name: f.default for f in fields(LayerConfig) if f.name in MOE_OPTIONS[1:]}
+"""Each MoE option's value without experts (a dense layer takes only these)."""
+_FLOATS = {"moe_aux_loss_coeff": (False, "a finite number >= 0 (0: no load-balancing loss)"),
+           "moe_expert_capacity_factor": (True, "None (dropless) or a finite number > 0")}
+"""The MoE options that take a real number: (must be > 0, what is allowed)."""
+
+
+def real(value: object) -> object:
+    """A NumPy floating scalar (``np.float32(1.2)``, ``np.float16``...) as
+    Python's ``float``; anything else (arrays, bools, ints) unchanged, for
+    the checks to judge."""
+    if (isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, float))
+            and type(value).__module__ == "numpy"):
+        return float(value)
+    return value
+
+
+def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
+    """Check the type and range of each MoE option in ``names`` on the
+    frozen record ``c`` (a :class:`LayerConfig` or an
+    :class:`actmem.ModelConfig`), whether or not it has experts, and store
+    plain values (NumPy floats as ``float``).
+
+    Raises:
+        TypeError: moe_router_topk, moe_ffn_hidden_size,
+            moe_shared_expert_intermediate_size or etp not an int (the last
+            three may be None); moe_pad_expert_input_to_capacity not a bool.
+        ValueError: one of those ints < 1; moe_aux_loss_coeff not a finite
+            number >= 0; moe_expert_capacity_factor not None or a finite
+            number > 0 (arrays, bools, nan and inf are refused).
+    """
+    for name in names:
+        value = real(getattr(c, name))
+        if name == "moe_router_topk":
+            value = positive_int(name, value)
+        elif name in _FLOATS:
+            positive, allowed = _FLOATS[name]
+            if value is not None or not positive:
+                value = finite_number(name, value, positive=positive, allowed=allowed)
+        elif name == "moe_pad_expert_input_to_capacity":
+            flag(name, value)
+        elif value is not None:
+            value = positive_int(name, value)
+        object.__setattr__(c, name, value)
+
+
+def refuse_without_experts(c, names=MOE_OPTIONS[1:], defaults=MOE_DEFAULTS) -> None:
+    """Refuse an MoE option of ``c`` (values already checked by
+    :func:`check_moe_values`) that is not its dense default while
+    ``c.num_experts`` is None.
+
+    Raises:
+        ValueError: ``{name}={value} needs num_experts ...``, naming the
+            value a model without experts takes.
+    """
+    if c.num_experts is not None:
+        return
+    for name in names:
+        value = getattr(c, name)
+        if value != defaults[name]:
+            raise ValueError(f"{name}={value!r} needs num_experts (it describes the "
+                             "mixture-of-experts layers); without experts (num_experts=None) "
+                             f"{name} keeps its default, {defaults[name]!r}; or pass "
+                             "num_experts too")
+
+
 def check_moe(c: LayerConfig) -> None:
     """Refuse MoE options Megatron-LM would refuse, or the ledger cannot count.
 
     Raises:
-        TypeError, ValueError: an MoE option without ``num_experts``; k not in
+        TypeError, ValueError: an option of the wrong type or range
+            (:func:`check_moe_values`, checked first); an MoE option without
+            ``num_experts`` (:func:`refuse_without_experts`); k not in
             1..E; experts with GeLU (Megatron fuses only SwiGLU into its
             grouped experts, ``experts.py``: TEGroupedMLP); t > 1 without
             sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
             in training); etp not dividing f_e; t not dividing the shared
             experts' width.
     """
+    check_moe_values(c)
+    refuse_without_experts(c)
     if c.num_experts is None:
-        given = [n for n in MOE_OPTIONS[1:] if getattr(c, n) not in (None, 2, False, 0)]
-        if given:
-            raise ValueError(f"{', '.join(given)} given without num_experts: these options "
-                             "describe a mixture-of-experts layer; pass num_experts too")
         return
     E = positive_int("num_experts", c.num_experts)
-    k = positive_int("moe_router_topk", c.moe_router_topk)
+    k = c.moe_router_topk
     if k > E:
         raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
                          "a token is routed to k distinct experts")
@@ -350,21 +422,10 @@ def check_moe(c: LayerConfig) -> None:
         raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
                          "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
                          "parallelism but no sequence parallelism in training)")
-    for name in ("moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "etp"):
-        if getattr(c, name) is not None:
-            positive_int(name, getattr(c, name))
     divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
-    flag("moe_pad_expert_input_to_capacity", c.moe_pad_expert_input_to_capacity)
-    finite_number("moe_aux_loss_coeff", c.moe_aux_loss_coeff,
-                  allowed="a finite number >= 0 (0: no load-balancing loss)")
-    factor = c.moe_expert_capacity_factor
-    if factor is None:
-        if c.moe_pad_expert_input_to_capacity:
-            raise ValueError("moe_pad_expert_input_to_capacity=True needs "
-                             "moe_expert_capacity_factor: padding is to that capacity")
-    else:
-        finite_number("moe_expert_capacity_factor", factor, positive=True,
-                      allowed="None (dropless) or a finite number > 0")
+    if c.moe_expert_capacity_factor is None and c.moe_pad_expert_input_to_capacity:
+        raise ValueError("moe_pad_expert_input_to_capacity=True needs "
+                         "moe_expert_capacity_factor: padding is to that capacity")
     if c.moe_shared_expert_intermediate_size is not None:
         divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)
 

@@ -55,7 +55,7 @@ import warnings
 from dataclasses import replace
 
 from ..memo import kept_by_repr, warns_at_t1
-from ..validate import choice, divides, divisors, positive_int
+from ..validate import choice, common_divisors, divides, positive_int
 from .ledger import HEAD_SPLIT, LedgerRow
 from .recompute_modules import modules_of
 
@@ -140,12 +140,14 @@ def valid_context_parallel_sizes(s: int, a: int, t: int = 1, *, kv_heads: int | 
 
     Raises:
         TypeError, ValueError: a size is not a positive integer, or
-            ``cp_comm_type`` is unknown.
+            ``cp_comm_type`` is unknown; s/2 cannot be factored quickly
+            (:func:`actmem.common_divisors`).
     """
     s, a, t = (positive_int(n, v) for n, v in (("s", s), ("a", a), ("t", t)))
     g = a if kv_heads is None else positive_int("kv_heads", kv_heads)
     choice("cp_comm_type", cp_comm_type, CP_COMM_TYPES)
-    return [cp for cp in divisors(max(s // 2, 1))  # 2*cp divides s
+    halves = common_divisors(**{"s/2": s // 2}) if s % 2 == 0 else [1]  # 2*cp divides s
+    return [cp for cp in halves
             if cp == 1 or (not (sequence_parallel and (s // cp) % t)
                            and not (cp_comm_type == "a2a" and ((a // t) % cp or (g // t) % cp)))]
 
@@ -238,15 +240,17 @@ def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int =
     tokens, labels and loss mask along s).
 
     Raises:
-        TypeError, ValueError: as :class:`actmem.LayerConfig`; cp > 1 with
+        TypeError, ValueError: as :class:`actmem.LayerConfig` (``cp`` and
+            ``cp_comm_type`` at every cp, 1 included); cp > 1 with
             ``precision`` other than ``"bf16"`` (TE's FlashAttention and
             fused attention, the only ones with context parallelism, take
             16-bit inputs; the fp32 and autocast paths are modelled without
             them); a2a or a2a+p2p with cp > 1 for an MoE model (left).
     """
-    options = dict(cp=positive_int("cp", cp), cp_comm_type=cp_comm_type,
+    options = dict(cp=positive_int("cp", cp),  # checked at every cp: an array is no comm type
+                   cp_comm_type=choice("cp_comm_type", cp_comm_type, CP_COMM_TYPES),
                    hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes)
-    if options == dict(cp=1, cp_comm_type="p2p", hierarchical_context_parallel_sizes=None):
+    if cp == 1 and cp_comm_type == "p2p" and hierarchical_context_parallel_sizes is None:
         return model
     model.layer(t, sequence_parallel, recompute, moe=False, **options)  # the attention's checks
     if cp == 1:

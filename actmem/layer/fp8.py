@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..validate import shown
 from .ledger import REPLICATED, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
@@ -75,7 +76,7 @@ def fp8_format(fp8) -> str | None:
         return None
     if not isinstance(fp8, str) or fp8 not in FP8_FORMATS:
         raise ValueError(f"fp8 must be None (off) or Megatron-LM's --fp8-format, one of "
-                         f"{', '.join(map(repr, FP8_FORMATS))}; got {fp8!r}")
+                         f"{', '.join(map(repr, FP8_FORMATS))}; got {shown(fp8)}")
     return fp8
 
 

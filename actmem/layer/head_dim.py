@@ -55,20 +55,35 @@ def head_dim(c) -> int:
     return c.h // c.a if c.kv_channels is None else c.kv_channels
 
 
+def kv_channels_or_default(c) -> int | None:
+    """``c.kv_channels`` checked, or None where it is h/a: that is the
+    default width (Megatron-LM's TransformerConfig sets ``kv_channels =
+    hidden_size // num_attention_heads`` when it is None), so h/a gives the
+    rows, parameters and checks of None.
+
+    Raises:
+        TypeError, ValueError: kv_channels not None nor a positive int.
+    """
+    if c.kv_channels is None:
+        return None
+    d = positive_int("kv_channels", c.kv_channels)
+    return None if d * c.a == c.h else d
+
+
 def check_head_options(c) -> None:
     """Refuse ``kv_channels`` / ``qk_layernorm`` values the rows cannot take.
 
     Raises:
         TypeError, ValueError: kv_channels not a positive int, qk_layernorm
-            not a bool; either with multi-latent attention (its head widths
-            are qk_head_dim and v_head_dim) or with cp > 1 (not modelled).
+            not a bool; either (kv_channels other than h/a) with multi-latent
+            attention (its head widths are qk_head_dim and v_head_dim) or
+            with cp > 1 (not modelled).
     """
     flag("qk_layernorm", c.qk_layernorm)
-    if c.kv_channels is not None:
-        positive_int("kv_channels", c.kv_channels)
-    if c.kv_channels is None and not c.qk_layernorm:
+    if kv_channels_or_default(c) is None and not c.qk_layernorm:
         return
-    given = "kv_channels" if c.kv_channels is not None else "qk_layernorm"
+    given = (f"kv_channels={c.kv_channels} (not h/a={c.h // c.a})"
+             if kv_channels_or_default(c) is not None else "qk_layernorm=True")
     if getattr(c, "multi_latent_attention", False):
         raise ValueError(f"{given} with multi_latent_attention=True: multi-latent attention "
                          "sets its head widths with qk_head_dim and v_head_dim")

@@ -174,11 +174,14 @@ def check_lora(c) -> tuple[str, ...]:
         raise ValueError(f"lora_rank={r} needs lora_targets, the modules to adapt, e.g. "
                          "('q_proj', 'v_proj') (PEFT) or ('linear_qkv',) (Megatron-Bridge)")
     _check_names(c, targets)
-    if c.num_experts is not None or getattr(c, "multi_latent_attention", False) \
-            or getattr(c, "cp", 1) > 1:
+    other = {"num_experts": (c.num_experts, None),
+             "multi_latent_attention": (getattr(c, "multi_latent_attention", False), False),
+             "cp": (getattr(c, "cp", 1), 1)}
+    other = [f"{name}={value!r}" for name, (value, plain) in other.items() if value != plain]
+    if other:
         raise ValueError(f"lora_rank={r}: LoRA is modelled for dense layers with Q/K/V "
-                         "projections and cp=1; this layer has num_experts, multi-latent "
-                         "attention or context parallelism")
+                         "projections and cp=1 (num_experts=None, multi_latent_attention=False, "
+                         f"cp=1); this layer has {', '.join(other)}")
     if any(a.column for a in _adapters(c, targets)):
         divides("t", c.t, lora_rank=r)
     return targets
@@ -192,7 +195,8 @@ def _check_names(c, targets: tuple[str, ...]) -> None:
     names = [canonical(n) for n in targets]
     twice = sorted({n for n in targets if names.count(canonical(n)) > 1})
     if twice:
-        raise ValueError(f"lora_targets names one adapter twice: {', '.join(twice)}")
+        raise ValueError(f"lora_targets names one adapter twice: {', '.join(twice)}; name "
+                         f"each adapter once, from {', '.join(LORA_TARGETS)}")
     for fused, parts in PARTS.items():
         if fused in names and set(parts) & set(names):
             raise ValueError(f"lora_targets mixes {fused!r} (Megatron-Bridge's LoRA: one "

@@ -34,19 +34,70 @@ from .report import as_dict, extras_table, table
 from .variants import SMALL, VARIANTS, measure_variants
 
 
+SIZE_MAX = {"s": 4096, "b": 64, "h": 4096, "a": 64}
+"""Largest value of each size ``--s``, ``--b``, ``--h``, ``--a`` takes (the
+layer then still has to fit :data:`LAYER_BYTES_MAX`)."""
+
+T_MAX = 8
+"""Most tensor-parallel ranks ``--t`` takes: each is a CPU process (:mod:`.launch`)."""
+
+LAYER_BYTES_MAX = 2**30
+"""Most bytes the measured layer may hold (:func:`layer_bytes`), 1 GiB: one
+process runs it in CPU memory, and the variants hold a few times more."""
+
+
+def layer_bytes(s: int, b: int, h: int, a: int) -> int:
+    """Bytes the paper's layer holds at t = 1 (every rank holds at most
+    these): its saved activations ``sbh(34 + 5as/h)`` (Korthikanti et al.
+    2022, sec. 4.1, eq. 1) and its 12h^2 weights, made in fp32 (4 bytes).
+
+    >>> layer_bytes(32, 2, 64, 4)   # SMALL
+    376832
+    """
+    return 34 * s * b * h + 5 * a * s * s * b + 4 * 12 * h * h
+
+
+def whole_number(largest: int):
+    """An argparse ``type``: an integer from 1 to ``largest``; anything else
+    is argparse's error naming the option (``argument --s: ...``)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= largest:
+            raise argparse.ArgumentTypeError(f"must be an integer from 1 to {largest}, "
+                                             f"got {text!r}")
+        return value
+    return parse
+
+
+def check_layer_size(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse, with argparse's error (exit status 2), sizes whose layer
+    holds more than :data:`LAYER_BYTES_MAX` (:func:`layer_bytes`)."""
+    held = layer_bytes(args.s, args.b, args.h, args.a)
+    if held > LAYER_BYTES_MAX:
+        parser.error(f"argument --s/--b/--h/--a: the layer at s={args.s}, b={args.b}, "
+                     f"h={args.h}, a={args.a} holds {held / 2**30:.1f} GiB (sbh(34 + "
+                     f"5as/h) activations and 12h^2 fp32 weights), more than the "
+                     f"{LAYER_BYTES_MAX // 2**30} GiB this measurement allows; lower s "
+                     f"(the attention maps grow as s^2), b, h or a")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m actmem.measure",
                                 description=__doc__.splitlines()[0])
     for sym, help_ in (("s", "sequence length"), ("b", "micro-batch size"),
                        ("h", "hidden size"), ("a", "attention heads")):
-        p.add_argument(f"--{sym}", type=int, default=SMALL[sym],
-                       help=f"{help_} ({SMALL[sym]})")
-    p.add_argument("--t", type=int, nargs="+", default=[1, 2],
-                   help="tensor-parallel sizes, one process per rank (1 2)")
+        p.add_argument(f"--{sym}", type=whole_number(SIZE_MAX[sym]), default=SMALL[sym],
+                       help=f"{help_} ({SMALL[sym]}; at most {SIZE_MAX[sym]}, and the "
+                       f"layer at most {LAYER_BYTES_MAX // 2**30} GiB)")
+    p.add_argument("--t", type=whole_number(T_MAX), nargs="+", default=[1, 2],
+                   help=f"tensor-parallel sizes, one process per rank (1 2; at most {T_MAX})")
     p.add_argument("--variant", nargs="+", default=["paper"],
                    choices=list(VARIANTS), help="layers to measure (paper)")
     p.add_argument("--json", action="store_true", help="print bytes as JSON")
-    sub = p.add_subparsers(dest="command", metavar="{pipeline,step}")
+    sub = p.add_subparsers(dest="command")  # argparse lists every subcommand
     pipe = sub.add_parser("pipeline", help="pipeline schedules on PyTorch's engine",
                           description="Per pipeline stage: peak saved bytes over one "
                           "micro-batch's bytes, against actmem.simulate_schedule.")
@@ -113,7 +164,9 @@ def collect(args) -> dict:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_layer_size(parser, args)
     if args.command == "pipeline":
         return pipeline_main(args)
     if args.command == "step":

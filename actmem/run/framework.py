@@ -87,7 +87,12 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             4; ``"torch"`` 4 under autocast or in fp32, 2 in bf16).
         chunk: ``"fused"`` only: tokens per chunk whose logits are
             materialised (:func:`fused_loss_chunk`; None: none, as cut
-            cross-entropy's kernel keeps its blocks on chip).
+            cross-entropy's kernel keeps its blocks on chip). A chunk of
+            more than ``tokens`` holds ``tokens``, as ``chunk == tokens``:
+            a chunked loss takes ``min(chunk, tokens)`` rows at a time (its
+            last, here its only, chunk has the tokens there are;
+            :mod:`actmem.measure.step_losses`, ``range(0, x.size(0), chunk)``;
+            Liger-Kernel's ``end_idx = min((chunk_id + 1) * chunk_size, BT)``).
             output_gradients: ``"fused"`` only:
             bytes of the output layer's input and weight gradients, which
             the fused loss's backward makes.
@@ -101,7 +106,9 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
     Raises:
         TypeError: a size or dtype that is not an int.
         ValueError: an unknown ``loss``, a dtype not 2 or 4, ``logits`` or
-            ``tokens`` < 1, ``chunk`` < 1, ``output_gradients`` < 0, or
+            ``tokens`` < 1, ``chunk`` < 1, ``output_gradients`` < 0, a
+            ``chunk`` or non-zero ``output_gradients`` with a loss other
+            than ``"fused"`` (which would ignore them), or
             ``"vocab_parallel"`` with ``loss_dtype=2``.
     """
     choice("loss", loss, LOSSES)
@@ -110,10 +117,15 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
     loss_dtype = one_of_ints("loss_dtype", loss_dtype, (2, 4))
     chunk = optional(positive_int, "chunk", chunk)
     output_gradients = non_negative_int("output_gradients", output_gradients)
+    for name, value in (("chunk", chunk), ("output_gradients", output_gradients or None)):
+        if value is not None and loss != "fused":
+            raise ValueError(f"{name}={value!r} is for loss='fused' only (got loss={loss!r}, "
+                             f"which would ignore it); leave {name} out")
     if loss == "fused":
         # one chunk's logits and their fp32 copy; per token the fp32
-        # log-sum-exp it keeps and, in forward, the fp32 target logit
-        window = (logits_dtype + (4 if logits_dtype != 4 else 0)) * (chunk or 0) * (
+        # log-sum-exp it keeps and, in forward, the fp32 target logit; a
+        # chunk holds at most the tokens there are
+        window = (logits_dtype + (4 if logits_dtype != 4 else 0)) * min(chunk or 0, tokens) * (
             logits // tokens)
         return {"forward": 8 * tokens + window, "saved": 4 * tokens,
                 "backward": 4 * tokens + window + output_gradients}
@@ -189,8 +201,12 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
     autograd's device thread (backward).
 
     Raises:
-        TypeError: a config that is not a string. ValueError: a config with
-            no ``:SIZE:COUNT`` pair.
+        TypeError: a config that is not a string. ValueError: a config
+            that is not, as a whole, one or more ``:SIZE:COUNT`` pairs of
+            decimal digits (CUDA's documented form: ``":4096:8"``,
+            ``":4096:2:16:8"``; nothing before, between or after), or a
+            SIZE or COUNT above 2**31 - 1 (PyTorch reads each with
+            ``std::stoi``, which refuses them).
     """
     config = cublas_workspace_config
     if config is None:
@@ -198,11 +214,13 @@ def torch_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0),
     if not isinstance(config, str):
         raise TypeError(f"cublas_workspace_config must be a string such as ':4096:8' "
                         f"or None, got {shown(config)}")
-    pairs = re.findall(r":([0-9]+):([0-9]+)", config)
-    if not pairs:
-        raise ValueError(f"cublas_workspace_config must be ':SIZE:COUNT' pairs in KiB "
-                         f"(e.g. ':4096:8'), got {shown(config)}")
-    return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    numbers = config.split(":")[1:]
+    if (not re.fullmatch(r"(:[0-9]+:[0-9]+)+", config)
+            or any(len(n.lstrip("0")) > 10 or int(n) > 2**31 - 1 for n in numbers)):
+        raise ValueError(f"cublas_workspace_config must be one or more ':SIZE:COUNT' pairs "
+                         f"and nothing else, SIZE in KiB and COUNT each a whole number up "
+                         f"to 2**31 - 1 (e.g. ':4096:8' or ':4096:2:16:8'), got {shown(config)}")
+    return sum(int(size) * 1024 * int(count) for size, count in zip(numbers[::2], numbers[1::2]))
 
 
 def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> int:

@@ -14,18 +14,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ..layer.config import MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig
-from ..layer.head_dim import HEAD_OPTIONS, attention_parameters
+from ..layer.config import (MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig, check_moe_values,
+                            refuse_without_experts)
+from ..layer.head_dim import HEAD_OPTIONS, attention_parameters, kv_channels_or_default
 from ..layer.lora import LORA_OPTIONS
 from ..layer.mla import MLA_OPTIONS, mla_attention_parameters
 from ..layer.recompute_modules import for_layer
 from ..memo import kept_by_repr, warns_at_t1
-from ..validate import choice, flag, instance, lists_keywords, plain_fields, positive_int
+from ..validate import (choice, flag, instance, integer, lists_keywords, plain_fields,
+                        positive_int)
 
 NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
+MODEL_MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size",
+                    "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
+                    "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff")
+"""The MoE options a :class:`ModelConfig` keeps (besides num_experts and
+moe_layer_freq); a model without experts takes only their defaults."""
 MAX_LAYERS = 10**6
 """Most layers a model may have: per-layer work stays below a second
 (``training_memory`` took 0.5 s of CPU for L = 10^6), and no published
@@ -63,17 +70,20 @@ class ModelConfig:
         moe_shared_expert_intermediate_size, moe_expert_capacity_factor,
         moe_pad_expert_input_to_capacity, moe_aux_loss_coeff: the MoE layers'
             options, as
-            :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case).
+            :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case;
+            NumPy floats are stored as ``float``); without ``num_experts``
+            each must keep its default.
         moe_layer_freq: which layers are MoE (``--moe-layer-freq``): an int
             N (layer i is MoE when i % N == 0, Megatron-LM's rule) or a tuple
-            of L zeros and ones; only with ``num_experts``.
+            of L zeros and ones; only with ``num_experts`` (else 1).
         multi_latent_attention, q_lora_rank, kv_lora_rank, qk_head_dim,
         qk_pos_emb_head_dim, v_head_dim: multi-latent attention in every
             layer, as :class:`actmem.LayerConfig` (Megatron-LM's flags in
             snake_case; :mod:`actmem.layer.mla`).
         kv_channels, qk_layernorm: each head's width d (``--kv-channels``,
-            None: h/a) and norms on queries and keys (``--qk-layernorm``),
-            as :class:`actmem.LayerConfig` (:mod:`actmem.layer.head_dim`).
+            None: h/a; h/a itself is stored as None) and norms on queries
+            and keys (``--qk-layernorm``), as :class:`actmem.LayerConfig`
+            (:mod:`actmem.layer.head_dim`).
         lora_rank, lora_targets: LoRA adapters of rank r on the named
             modules of every layer, the rest frozen (``None``: full
             training), as :class:`actmem.LayerConfig`
@@ -83,7 +93,9 @@ class ModelConfig:
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
-            layer's rules are those of :class:`actmem.LayerConfig`.
+            layer's rules are those of :class:`actmem.LayerConfig`; an MoE
+            option other than its default without ``num_experts`` (checked
+            after its type and range).
     """
 
     s: int
@@ -135,6 +147,9 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None or name not in optional:
                 object.__setattr__(self, name, positive_int(name, value))  # plain ints
+        object.__setattr__(self, "kv_channels", kv_channels_or_default(self))  # h/a: None
+        check_moe_values(self, MODEL_MOE_FIELDS)  # types and ranges first, then:
+        refuse_without_experts(self, MODEL_MOE_FIELDS)
         if self.L > MAX_LAYERS:  # before anything walks the layers
             raise ValueError(f"L={self.L} layers: at most {MAX_LAYERS:,} (the model keeps a "
                              "pattern of L layers and the timeline walks them; published "
@@ -172,20 +187,22 @@ class ModelConfig:
         (Megatron-LM's ``gpt_layer_specs.py``: get_gpt_decoder_block_spec).
 
         Raises:
-            ValueError: ``moe_layer_freq`` is not a positive int or a tuple of
-                L zeros and ones, or is set without ``num_experts``.
+            TypeError, ValueError: ``moe_layer_freq`` is not a positive int or
+                a tuple of L zeros and ones, or (checked after) is not 1
+                without ``num_experts``.
         """
         freq = self.moe_layer_freq
-        if self.num_experts is None:
-            if freq != 1:
-                raise ValueError(f"moe_layer_freq={freq!r} given without num_experts")
-            return (0,) * self.L
+        allowed = f"a positive int or a tuple of L={self.L} zeros (dense) and ones (MoE)"
         if isinstance(freq, tuple):
             if len(freq) != self.L or any(x not in (0, 1) or isinstance(x, bool) for x in freq):
-                raise ValueError(f"moe_layer_freq={freq!r} must be an int or a tuple of L={self.L} "
-                                 "zeros (dense) and ones (MoE)")
+                raise ValueError(f"moe_layer_freq={freq!r} must be {allowed}")
+        elif integer("moe_layer_freq", freq, allowed) < 1:
+            raise ValueError(f"moe_layer_freq={freq} must be {allowed}")
+        if self.num_experts is None:
+            refuse_without_experts(self, ("moe_layer_freq",), {"moe_layer_freq": 1})
+            return (0,) * self.L
+        if isinstance(freq, tuple):
             return freq
-        freq = positive_int("moe_layer_freq", freq)
         return tuple(int(i % freq == 0) for i in range(self.L))
 
     def layer(self, t: int = 1, sequence_parallel: bool = False,
@@ -228,7 +245,8 @@ class ModelConfig:
         experts = {}
         if moe:
             if self.num_experts is None:
-                raise ValueError("moe=True: this model has no MoE layers (num_experts=None)")
+                raise ValueError("moe=True: this model has no MoE layers (num_experts=None); "
+                                 "it takes moe=False or moe=None")
             experts = dict(num_experts=self.num_experts, moe_router_topk=self.moe_router_topk,
                            moe_ffn_hidden_size=self.moe_ffn_hidden_size, etp=etp,
                            moe_shared_expert_intermediate_size=(
@@ -238,6 +256,7 @@ class ModelConfig:
                                self.moe_pad_expert_input_to_capacity),
                            moe_aux_loss_coeff=self.moe_aux_loss_coeff)
         elif etp is not None:
+            positive_int("etp", etp)  # a wrong value is named as such first
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
         if "recompute_modules" in options:  # per layer, as Megatron-LM applies the names
             options["recompute_modules"] = for_layer(options["recompute_modules"], recompute,

@@ -137,7 +137,9 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
             autocast_device: whose autocast op lists apply, ``"cuda"`` or
             ``"cpu"`` (where softmax stays bf16).
         loss_chunk_tokens: tokens per chunk of ``loss="fused"`` (default
-            :func:`actmem.run.framework.fused_loss_chunk`, Liger-Kernel's).
+            :func:`actmem.run.framework.fused_loss_chunk`, Liger-Kernel's);
+            more than the micro-batch's tokens on a GPU (``s*b/cp``) is one
+            chunk of those tokens, as :func:`actmem.loss_bytes` says.
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
             persistent buffer, which it needs; :mod:`actmem.run.framework`).
@@ -222,12 +224,14 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
                                                 layer_options), precision)
     shape = model.layer(t, moe=False)  # s, b, h
     tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
-    chunk = (fused_loss_chunk(tokens, vocab, shape.h) if loss_chunk_tokens is None
-             else loss_chunk_tokens)
+    chunk, gradients = None, 0  # what only loss="fused" takes (loss_bytes)
+    if loss == "fused":
+        chunk = positive_int("loss_chunk_tokens", fused_loss_chunk(tokens, vocab, shape.h)
+                             if loss_chunk_tokens is None else loss_chunk_tokens)
+        gradients = (last["output layer input"]
+                     + (2 + 2 * (precision != "bf16")) * vocab * shape.h)
     losses = loss_bytes(loss, tokens * vocab, tokens, 4 if precision == "fp32" else 2,
-                        logits_bytes, positive_int("loss_chunk_tokens", chunk),
-                        last["output layer input"] + (2 + 2 * (precision != "bf16")) * vocab
-                        * shape.h)
+                        logits_bytes, chunk, gradients)
     last["logits"] = losses["saved"]
     tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
     kinds = None if model.num_experts is None else kind_moments(  # MoE: layers by kind

@@ -49,7 +49,8 @@ from .model import ModelConfig, ParameterCount, parameter_count
 from .record_fields import check_fields
 from .stage_split import split_layers
 from .training import chunk_layers
-from ..validate import choice, divides, flag, instance, integer, lists_keywords, positive_int
+from ..validate import (choice, divides, flag, instance, integer, lists_keywords, positive_int,
+                        shown)
 
 ACCOUNTINGS = ("zero", "megatron")
 OPTIMIZERS = ("adam",)
@@ -141,12 +142,7 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     moe = (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values())
            if count.moe_layers else 0)
     pattern, first, stages = model.moe_pattern(), 0, []
-    if moe_layers is not None and (
-            len(moe_layers) != len(stage_layers) or sum(moe_layers) != sum(pattern)
-            or any(not 0 <= n <= s for n, s in zip(moe_layers, stage_layers))):
-        raise ValueError(f"moe_layers={moe_layers!r} must give each of the {len(stage_layers)} "
-                         f"stages at most its layers {list(stage_layers)}, {sum(pattern)} MoE "
-                         "layers in all")
+    moe_layers = _moe_layers(moe_layers, stage_layers, sum(pattern))
     for i, layers in enumerate(stage_layers):
         n_moe = sum(pattern[first:first + layers]) if moe_layers is None else moe_layers[i]
         stages.append([(layers - n_moe) * dense + n_moe * moe,
@@ -157,21 +153,51 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     return [tuple(groups) for groups in stages]
 
 
+def _moe_layers(moe_layers, stage_layers, total: int) -> list[int] | None:
+    """``moe_layers`` checked: None, or per stage an int from 0 to the
+    stage's layers, ``total`` in all.
+
+    Raises:
+        TypeError: not None nor a list or tuple of ints.
+        ValueError: the wrong number of stages, a count out of its range, or
+            the wrong sum; the message says what each stage may take.
+    """
+    if moe_layers is None:
+        return None
+    allowed = (f"None or a list of p={len(stage_layers)} ints, each stage's MoE layers: at most "
+               f"its layers {list(stage_layers)}, {total} MoE layers in all")
+    try:
+        if not isinstance(moe_layers, (list, tuple)):
+            raise TypeError
+        counts = [integer("moe_layers", n) for n in moe_layers]
+    except TypeError:
+        raise TypeError(f"moe_layers must be {allowed}, got {shown(moe_layers)} "
+                        f"({type(moe_layers).__name__})") from None
+    if (len(counts) != len(stage_layers) or sum(counts) != total
+            or any(not 0 <= n <= s for n, s in zip(counts, stage_layers))):
+        raise ValueError(f"moe_layers={shown(moe_layers)} must give each of the "
+                         f"{len(stage_layers)} stages at most its layers {list(stage_layers)}, "
+                         f"{total} MoE layers in all (moe_layers must be {allowed})")
+    return counts
+
+
 def expert_sizes(model: ModelConfig, t: int, ep: int, etp: int | None) -> tuple[int, int]:
     """``(ep, etp)`` checked against the model, etp defaulting to t.
 
     Raises:
-        TypeError, ValueError: a size is not a positive int; ep does not
+        TypeError, ValueError: a size is not a positive int (etp: or
+            None; checked before the rest); ep does not
             divide num_experts or etp does not divide moe_ffn_hidden_size (the
             message lists the valid values); ep or etp for a dense model.
     """
     ep = positive_int("ep", ep)
+    etp = None if etp is None else positive_int("etp", etp)  # its own value named first
     if model.num_experts is None:
         if ep != 1 or etp is not None:
             raise ValueError(f"ep={ep}, etp={etp}: expert parallelism needs an MoE model "
                              "(num_experts); a dense model takes ep=1 and etp=None")
         return 1, 1
-    etp = t if etp is None else positive_int("etp", etp)
+    etp = t if etp is None else etp
     divides("ep", ep, num_experts=model.num_experts)
     divides("etp", etp, moe_ffn_hidden_size=model.moe_ffn_hidden_size or model.layer(moe=False).f)
     return ep, etp
@@ -314,10 +340,14 @@ def _per_stage(model_or_params, t: int, p: int, stage_layers, ep, etp, moe_layer
         return tuple(stage_parameter_groups(model_or_params, t, p, stage_layers, ep, etp,
                                             moe_layers))
     params = positive_int("model_or_params", model_or_params)
-    if (positive_int("t", t), positive_int("p", p)) != (1, 1):
-        raise ValueError(f"t={t}, p={p}: a bare parameter count cannot be split over "
-                         "GPUs; pass a ModelConfig (e.g. actmem.PRESETS[...])")
-    if positive_int("ep", ep) != 1 or etp is not None:
-        raise ValueError(f"ep={ep}, etp={etp}: a bare parameter count has no experts to "
-                         "split; pass an MoE ModelConfig (e.g. actmem.MOE_PRESETS[...])")
+    if (positive_int("t", t), positive_int("p", p)) != (1, 1) or stage_layers is not None:
+        raise ValueError(f"t={t}, p={p}, stage_layers={shown(stage_layers)}: a bare parameter "
+                         "count cannot be split over GPUs; it takes t=1, p=1 and "
+                         "stage_layers=None, or pass a ModelConfig (e.g. actmem.PRESETS[...])")
+    etp = None if etp is None else positive_int("etp", etp)
+    if positive_int("ep", ep) != 1 or etp is not None or moe_layers is not None:
+        raise ValueError(f"ep={ep}, etp={etp}, moe_layers={shown(moe_layers)}: a bare "
+                         "parameter count has no experts to split; it takes ep=1, etp=None "
+                         "and moe_layers=None, or pass an MoE ModelConfig (e.g. "
+                         "actmem.MOE_PRESETS[...])")
     return ((params, 0),)

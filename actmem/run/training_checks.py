@@ -91,7 +91,7 @@ def check_uneven_split(v_shaped: bool, schedule: str, uneven: dict) -> None:
     """Refuse an uneven layer split (``uneven``: :func:`actmem.split_layers`'
     options) under a V-shaped schedule, which puts the first and the last
     layers on stage 0."""
-    if v_shaped and any(x not in (None, False) for x in uneven.values()):
+    if v_shaped and any(x is not None and x is not False for x in uneven.values()):
         raise ValueError(f"schedule={schedule!r} puts the first and the last layers on stage 0 "
                          "(a V); uneven splits are modelled for looped schedules only")
 

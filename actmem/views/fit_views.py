@@ -51,13 +51,13 @@ from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.presets import MOE_PRESETS, PRESETS
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
-    schedule_options
+    schedule_options, schedule_rule, takes_v
 from .train_cli import verdict
 from ..run.stage_split import split_layers
 from ..units import format_value
 from ..validate import choice, common_divisors, flag, instance
 from .readouts import HTML, TEXT
-from .widgets import _dropdown, _Explorer
+from .widgets import _dropdown, _Explorer, _option_values, closest
 
 D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Data-parallel sizes offered."""
@@ -344,6 +344,11 @@ class FitPlanner(_Explorer):
 
     ``flash_attention=None`` (the default) takes the preset's choice, and
     choosing another model takes that model's (the LLaMA presets use it).
+    The other defaults are valid for every model: ``sequence_parallel=None``
+    is on for a mixture-of-experts model and off for a dense one; ``t=None``
+    is 2, ``m=None`` 8 and ``etp=None`` t where the menu offers them, else
+    the closest value offered (:func:`actmem.views.widgets.closest`);
+    ``v=None`` is the schedule's smallest v (1, or 2 for interleaving).
     ``split``: a key of :func:`split_keys` (``"even"``, ``"last:6"`` ...);
     None takes the even split where p divides L, else the first offered.
     ``ep``, ``etp``: expert-parallel and expert tensor-parallel sizes of a
@@ -367,17 +372,25 @@ class FitPlanner(_Explorer):
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
     ``gpus`` (the GPUs the job uses, :func:`actmem.views.fit_levers.gpus_text`),
     ``stages`` (HTML, :func:`stages_html`).
+
+    Raises:
+        TypeError, ValueError: a value the planner does not offer; the
+            message names the argument, its value, the values offered and
+            why, naming the other argument that rules it out (a schedule
+            not offered at this p, a v the schedule does not take).
     """
 
-    def __init__(self, model="llama2-7b", t=2, p=2, d=2, m=8, schedule="1f1b", v=1,
+    def __init__(self, model="llama2-7b", t=None, p=2, d=2, m=None, schedule="1f1b", v=None,
                  split=None, recompute=("none", 1), flash_attention=None,
-                 sequence_parallel=False,
+                 sequence_parallel=None,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
                  cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None, reserve=0):
         preset = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = preset.flash_attention
+        if sequence_parallel is None:  # as choosing the model does (restrict)
+            sequence_parallel = preset.num_experts is not None
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
         s, b = preset.s if s is None else s, preset.b if b is None else b
@@ -387,10 +400,12 @@ class FitPlanner(_Explorer):
              "b": _dropdown("b", range(1, B_MAX + 1), b)}
         shape = planner_model(dict(model=model, flash_attention=preset.flash_attention,
                                    s=s, b=b))
-        c |= {"t": _dropdown("t", tensor_choices(shape, sequence_parallel), t,
-                            "t divides a, h, kv_heads and f"),
+        ts = tensor_choices(shape, sequence_parallel)
+        t = _default(t, 2, ts)
+        c |= {"t": _dropdown("t", ts, t, _t_rule(shape, sequence_parallel)),
              "p": _dropdown("p", pipeline_choices(shape.L), p,
-                            f"p <= {P_MAX} and p <= L={shape.L}"),
+                            f"p <= {P_MAX} and p <= L={shape.L}, with some split of the L "
+                            "layers offered"),
              "d": _dropdown("d", D_CHOICES, d)}
         trained = shape.with_(flash_attention=flash_attention)
         c["cp"] = _dropdown("cp", cp_choices(trained, t, sequence_parallel), cp,
@@ -400,13 +415,25 @@ class FitPlanner(_Explorer):
         c["cp_comm_type"].description = tr("cp comm")
         eps, etps = expert_choices(shape, t, d, ep, cp)
         c["ep"] = _dropdown("ep", eps, ep, "ep divides the experts and t*d")
-        etp = (t if shape.num_experts is not None else 1) if etp is None else etp
+        etp = _default(etp, t, etps)
         c["etp"] = _dropdown("etp", etps, etp, "etp divides f_e, ep*etp divides t*d")
         c["etp"].description = tr("etp")  # a word in Chinese, not a symbol (the catalog's key)
         chunks = interleaving_chunks(shape.L, p)
-        c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule)
-        c["v"] = _dropdown("v", [1, *chunks], v, "1, or p*v divides L")
-        c["m"] = _dropdown("m", microbatch_choices(schedule, p, v), m)
+        c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule, schedule_rule(
+            shape.L, p, chunks, [q for q in pipeline_choices(shape.L)
+                                 if interleaving_chunks(shape.L, q)]))
+        runs = [x for x in [1, *chunks] if takes_v(schedule, x)]  # not empty: schedule is offered
+        v = runs[0] if v is None else v
+        c["v"] = _dropdown("v", [1, *chunks], v, f"1, or v >= 2 with p*v dividing L={shape.L} "
+                           f"at p={p}")
+        if v not in runs:
+            raise ValueError(f"v={v} does not run with schedule={schedule!r}; choose v among "
+                             f"{', '.join(map(str, runs))}, or a schedule that takes v={v} "
+                             f"({'1f1b' if v == 1 else 'interleaved'})")
+        ms = microbatch_choices(schedule, p, v)
+        m = _default(m, 8, ms)
+        c["m"] = _dropdown("m", ms, m, f"the m <= 32 that schedule={schedule!r} takes at p={p}, "
+                           f"v={v}" + ": multiples of p" * (schedule == "interleaved"))
         keys = split_keys(shape.L, p, v)
         split = _default_split(keys) if split is None else split
         c["split"] = _dropdown("split", split_options(shape.L, p, v), split,
@@ -536,6 +563,23 @@ def _reserve_dropdown(reserve) -> "widgets.Dropdown":
                          f"{', '.join(map(str, RESERVE_GIB))} (GiB)")
     return widgets.Dropdown(options=[(f"{n} GiB", n) for n in RESERVE_GIB], value=reserve,
                             description=tr("reserve"))
+
+
+def _default(value, preferred, options):
+    """``value``, or where it is None ``preferred`` if ``options`` offer it,
+    else the closest value offered (:func:`actmem.views.widgets.closest`)."""
+    return closest(preferred, _option_values(options)) if value is None else value
+
+
+def _t_rule(model, sequence_parallel: bool) -> str:
+    """Why the t menu offers what it does (:func:`tensor_choices`)."""
+    rule = "t divides a, h, kv_heads and f" + " and s" * sequence_parallel
+    if model.num_experts is not None:
+        rule += ("; an MoE model takes t > 1 only with sequence_parallel=True"
+                 if not sequence_parallel else "")
+        if model.moe_shared_expert_intermediate_size:
+            rule += "; t divides the shared experts' width"
+    return rule
 
 
 def _default_split(keys: tuple[str, ...]) -> str:

@@ -85,6 +85,24 @@ def schedule_options(chunks: list[int], pytorch: bool = False) -> list[tuple[str
             if name in TITLES and any(takes_v(name, v) for v in [1, *chunks])]
 
 
+def schedule_rule(L: int, p: int, chunks: list[int], interleaving_p: list[int]) -> str:
+    """Why the schedule menu for ``L`` layers at ``p`` stages offers what it
+    does, for the message that refuses another schedule: ``chunks``, the
+    v >= 2 offered at p; ``interleaving_p``, the p at which some v >= 2 is.
+
+    >>> schedule_rule(32, 2, [2, 4], [2, 4])
+    'the schedules that run at p=2 with v=1 or v in 2, 4'
+    >>> schedule_rule(32, 1, [], [2, 4]).endswith("dividing L=32; choose p among 2, 4 for them")
+    True
+    """
+    if chunks:
+        return f"the schedules that run at p={p} with v=1 or v in {', '.join(map(str, chunks))}"
+    where = (f"choose p among {', '.join(map(str, interleaving_p))} for them"
+             if interleaving_p else "no p offered has them")
+    return (f"at p={p} only schedules with v=1 run: v >= 2 model chunks (as interleaving "
+            f"needs) need p >= 2 with p*v dividing L={L}; {where}")
+
+
 def microbatch_choices(schedule: str, p: int, v: int, order: str | None = None,
                        any_group: bool = False) -> list[int]:
     """m values up to 32 that the schedule accepts in ``order``; with
@@ -225,8 +243,9 @@ class ScheduleExplorer(_Explorer):
         controls["p"] = _dropdown("p", stage_choices(L), p,
                                   f"p <= {P_MAX} must divide L={L}")
         chunks = chunk_choices(L, p)
-        controls["schedule"] = _dropdown("schedule", schedule_options(chunks, pytorch=True),
-                                         schedule)
+        controls["schedule"] = _dropdown(
+            "schedule", schedule_options(chunks, pytorch=True), schedule, schedule_rule(
+                L, p, chunks, [q for q in stage_choices(L) if chunk_choices(L, q)]))
         controls["v"] = _dropdown("v", [1, *chunks], v,
                                   f"1, or v >= 2 with p*v dividing L={L}")
         order = order_options(schedule)[0][1] if order is None else order

@@ -134,16 +134,21 @@ def _dropdown(name: str, options, value, rule: str = "") -> "widgets.Dropdown":
     Raises:
         TypeError: an integer menu got a non-integer (or a bool).
         ValueError: ``value`` is not offered; the message names the
-            argument, its value, the choices and ``rule`` (why those).
+            argument, its value, the choices (the values of pairs) and
+            ``rule`` (why those); with no choices at all, that the other
+            arguments leave none, and ``rule``.
     """
     options = list(options)
     values = _option_values(options)
     if all(isinstance(o, int) for o in values):
         positive_int(name, value)
+    why = f" ({rule})" if rule else ""
+    if not values:   # never "choose one of" nothing: say why there is nothing
+        raise ValueError(f"{name}={shown(value)} is not offered: the other arguments leave "
+                         f"no {name} to choose{why}; change them first")
     if value not in values:
-        why = f" ({rule})" if rule else ""
         raise ValueError(f"{name}={shown(value)} is not offered; choose one of "
-                         f"{', '.join(str(o) for o in options)}{why}")
+                         f"{', '.join(str(o) for o in values)}{why}")
     return widgets.Dropdown(options=options, value=value, description=tr(name))
 
 
