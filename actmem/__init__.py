@@ -33,6 +33,7 @@ from .run.lora_states import adapter_parameters
 from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
 from .run.moe_timeline import dispatch_buffers, dispatch_gradients
 from .run.offload import Offload, cpu_offload
+from .run.job import Job
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from .run.presets import MOE_PRESETS, PRESETS, preset
 from .run.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
@@ -54,7 +55,7 @@ __all__ = [
     "gpu_capacity", "loss_bytes", "split_layers", "workspace_bytes",
     "ACCOUNTINGS", "NORMS", "PARTS", "POSITIONS", "PRESETS", "ModelConfig", "ModelStates",
     "ParameterCount", "StageMemory", "TrainingMemory", "model_states", "parameter_count",
-    "parse_size", "preset", "training_memory", "MOE_PRESETS", "expert_data_parallel",
+    "parse_size", "preset", "training_memory", "Job", "MOE_PRESETS", "expert_data_parallel",
     "ACTIVATIONS", "GROUPS", "ORDERS", "PLACEMENTS", "RECOMPUTE", "SCHEDULES",
     "TABLE2", "TABLE2_FORMULAS", "UNITS", "ActivationMemory", "LayerConfig",
     "LedgerRow", "Op", "PipelineSchedule", "activation_memory",
@@ -80,7 +81,8 @@ _MODULES = {
                     "layer"),
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
-                     "stage_split", "pass_parts", "lora_states", "moe_timeline", "offload"),
+                     "stage_split", "pass_parts", "lora_states", "moe_timeline", "offload", "job",
+                     "features", "step_setup"),
                     "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",

@@ -21,8 +21,9 @@ The calls, deduplicated by their text:
   p and v the schedule takes with the model's layers;
 * the two Megatron-LM runs of ``actmem/data/megatron_runs.json``.
 
-A case is kept as the call's text (``repr`` of the model and its options:
-:class:`actmem.ModelConfig` prints as it is built) and, per stage, its parts
+A case is kept as the call's text (``repr`` of the model and the options
+that differ from their defaults: :class:`actmem.ModelConfig` prints as it
+is built; :func:`job_of` builds its :class:`actmem.Job`) and, per stage, its parts
 (:data:`actmem.PARTS`), its peak, the peak event's label and its bytes by
 category.
 """
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import inspect
 import itertools
 import json
 import os
@@ -47,44 +47,42 @@ from actmem.run import peak as peak_module
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "training_memory.json.gz"
-PARAMETERS = tuple(inspect.signature(actmem.training_memory).parameters)
 
 
 @contextlib.contextmanager
 def recording(calls: dict):
-    """Record ``training_memory``'s arguments at each call into ``calls``
-    (text -> None): its first step, ``check_training``, is wrapped to read
-    the caller's arguments from its frame."""
-    checks = peak_module.check_training
+    """Record each job ``training_memory`` computes into ``calls`` (text ->
+    None): its step after the checks, ``step_setup``, is wrapped."""
+    setup = peak_module.step_setup
 
-    def recorded(*args, **kwargs):
-        given = sys._getframe(1).f_locals
-        calls.setdefault(call_text({name: given[name] for name in PARAMETERS}))
-        return checks(*args, **kwargs)
-    peak_module.check_training = recorded
+    def recorded(job, *args, **kwargs):
+        calls.setdefault(call_text(job))
+        return setup(job, *args, **kwargs)
+    peak_module.step_setup = recorded
     try:
         yield calls
     finally:
-        peak_module.check_training = checks
+        peak_module.step_setup = setup
 
 
-def call_text(arguments: dict) -> str:
+def call_text(job) -> str:
     """The call as text: the model, then every option that differs from
     its default, by name."""
-    defaults = inspect.signature(actmem.training_memory).parameters
-    options = {name: value for name, value in arguments.items() if name != "model"
-               and (value != defaults[name].default
-                    or type(value) is not type(defaults[name].default))}
-    return repr((arguments["model"], options))
+    return repr((job.model, job.changed()))
+
+
+def job_of(text: str):
+    """The :class:`actmem.Job` of the call ``text``."""
+    model, options = eval(text, {"ModelConfig": actmem.ModelConfig})  # noqa: S307, our own text
+    return actmem.Job(model, **options)
 
 
 def run(text: str):
     """The result of the call ``text`` (its warnings, such as sequence
     parallelism at t = 1, are the course's to show, not the guard's)."""
-    model, options = eval(text, {"ModelConfig": actmem.ModelConfig})  # noqa: S307, our own text
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return actmem.training_memory(model, **options)
+        return actmem.training_memory(job_of(text))
 
 
 def summary(result) -> list:

@@ -17,59 +17,20 @@ For every pipeline stage :func:`training_memory` gives two answers, in bytes:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from .cp_timeline import with_exchange
-from .framework import fused_loss_chunk, loss_bytes, workspace_bytes
-from .fsdp import fsdp2, fsdp_timeline
-from .gpus import find_gpu, gpu_capacity
-from ..layer.context_parallel import rank_model, with_a2a_output
+from .features import FEATURES
+from .job import Job, as_job
 from .model import ModelConfig
-from .offload import cpu_offload, offloaded_timeline
-from .pass_parts import embedding_activations, output_activations
-from .precision import (autocast_copies, full_precision_states, layer_rows, moment_parts,
-                        precision_moments, precision_outputs)
-from .schedule_rules import MAX_TIMELINE_OPERATIONS, check_size
-from .schedules import simulate_schedule
-from .split_backward import layer_weight_rows
-from .moe_timeline import dense_twin, kind_moments, stack_parts, stage_moe_layers, stage_stacks
-from .states import expert_data_parallel, model_states
-from .stage_split import split_layers
+from .moe_timeline import stack_parts, stage_moe_layers, stage_stacks
+from .precision import autocast_copies, moment_parts
 from .stage_memory import PARTS, StageMemory, TrainingMemory
+from .states import model_states
+from .step_setup import StepSetup, step_setup
 from .timeline import Pass, stage_timeline
-from .training_checks import check_fsdp2, check_training, check_uneven_split, reserve_bytes
-from ..validate import lists_keywords, positive_int
 
 __all__ = ["PARTS", "StageMemory", "TrainingMemory", "training_memory"]  # the records: stage_memory
 
 
-@lists_keywords
-def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
-                    ep: int = 1, etp: int | None = None,
-                    m: int = 1, schedule: str = "1f1b", v: int = 1,
-                    order: str | None = None, sequence_parallel: bool = False,
-                    recompute: str = "none", recompute_num_layers: int = 1,
-                    accounting: str = "megatron", zero_stage: int = 0,
-                    distributed_optimizer: bool = False, logits_bytes: int = 4,
-                    reserve: int | float = 0, gpu_memory: int | str | None = None,
-                    loss: str = "vocab_parallel", gradient_buffer: str = "persistent",
-                    create_attention_mask_in_dataloader: bool = True,
-                    transformer_engine: bool = True,
-                    cublas_workspace_config: str | None = None, stage_layers=None,
-                    decoder_first_pipeline_num_layers: int | None = None,
-                    decoder_last_pipeline_num_layers: int | None = None,
-                    account_for_embedding_in_pipeline_split: bool = False,
-                    account_for_loss_in_pipeline_split: bool = False,
-                    precision: str = "bf16", fused_projections: bool = True,
-                    autocast_device: str = "cuda",
-                    loss_chunk_tokens: int | None = None,
-                    gradient_accumulation_fusion: bool | None = None,
-                    cp: int = 1, cp_comm_type: str = "p2p",
-                    hierarchical_context_parallel_sizes: tuple[int, int] | None = None,
-                    recompute_modules: list[str] | tuple[str, ...] | None = None,
-                    fp8: str | None = None, cpu_offloading_num_layers: int = 0,
-                    use_torch_fsdp2: bool = False, reshard_after_forward: bool = True
-                    ) -> TrainingMemory:
+def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
     """Every pipeline stage's GPU: its parts and its peak over one step.
 
     The parts (:data:`PARTS`) add up what each GPU ever holds; the peak is
@@ -78,8 +39,19 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     choices are named options (:mod:`actmem.framework`); the defaults are
     Megatron-LM's.
 
+    ``training_memory(job)`` computes a :class:`actmem.Job`;
+    ``training_memory(model, **options)`` builds the job
+    ``Job(model, **options)`` first, and ``training_memory(job, **changes)``
+    computes ``job.with_(**changes)``: the same numbers, however the job is
+    given. The step (this function reads like it): validate the job, split
+    the layers, simulate the schedule (:func:`actmem.run.step_setup.step_setup`),
+    then per stage the states, the moments and the timeline, then the peak
+    (:func:`stage_memory`); each feature changes them through one interface
+    (:mod:`actmem.run.features`).
+
     Args:
-        model: a :class:`ModelConfig` (e.g. ``actmem.PRESETS["llama2-7b"]``).
+        job: a :class:`actmem.Job`, or a :class:`ModelConfig` (e.g.
+            ``actmem.PRESETS["llama2-7b"]``) with the options below.
         t, p, d: tensor-, pipeline- and data-parallel sizes.
         ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
             model (:func:`actmem.model_states`; etp default t), for its
@@ -178,122 +150,65 @@ def training_memory(model: ModelConfig, *, t: int = 1, p: int = 1, d: int = 1,
     Raises:
         TypeError, ValueError: any invalid value; the message names it.
     """
-    k, fp8, fusion = check_training(
-        model, t=t, p=p, d=d, m=m, v=v, cp=cp, schedule=schedule,
-        sequence_parallel=sequence_parallel, recompute=recompute,
-        recompute_num_layers=recompute_num_layers, recompute_modules=recompute_modules,
-        precision=precision, autocast_device=autocast_device,
-        fused_projections=fused_projections, logits_bytes=logits_bytes, loss=loss,
-        loss_chunk_tokens=loss_chunk_tokens, gradient_buffer=gradient_buffer,
-        gradient_accumulation_fusion=gradient_accumulation_fusion,
-        create_attention_mask_in_dataloader=create_attention_mask_in_dataloader,
-        transformer_engine=transformer_engine, fp8=fp8,
-        cpu_offloading_num_layers=cpu_offloading_num_layers)
-    check_fsdp2(model, use_torch_fsdp2=use_torch_fsdp2,
-                reshard_after_forward=reshard_after_forward, t=t, p=p, v=v, ep=ep,
-                schedule=schedule, zero_stage=zero_stage,
-                distributed_optimizer=distributed_optimizer, gradient_buffer=gradient_buffer,
-                precision=precision, fp8=fp8, cpu_offloading_num_layers=cpu_offloading_num_layers,
-                recompute_modules=recompute_modules)
-    expert_data_parallel(model, t, d, ep, etp, cp)
-    model, whole = rank_model(model, t, sequence_parallel, recompute, cp, cp_comm_type,  # s/cp
-                              hierarchical_context_parallel_sizes, precision), model
-    sharded = use_torch_fsdp2 and fsdp2(whole, d * cp, reshard_after_forward)
-    capacity = None if gpu_memory is None else gpu_capacity(gpu_memory)
-    gpu = find_gpu(gpu_memory)
-    workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
-                                    cublas_workspace_config, transformer_engine).values())
-    uneven = dict(stage_layers=stage_layers,
-                  decoder_first_pipeline_num_layers=decoder_first_pipeline_num_layers,
-                  decoder_last_pipeline_num_layers=decoder_last_pipeline_num_layers,
-                  account_for_embedding_in_pipeline_split=account_for_embedding_in_pipeline_split,
-                  account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split)
-    split = split_layers(model.L, p, v, **uneven)  # cheap checks before the simulation
-    check_size(p, m, v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")  # cheaply first
-    plan = simulate_schedule(schedule, p, m, v, order)
-    check_uneven_split(plan.v_shaped, schedule, uneven)
-    spare = reserve_bytes(reserve, capacity)
-    layer_options = {}  # the run's other LayerConfig options (ModelConfig.layer)
-    if recompute_modules is not None:
-        layer_options["recompute_modules"] = recompute_modules
-    if fp8:
-        layer_options["fp8"] = fp8
-    base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
-    first = embedding_activations(base, t, sequence_parallel, layer_options)
-    last = precision_outputs(output_activations(base, t, sequence_parallel, logits_bytes,
-                                                layer_options), precision)
-    shape = model.layer(t, moe=False)  # s, b, h
-    tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
-    chunk, gradients = None, 0  # what only loss="fused" takes (loss_bytes)
-    if loss == "fused":
-        chunk = positive_int("loss_chunk_tokens", fused_loss_chunk(tokens, vocab, shape.h)
-                             if loss_chunk_tokens is None else loss_chunk_tokens)
-        gradients = (last["output layer input"]
-                     + (2 + 2 * (precision != "bf16")) * vocab * shape.h)
-    losses = loss_bytes(loss, tokens * vocab, tokens, 4 if precision == "fp32" else 2,
-                        logits_bytes, chunk, gradients)
-    last["logits"] = losses["saved"]
-    tied = (2 + 2 * (precision != "bf16")) * vocab * shape.h  # the output weight's gradient
-    kinds = None if model.num_experts is None else kind_moments(  # MoE: layers by kind
-        model, t, sequence_parallel, recompute, k, ep=ep, etp=etp, weight_gradients=not fusion,
-        split_backward=plan.splits_backward, layer_options=layer_options)
-    moments = kinds[max(kinds)] if kinds else precision_moments(  # LoRA: fc2 is frozen
-        model, t, sequence_parallel, recompute, k, precision, fused_projections,
-        autocast_device, not fusion and model.lora_rank is None, layer_options)
-    if plan.splits_backward and not kinds:  # zero bubble: from I to W a pass keeps what W reads
-        rows = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
-                          autocast_device, layer_options)
-        moments = replace(moments, weight_rows=layer_weight_rows(
-            model, t, sequence_parallel, rows, layer_options))
-    moments = with_a2a_output(moments, whole, t, sequence_parallel, recompute, cp, cp_comm_type,
-                              hierarchical_context_parallel_sizes, layer_options)
-    moments, kinds = with_exchange(moments, kinds, whole, t, sequence_parallel, recompute, cp,
-                                   cp_comm_type, hierarchical_context_parallel_sizes, layer_options)
-    mask = shape.s * shape.b * shape.s * cp if create_attention_mask_in_dataloader else 0
-    offload = cpu_offloading_num_layers and cpu_offload(
-        model, t, cpu_offloading_num_layers, sequence_parallel, layer_options)
-    stages = []
-    for i in range(p):
-        stacks = kinds and stage_stacks(model.moe_pattern(), split, i, kinds, plan.v_shaped)
-        parts = ([stack_parts(stack, recompute, k) for stack in stacks] if stacks
-                 else [moment_parts(moments, n) for n in split[i]])
-        passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), first, last)
-                  for c in range(v)]
-        chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
-                   "output_activations": one.output + one.logits_loss}
-                  for (held, _), one in zip(parts, passes)]
-        states = model_states(model, t=t, p=p, d=d, ep=ep, etp=etp, cp=cp, accounting=accounting,
-                              zero_stage=zero_stage, stage_layers=tuple(map(sum, split)),
-                              distributed_optimizer=distributed_optimizer, stage=i, fp8=fp8,
-                              moe_layers=kinds and stage_moe_layers(model.moe_pattern(), split,
-                                                                    plan.v_shaped))
-        if precision != "bf16":
-            states = replace(states, **full_precision_states(
-                states.parameters, d * cp, zero_stage, distributed_optimizer))
-        if sharded:   # FSDP2's fp32 shards (actmem.run.fsdp)
-            states = replace(states, **sharded.states)
-        timeline = stage_timeline(
-            plan, i, states=vars(states), persistent_gradients=gradient_buffer == "persistent",
-            workspace=workspace, passes=passes,
-            layers=list(split[i]), layer=moments, loss=losses, mask=mask,
-            copies=autocast_copies(model, t, precision),
-            tied_gradient=tied * (model.tied_embeddings and p == 1 and not fusion
-                                  and model.lora_rank is None  # LoRA: embedding frozen
-                                  and not sharded),  # FSDP2: the root's, actmem.run.fsdp
-            stacks=stacks)
-        if sharded:
-            timeline = fsdp_timeline(timeline, sharded, moments.kept, passes[0].embedding, k,
-                                     recompute == "full")
-        stages.append(StageMemory(i, states.weights, states.gradients, states.optimizer,
-                                  **plan.peak_parts(i, chunks, _pending(
-                                      moments, stacks or [(moments,) * n for n in split[i]])),
-                                  recompute_working_set=max(w for _, w in parts),
-                                  reserve=spare, timeline=timeline))
-        if offload:  # n layers' offloadable rows on the host while a pass is held
-            stages[-1] = replace(stages[-1], timeline=offloaded_timeline(timeline, offload.saving),
-                                 layer_activations=stages[-1].layer_activations - offload.saving,
-                                 host_memory=offload.host)
-    return TrainingMemory(tuple(stages), capacity)
+    job = as_job(job, options)   # validated: its checks found its setup
+    setup = step_setup(job)
+    return TrainingMemory(tuple(stage_memory(setup, i) for i in range(job.p)), setup.capacity)
+
+
+def stage_memory(setup: StepSetup, i: int) -> StageMemory:
+    """Stage ``i``'s memory: its layers' parts, its passes, its model states
+    and its step's timeline, each as the job's features change them."""
+    j, plan, moments = setup.job, setup.plan, setup.moments
+    stacks = setup.kinds and stage_stacks(setup.model.moe_pattern(), setup.split, i,
+                                          setup.kinds, plan.v_shaped)
+    parts = ([stack_parts(stack, j.recompute, j.recompute_num_layers) for stack in stacks]
+             if stacks else [moment_parts(moments, n) for n in setup.split[i]])
+    passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), setup.first, setup.last)
+              for c in range(j.v)]
+    chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
+               "output_activations": one.output + one.logits_loss}
+              for (held, _), one in zip(parts, passes)]
+    states = stage_states(setup, i)
+    timeline = stage_timeline(
+        plan, i, states=vars(states), persistent_gradients=j.gradient_buffer == "persistent",
+        workspace=setup.workspace, passes=passes, layers=list(setup.split[i]), layer=moments,
+        loss=setup.losses, mask=setup.mask,
+        copies=autocast_copies(setup.model, j.t, j.precision),
+        tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks)
+    for feature in FEATURES:
+        timeline = feature.timeline(setup, timeline, passes)
+    stage = StageMemory(i, states.weights, states.gradients, states.optimizer,
+                        **plan.peak_parts(i, chunks, _pending(
+                            moments, stacks or [(moments,) * n for n in setup.split[i]])),
+                        recompute_working_set=max(w for _, w in parts),
+                        reserve=setup.reserve, timeline=timeline)
+    for feature in FEATURES:
+        stage = feature.stage(setup, stage)
+    return stage
+
+
+def stage_states(setup: StepSetup, i: int):
+    """Stage ``i``'s model states (:func:`actmem.model_states`), as the
+    features change them."""
+    j, split = setup.job, setup.split
+    states = model_states(
+        setup.model, t=j.t, p=j.p, d=j.d, ep=j.ep, etp=j.etp, cp=j.cp, accounting=j.accounting,
+        zero_stage=j.zero_stage, stage_layers=tuple(map(sum, split)),
+        distributed_optimizer=j.distributed_optimizer, stage=i, fp8=setup.fp8,
+        moe_layers=setup.kinds and stage_moe_layers(setup.model.moe_pattern(), split,
+                                                    setup.plan.v_shaped))
+    for feature in FEATURES:
+        states = feature.states(setup, states)
+    return states
+
+
+def _tied_gradient_waits(setup: StepSetup) -> bool:
+    """Whether the output layer's weight gradient waits for the embedding's
+    on this GPU: one weight for both (tied embeddings) on one stage,
+    gradients not fused into the buffer, and no feature that says otherwise."""
+    j = setup.job
+    return (setup.model.tied_embeddings and j.p == 1 and not setup.fusion
+            and all(feature.keeps_tied_gradient(setup) for feature in FEATURES))
 
 
 def _pending(moments, stacks) -> list[dict[str, int]] | None:

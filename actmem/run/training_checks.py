@@ -159,3 +159,63 @@ def check_fsdp2(model, *, use_torch_fsdp2, reshard_after_forward, t, p, v, ep, s
                 "--use-torch-fsdp2; FSDP2 "
                 "shards the states itself and makes gradients in backward; "
                 "actmem.run.fsdp covers dense bf16 layers at t=1)")
+
+
+def check_job(job) -> None:
+    """Check every option of the :class:`actmem.Job` ``job`` in the order
+    :func:`actmem.training_memory` always has: each argument alone
+    (:func:`check_training`), FSDP2's rules, the expert sizes, the
+    context-parallel layout, the GPU and its workspaces, the layer split,
+    the schedule (its size first, then its rules, without building it), an
+    uneven split on a V, the reserve, a fused loss's chunk; then what only
+    the layers and the states check, by finding the job's shared values
+    (:func:`actmem.run.step_setup.step_setup`, kept for
+    :func:`actmem.training_memory`) and its first stage's states. A job
+    that is built can be computed.
+
+    Raises:
+        TypeError, ValueError: the first invalid option; the message names it.
+    """
+    from ..layer.context_parallel import rank_model
+    from .framework import workspace_bytes
+    from .gpus import find_gpu, gpu_capacity
+    from .schedule_rules import MAX_TIMELINE_OPERATIONS, check_schedule, check_size
+    from .stage_split import split_layers
+    from .states import expert_data_parallel
+    from .zero_bubble import V_SHAPED
+    o = job.options
+    check_training(job.model, **{name: o[name] for name in _TRAINING_CHECKED})
+    check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
+    expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
+    rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
+               job.hierarchical_context_parallel_sizes, job.precision)
+    capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
+    gpu = find_gpu(job.gpu_memory)
+    workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
+                    job.transformer_engine)
+    uneven = {name: o[name] for name in UNEVEN}
+    split_layers(job.model.L, job.p, job.v, **uneven)
+    check_size(job.p, job.m, job.v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")
+    check_schedule(job.schedule, job.p, job.m, job.v, job.order)
+    check_uneven_split(job.schedule in V_SHAPED, job.schedule, uneven)
+    reserve_bytes(job.reserve, capacity)
+    if job.loss == "fused" and job.loss_chunk_tokens is not None:
+        positive_int("loss_chunk_tokens", job.loss_chunk_tokens)
+    from .peak import stage_states
+    from .step_setup import step_setup
+    stage_states(step_setup(job), 0)   # the layers' and the states' own checks
+
+
+UNEVEN = ("stage_layers", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+"""The options of an uneven layer split (:func:`actmem.split_layers`)."""
+_TRAINING_CHECKED = (
+    "t", "p", "d", "m", "v", "cp", "schedule", "sequence_parallel", "recompute",
+    "recompute_num_layers", "recompute_modules", "precision", "autocast_device",
+    "fused_projections", "logits_bytes", "loss", "loss_chunk_tokens", "gradient_buffer",
+    "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
+    "transformer_engine", "fp8", "cpu_offloading_num_layers")
+_FSDP2_CHECKED = (
+    "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
+    "distributed_optimizer", "gradient_buffer", "precision", "fp8",
+    "cpu_offloading_num_layers", "recompute_modules")

@@ -1,0 +1,148 @@
+"""The features of a training job, each through one interface.
+
+:func:`actmem.training_memory` composes the step (:mod:`actmem.run.peak`)
+and has no case for any feature: each :class:`Feature` says what it
+changes, in the order of the step:
+
+* :meth:`Feature.setup`: the layers' moments every stage shares
+  (:class:`actmem.run.step_setup.StepSetup`);
+* :meth:`Feature.states`: a stage's weights, gradients and optimizer states;
+* :meth:`Feature.keeps_tied_gradient`: whether the tied output weight's
+  gradient waits for the embedding's (:func:`actmem.run.timeline.stage_timeline`);
+* :meth:`Feature.timeline`: the events of a stage's step;
+* :meth:`Feature.stage`: the stage's parts.
+
+Each hook returns what it is given when the job does not use the feature.
+What a feature changes in one layer's rows (FP8, LoRA, MoE, named-module
+recomputation, multi-latent attention) is the layer's
+(:meth:`actmem.ModelConfig.layer` and :mod:`actmem.layer`), and reaches the
+step through the layers' moments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..layer.context_parallel import with_a2a_output
+from .cp_timeline import with_exchange
+from .fsdp import fsdp2, fsdp_timeline
+from .offload import cpu_offload, offloaded_timeline
+from .precision import full_precision_states, layer_rows
+from .split_backward import layer_weight_rows
+
+
+class Feature:
+    """What one feature changes (module docstring); by default nothing."""
+
+    def setup(self, setup):
+        return setup
+
+    def states(self, setup, states):
+        return states
+
+    def keeps_tied_gradient(self, setup) -> bool:
+        return True
+
+    def timeline(self, setup, timeline, passes):
+        return timeline
+
+    def stage(self, setup, stage):
+        return stage
+
+
+class SplitBackward(Feature):
+    """Zero-bubble schedules (:mod:`actmem.run.split_backward`): from its
+    input-gradient step to its weight-gradient step a pass keeps what the
+    weight gradients read (a dense model's layers; an MoE model's kinds
+    carry theirs, :func:`actmem.run.moe_timeline.kind_moments`)."""
+
+    def setup(self, setup):
+        j, model = setup.job, setup.model
+        if not setup.plan.splits_backward or setup.kinds:
+            return setup
+        rows = layer_rows(model, j.t, j.sequence_parallel, "none", j.precision,
+                          j.fused_projections, j.autocast_device, setup.layer_options)
+        return replace(setup, moments=replace(setup.moments, weight_rows=layer_weight_rows(
+            model, j.t, j.sequence_parallel, rows, setup.layer_options)))
+
+
+class ContextParallel(Feature):
+    """Context parallelism (:mod:`actmem.layer.context_parallel`,
+    :mod:`actmem.run.cp_timeline`): the a2a output row, and each layer's
+    key/value exchange buffers in its attention; nothing at cp = 1."""
+
+    def setup(self, setup):
+        j = setup.job
+        cp = (j.t, j.sequence_parallel, j.recompute, j.cp, j.cp_comm_type,
+              j.hierarchical_context_parallel_sizes, setup.layer_options)
+        moments = with_a2a_output(setup.moments, setup.whole, *cp)
+        moments, kinds = with_exchange(moments, setup.kinds, setup.whole, *cp)
+        return replace(setup, moments=moments, kinds=kinds)
+
+
+class FullPrecision(Feature):
+    """fp32 and autocast (:mod:`actmem.run.precision`): fp32 parameters,
+    gradients and Adam states."""
+
+    def states(self, setup, states):
+        j = setup.job
+        if j.precision == "bf16":
+            return states
+        return replace(states, **full_precision_states(
+            states.parameters, j.d * j.cp, j.zero_stage, j.distributed_optimizer))
+
+
+class LoRA(Feature):
+    """Low-rank adapters (:mod:`actmem.layer.lora`): the embedding is
+    frozen, so a tied output weight makes no gradient to wait."""
+
+    def keeps_tied_gradient(self, setup) -> bool:
+        return setup.model.lora_rank is None
+
+
+class FSDP2(Feature):
+    """PyTorch's ``fully_shard`` (:mod:`actmem.run.fsdp`): fp32 shards as the
+    states, the gathered parameters and reduce-scatter buffers on the
+    timeline; the tied weight's gradient is the root's."""
+
+    def _sharded(self, setup):
+        j = setup.job
+        return j.use_torch_fsdp2 and fsdp2(setup.whole, j.d * j.cp, j.reshard_after_forward)
+
+    def states(self, setup, states):
+        sharded = self._sharded(setup)
+        return replace(states, **sharded.states) if sharded else states
+
+    def keeps_tied_gradient(self, setup) -> bool:
+        return not setup.job.use_torch_fsdp2
+
+    def timeline(self, setup, timeline, passes):
+        sharded = self._sharded(setup)
+        if not sharded:
+            return timeline
+        return fsdp_timeline(timeline, sharded, setup.moments.kept, passes[0].embedding,
+                             setup.job.recompute_num_layers, setup.job.recompute == "full")
+
+
+class Offload(Feature):
+    """Activation offloading (:mod:`actmem.run.offload`): n layers'
+    offloadable rows on the host while a pass is held."""
+
+    def setup(self, setup):
+        j = setup.job
+        if not j.cpu_offloading_num_layers:
+            return setup
+        return replace(setup, offload=cpu_offload(setup.model, j.t, j.cpu_offloading_num_layers,
+                                                  j.sequence_parallel, setup.layer_options))
+
+    def stage(self, setup, stage):
+        offload = setup.offload
+        if offload is None:
+            return stage
+        return replace(stage, timeline=offloaded_timeline(stage.timeline, offload.saving),
+                       layer_activations=stage.layer_activations - offload.saving,
+                       host_memory=offload.host)
+
+
+FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), LoRA(), FSDP2(), Offload())
+"""The features, in the order they apply."""
