@@ -281,6 +281,17 @@ class ModelConfig:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
+    @classmethod
+    def from_hf_config(cls, config, *, s: int, b: int, flash_attention: bool = True,
+                       source: str | None = None) -> "ModelConfig":
+        """The model of a Hugging Face ``config.json`` (a path or its dict),
+        trained on micro-batches of ``b`` sequences of ``s`` tokens:
+        :func:`actmem.run.hf_config.model_from_hf_config`, which says what
+        each key becomes and which are refused."""
+        from .hf_config import model_from_hf_config
+        return model_from_hf_config(config, s=s, b=b, flash_attention=flash_attention,
+                                    source=source)
+
 
 class ParameterCount(int):
     """The number of parameters of a model (an ``int``: the total), with its
