@@ -48,7 +48,7 @@ from .run.training import model_activation_memory, pipeline_stage_memory
 from .units import (UNITS, convert, format_bytes, format_change, format_value, parse_size,
                     to_gb, to_gib, to_mib)
 from .validate import common_divisors
-from .views.answers import hidden_answers
+from .views.answers import hidden_answers, hidden_figure
 
 __all__ = [
     "CATEGORIES", "Event", "GPU", "GPUS", "GRADIENT_BUFFERS", "LOSSES", "StageTimeline",
@@ -64,7 +64,8 @@ __all__ = [
     "format_change",
     "first_stage_memory_1f1b", "format_bytes", "format_value",
     "LANGUAGES", "get_language", "set_language",
-    "gpipe_in_flight", "hidden_answers", "interleaved_factor", "interleaved_factor_holds",
+    "gpipe_in_flight", "hidden_answers", "hidden_figure", "interleaved_factor",
+    "interleaved_factor_holds",
     "interleaved_first_stage_memory", "interleaved_in_flight", "ledger_rows",
     "model_activation_memory", "one_f_one_b_in_flight", "pipeline_stage_memory",
     "paper_formula", "row_coefficient", "simulate_schedule", "table2", "to_gb", "to_gib", "to_mib",

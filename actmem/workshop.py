@@ -3,10 +3,13 @@
 Writes two folders under ``OUT_DIR`` (which must not exist, or be empty),
 each with the English notebooks and, in ``zh/``, the Chinese ones:
 
-* ``learner/``: every notebook with outputs cleared, the answer cells (the
-  last code cell, which prints inside :func:`actmem.hidden_answers`) and
-  every ``<details>`` answer removed, speaker notes removed; the exercises
-  and the set-up cell stay. Attendees run it top to bottom.
+* ``learner/``: the learner version of every notebook
+  (:func:`actmem.learner.learner_version`: no speaker notes, no test checks,
+  no outputs) with the answers removed too: the answer cells (the last code
+  cell, which prints inside :func:`actmem.hidden_answers`) and every
+  ``<details>`` answer; the exercises and the set-up cell stay. Attendees
+  run it top to bottom. (A learner studying alone uses the README's Learn
+  command instead, :mod:`actmem.learn`, which keeps the answers, folded.)
 * ``instructor/``: the notebooks as they are, outputs and answers kept,
   with the speaker notes (slideshow ``notes`` cells, which start with
   "Speaker notes" or 讲师提示) shown as ordinary cells.
@@ -24,8 +27,8 @@ from pathlib import Path
 
 import nbformat
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-"""The course's notebooks in a checkout of the repository."""
+from .learner import NOTEBOOKS, course_notebooks, is_notes, learner_version
+
 ANSWER = re.compile(r"\n?[ \t]*<details><summary>(?:Answer|答案)</summary>.*?</details>"
                     r"[ \t]*\n?", re.DOTALL)
 """One exercise answer in a markdown cell (with the blank lines around it),
@@ -40,21 +43,13 @@ def is_answer_cell(cell) -> bool:
     return cell.cell_type == "code" and "actmem.hidden_answers()" in cell.source
 
 
-def is_notes(cell) -> bool:
-    """A speaker-notes cell (slideshow type ``notes``)."""
-    return cell.metadata.get("slideshow", {}).get("slide_type") == "notes"
-
-
 def learner_copy(nb):
-    """``nb`` without outputs, answers or speaker notes (a new notebook)."""
-    nb = nbformat.from_dict(nb)
-    nb.cells = [c for c in nb.cells if not is_answer_cell(c) and not is_notes(c)]
+    """``nb``'s learner version without its answers (a new notebook)."""
+    nb = learner_version(nb)
+    nb.cells = [c for c in nb.cells if not is_answer_cell(c)]
     for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-        else:
+        if cell.cell_type == "markdown":
             cell.source = ANSWER_NOTE.sub("\n", ANSWER.sub("\n", cell.source)).rstrip() + "\n"
-    nb.metadata.pop("widgets", None)
     return nb
 
 
@@ -65,13 +60,6 @@ def instructor_copy(nb):
         if is_notes(cell):
             cell.metadata["slideshow"]["slide_type"] = "-"
     return nb
-
-
-def course_notebooks(source: Path) -> list[Path]:
-    """The notebooks of ``source`` and of its language folders (``zh/``),
-    as paths relative to ``source``."""
-    found = [*sorted(source.glob("*.ipynb")), *sorted(source.glob("*/*.ipynb"))]
-    return [p.relative_to(source) for p in found if ".ipynb_checkpoints" not in p.parts]
 
 
 def write_copies(out_dir: Path, source: Path = NOTEBOOKS) -> list[Path]:
@@ -105,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command line; exits 2 with one line on a bad OUT_DIR or source."""
     parser = argparse.ArgumentParser(
         prog="python -m actmem.workshop",
-        description="Write a learner copy (no outputs, no answers) and an instructor "
-                    "copy (everything, speaker notes shown) of the course's notebooks.")
+        description="Write a workshop's learner copy (no outputs, no answers) and an "
+                    "instructor copy (everything, speaker notes shown) of the course's "
+                    "notebooks.")
     parser.add_argument("out_dir", metavar="OUT_DIR", type=Path,
                         help="a new (or empty) folder to write learner/ and instructor/ into")
     parser.add_argument("--source", type=Path, default=NOTEBOOKS,

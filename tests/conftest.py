@@ -34,11 +34,12 @@ loaded here has no deadline and no "too slow" health check; a test's own
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
 import warnings
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -67,6 +68,21 @@ def pytest_xdist_auto_num_workers(config):
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (cores or 1) + 1
+
+
+def pytest_report_header(config):
+    """Before the first dot: what the run holds and about how long it takes
+    (issue 41: the README's test command said nothing for minutes)."""
+    root = Path(str(config.rootpath))
+    notebooks = len([*root.glob("notebooks/*.ipynb"), *root.glob("notebooks/zh/*.ipynb")])
+    torch = importlib.util.find_spec("torch") is not None
+    chromium = os.environ.get("ACTMEM_CHROMIUM", "/usr/bin/chromium")
+    browser = (f"the browser suite in {chromium}" if os.access(chromium, os.X_OK) else
+               f"no browser suite (no Chromium at {chromium}: skipped)")
+    return [f"actmem: unit tests, {notebooks} notebooks under nbval (English and Chinese), "
+            f"{browser}; torch {'found' if torch else 'not installed: its tests are skipped'}",
+            "actmem: about 9 minutes on a quiet 2-core machine with torch and Chromium "
+            "(CONTRIBUTING.md); a dot per test passed, reasons for skips at the end"]
 
 
 def pytest_configure(config):

@@ -418,3 +418,21 @@ def test_workshop_file_errors_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and err.splitlines()[-1].startswith(
             "python -m actmem.workshop: error:")
+
+
+HELP = [["-m", "actmem"], ["-m", "actmem", "train"], ["-m", "actmem", "cheatsheet"],
+        ["-m", "actmem.workshop"], ["-m", "actmem.learn"],
+        [str(Path(__file__).resolve().parents[1] / "tools" / "refresh_notebooks.py")]]
+"""actmem's command lines (the measurement's, ``actmem.measure``, has its own tests)."""
+
+
+@pytest.mark.parametrize("command", HELP, ids=lambda c: " ".join(c[-2:]))
+def test_help_reads_as_plain_text(command):
+    """Issue 41: --help showed the docstrings' reST (``double backticks``,
+    :func: roles)."""
+    result = subprocess.run([sys.executable, *command, "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout
+    assert not [line for line in result.stdout.splitlines()
+                if "``" in line or ":func:" in line or ":mod:" in line], result.stdout

@@ -1,7 +1,9 @@
-"""The README's Learn command starts JupyterLab and it serves notebook 01.
+"""The README's Learn command starts JupyterLab and it serves notebook 01
+of the learner's own copy.
 
-Runs ``jupyter lab`` headless (no browser, free port, no token) with the
-notebooks folder as root, then asks the server for the notebook through the
+Runs ``python -m actmem.learn`` (issue 41) headless (no browser, free port,
+no token; those options go on to ``jupyter lab``) with the copy in a
+temporary folder, then asks the server for the notebook through the
 contents API and for the JupyterLab page that opens it. The server is
 always terminated.
 """
@@ -47,9 +49,9 @@ def wait_for(url: str, server, seconds: float = 90):
 @pytest.fixture
 def server(tmp_path):
     port = free_port()
-    command = [str(JUPYTER), "lab", "--no-browser", f"--port={port}", "--allow-root",
-               "--ServerApp.token=", "--ServerApp.password=",
-               f"--ServerApp.root_dir={ROOT / 'notebooks'}"]
+    command = [sys.executable, "-m", "actmem.learn", "--folder", str(tmp_path / "copy"),
+               "--no-browser", f"--port={port}", "--allow-root",
+               "--ServerApp.token=", "--ServerApp.password="]
     env = {"PATH": f"{JUPYTER.parent}:/usr/bin:/bin", "HOME": str(tmp_path),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -71,5 +73,7 @@ def test_jupyter_lab_serves_notebook_01(server):
     model = json.loads(body)
     assert status == 200 and model["type"] == "notebook" and model["name"] == NOTEBOOK
     assert model["content"]["cells"][0]["source"].startswith("# ")
+    sources = "".join(c["source"] for c in model["content"]["cells"])
+    assert "Speaker notes" not in sources and "<details>" in sources  # the learner's copy
     status, page = get(f"{base}/lab/tree/{NOTEBOOK}")
     assert status == 200 and b"JupyterLab" in page

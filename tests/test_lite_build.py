@@ -1,6 +1,7 @@
 """tools/build_lite.py builds the zero-install JupyterLite site offline.
 
-The site must hold every notebook (English and zh/), actmem's wheel indexed
+The site must hold every notebook (English and zh/, in the learner version
+of learner/), actmem's wheel indexed
 for the in-browser ``%pip`` (piplite), the Pyodide kernel and the ipywidgets
 manager. The site that carries Pyodide itself (``--pyodide``) is built and
 checked by tests/test_lite_kernel.py. The wheels of Pyodide's lock are checked here on small made-up wheels: a
@@ -40,13 +41,16 @@ def site(tmp_path_factory):
     return build_lite.build(tmp_path_factory.mktemp("lite") / "site")
 
 
-def test_every_notebook_is_in_the_site(site):
+def test_every_notebook_is_in_the_site_in_its_learner_version(site):
+    """The site serves learner/ (issue 41: what Colab and Binder open too),
+    one file for each notebook of notebooks/."""
+    assert build_lite.CONTENTS == ROOT / "learner"
     notebooks = sorted(p.relative_to(ROOT / "notebooks")
                        for p in (ROOT / "notebooks").rglob("*.ipynb"))
     assert len(notebooks) >= 18
     for name in notebooks:
         assert json.loads((site / "files" / name).read_text(encoding="utf-8")) == json.loads(
-            (ROOT / "notebooks" / name).read_text(encoding="utf-8")), name
+            (ROOT / "learner" / name).read_text(encoding="utf-8")), name
 
 
 def test_actmem_wheel_is_offered_to_piplite(site):

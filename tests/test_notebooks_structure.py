@@ -158,13 +158,18 @@ def test_no_formula_retyped_in_code(nb):
 
 
 def test_first_cell_links_colab_and_binder_at_the_release(request, nb):
+    """Both open the learner version (learner/, issue 41) at the release's
+    tag, and say beside the links that the release is not published yet."""
     name = request.node.callspec.id
     repo = repository_url().removeprefix("https://github.com/")
     first = nb.cells[0].source
     assert (f"(https://colab.research.google.com/github/{repo}/blob/{release_tag()}"
-            f"/notebooks/{name})") in first
+            f"/learner/{name})") in first
     assert (f"(https://mybinder.org/v2/gh/{repo}/{release_tag()}"
-            f"?labpath=notebooks%2F{name})") in first
+            f"?labpath=learner%2F{name})") in first
+    assert (ROOT / "learner" / name).is_file()
+    links = next(line for line in first.splitlines() if "colab.research.google.com" in line)
+    assert f"release {release_tag()}: until that release is published" in links
 
 
 RANDOM_SEED = re.compile(r"(random|dropout|per-rank) seeds?|manual_seed", re.I)
@@ -220,12 +225,70 @@ def test_the_answers_stay_closed(nb):
     assert "collapsed" in nb.cells[nb.cells.index(answers) - 1].source
 
 
-def test_a_predict_prompt_hides_the_result_below_it(nb):
-    answers = code_cells(nb)[-1]  # closed by hidden_answers instead
+CLOSED = re.compile(r"^(?:with actmem\.hidden_answers\(\"Show the result\"\):\n"
+                    r"|(?:.*\n)+actmem\.hidden_figure\(\w+\)$)")
+"""A "predict first" cell: it prints inside ``hidden_answers("Show the
+result")`` or ends by showing its figure with ``hidden_figure``."""
+
+
+def test_a_predict_prompt_closes_the_result_below_it(nb):
+    """Issue 41 item 1: the result under a "predict first" prompt stays
+    closed after Run All (a <details> that running writes closed again),
+    not collapsed with the output flag that running clears."""
+    answers = code_cells(nb)[-1]
+    prompts = 0
     for before, cell in zip(nb.cells, nb.cells[1:]):
         if before.cell_type == "markdown" and re.search(r"\bpredict", before.source, re.I) \
                 and cell.cell_type == "code" and cell is not answers:
-            assert hidden(cell, "outputs"), before.source[:80]
+            prompts += 1
+            assert CLOSED.match(cell.source), cell.source
+            assert 'click "Show the result"' in before.source, before.source[-120:]
+            assert [o.output_type for o in cell.outputs] == ["display_data"]
+            assert cell.outputs[0].data["text/html"].startswith("<details><summary>")
+    closed = [c for c in code_cells(nb) if CLOSED.match(c.source)]
+    assert len(closed) == prompts
+
+
+ALL_NOTEBOOKS = [*NOTEBOOKS, *sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))]
+
+
+def test_there_are_predict_first_cells_of_both_kinds():
+    sources = [c.source for path in NOTEBOOKS for c in code_cells(load(path))]
+    assert sum("hidden_answers(\"Show the result\")" in s for s in sources) >= 3
+    assert sum("hidden_figure(" in s for s in sources) >= 1
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS,
+                         ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_no_answer_relies_on_the_collapsed_output_flag(path):
+    """JupyterLab clears ``outputs_hidden`` when the cell runs (and autosave
+    then changes the file): no cell of either language may carry it."""
+    flagged = [i for i, c in enumerate(load(path).cells)
+               if "outputs_hidden" in c.metadata.get("jupyter", {}) or "collapsed" in c.metadata]
+    assert flagged == []
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS,
+                         ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_the_kernelspec_is_the_same_in_every_notebook(path):
+    """One kernelspec, as ipykernel names it, so that JupyterLab's save and
+    a refresh leave it alone (issue 41 item 3)."""
+    assert load(path).metadata["kernelspec"] == {
+        "display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def test_widget_checks_are_tagged_test_check(nb):
+    """A cell that drives a widget and asserts what it shows, for the tests,
+    is tagged ``test-check`` (the learner version leaves it out), and only
+    such a cell or the prose that introduces it is."""
+    for cell in nb.cells:
+        tagged = "test-check" in cell.metadata.get("tags", [])
+        if cell.cell_type == "code":
+            check = ("nbval-ignore-output" in cell.metadata.get("tags", [])
+                     and "assert " in cell.source and "display(" not in cell.source)
+            assert tagged == check, cell.source[:80]
+        elif tagged:
+            assert re.search(r"for the tests|automated tests|as a person would", cell.source)
 
 
 def unused_imports(sources: list[str]) -> list[str]:

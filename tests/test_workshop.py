@@ -1,6 +1,6 @@
 """``python -m actmem.workshop OUT_DIR`` (issue 12): a learner copy with no
-answers that still runs top to bottom, an instructor copy with everything,
-clear errors, and notebooks/ left untouched."""
+answers and no test checks that still runs top to bottom, an instructor copy
+with everything, clear errors, and notebooks/ left untouched."""
 
 import re
 from pathlib import Path
@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from actmem.learner import is_test_check
 from actmem.workshop import ANSWER, is_answer_cell, is_notes, learner_copy, main, write_copies
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -80,18 +81,20 @@ def code(nb) -> list[str]:
 
 
 @pytest.mark.parametrize("path", PATHS, ids=name)
-def test_the_learner_copy_runs_a_prefix_of_what_nbval_runs(copies, path):
+def test_the_learner_copy_runs_what_nbval_runs_less_checks_and_answers(copies, path):
     """The learner copy's code is the original's code cells in order, less the
-    last one (the answers' cell, which no cell after it can use). nbval runs the
-    original (README's test command, or ``pytest notebooks/NN.ipynb``) and fails
-    on any exception, so every cell of the copy runs without error too; the copy
-    runs in another folder, so no code cell may read a file beside the notebook.
-    One copy is also run for real (below)."""
+    test checks (tagged ``test-check``: no kept cell reads what they bind,
+    tests/test_learner_copy.py) and the last one (the answers' cell, which no
+    cell after it can use). nbval runs the original (README's test command, or
+    ``pytest notebooks/NN.ipynb``) and fails on any exception, so every cell of
+    the copy runs without error too; the copy runs in another folder, so no
+    code cell may read a file beside the notebook. One copy is also run for
+    real (below)."""
     original = nbformat.read(path, as_version=4)
     learner = nbformat.read(copies / "learner" / name(path), as_version=4)
     cells = [c for c in original.cells if c.cell_type == "code"]
     assert is_answer_cell(cells[-1]) and not any(is_answer_cell(c) for c in cells[:-1])
-    assert code(learner) == code(original)[:-1]
+    assert code(learner) == [c.source for c in cells[:-1] if not is_test_check(c)]
     assert not [s for s in code(learner) if FILE_ACCESS.search(s)]
     assert not [o for c in original.cells for o in c.get("outputs", [])
                 if o.output_type == "error"]  # nbval compares against these
@@ -105,8 +108,9 @@ def test_a_learner_copy_runs_top_to_bottom(copies, path):
     nb = nbformat.read(copies / "learner" / path.name, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(copies / "learner")}}).execute()
+    original = nbformat.read(path, as_version=4)
     assert len([c for c in nb.cells if c.cell_type == "code"]) == len(
-        code(nbformat.read(path, as_version=4))) - 1
+        [c for c in original.cells if c.cell_type == "code" and not is_test_check(c)]) - 1
     assert all(o.output_type != "error" for c in nb.cells for o in c.get("outputs", []))
 
 

@@ -13,7 +13,8 @@ are on no index reachable here: PyPI serves none (checked 2026-12-01); they
 come from Pyodide's own distribution (``--wheels`` folder).
 
 ``build`` runs the ``jupyter lite`` CLI of jupyterlite-core and the Pyodide
-kernel 0.8.6 (the ``lite`` extra) with the notebooks (English and zh/), the
+kernel 0.8.6 (the ``lite`` extra) with the learner version of the notebooks
+(``learner/``, English and zh/: :mod:`actmem.learner`), the
 widget manager of the installed jupyterlab_widgets and actmem's wheel (built
 from this checkout) for piplite. With ``--pyodide`` the site serves Pyodide
 itself from ``static/pyodide/`` with a lock written for it: the packages the
@@ -27,6 +28,8 @@ compiled one must have the lock's file name and sha256; a pure one from PyPI
 replaces the lock's (Pyodide rebuilds them, so the sha256 differs) and its
 entry is rewritten. Without ``--pyodide`` the kernel loads Pyodide from its
 CDN.
+
+Both steps say on stderr what they are doing, step by step.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CONTENTS = ROOT / "learner"
+"""What the site serves: the learner version of the course (no speaker notes,
+no test checks, answers folded), which Colab and Binder open too."""
 PYODIDE_VERSION = "314.0.6"  # jupyterlite_pyodide_kernel.constants.PYODIDE_VERSION
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 KERNEL = ("micropip", "comm", "ipython", "jedi")  # what the kernel worker loads first
@@ -59,6 +65,11 @@ PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 def norm(name: str) -> str:
     """A distribution name as the lock keys it (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def say(message: str) -> None:
+    """One line of progress on stderr (stdout carries the result)."""
+    print(f"build_lite: {message}", file=sys.stderr, flush=True)
 
 
 def sha256(path: Path) -> str:
@@ -185,6 +196,7 @@ def build(out: Path, pyodide: Path | None = None, wheels=(), contents=()) -> Pat
     jupyter = Path(sys.executable).parent / "jupyter"
     with tempfile.TemporaryDirectory() as tmp:
         lite_dir = Path(tmp)
+        say("building actmem's wheel from this checkout")
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                         "--no-build-isolation", "--wheel-dir", str(lite_dir / "wheels"),
                         str(ROOT)], check=True)
@@ -193,8 +205,9 @@ def build(out: Path, pyodide: Path | None = None, wheels=(), contents=()) -> Pat
             preload = serve_pyodide(lite_dir / "static" / "pyodide", pyodide, wheels,
                                     actmem_wheel)
         shutil.rmtree(out, ignore_errors=True)
+        say(f"jupyter lite build: {CONTENTS.relative_to(ROOT)}/ into {out}")
         subprocess.run([str(jupyter), "lite", "build", "--lite-dir", str(lite_dir),
-                        "--contents", str(ROOT / "notebooks"),
+                        "--contents", str(CONTENTS),
                         *[arg for path in contents for arg in ("--contents", str(path))],
                         "--piplite-wheels", str(actmem_wheel),
                         "--output-dir", str(out.resolve()), "--no-sourcemaps"],
@@ -212,8 +225,11 @@ def download(url: str, accept: str | None = None) -> bytes:
 
 def fetch(folder: Path) -> Path:
     """Download Pyodide's npm package and the pure wheels into ``folder``."""
+    say(f"fetching the npm package pyodide {PYODIDE_VERSION} (registry.npmjs.org)")
     meta = json.loads(download(f"https://registry.npmjs.org/pyodide/{PYODIDE_VERSION}"))
     tarball = download(meta["dist"]["tarball"])
+    say(f"checking its {len(tarball) / 2**20:.1f} MiB against npm's integrity, unpacking "
+        f"to {folder / 'pyodide'}")
     algorithm, digest = meta["dist"]["integrity"].split("-", 1)
     if base64.b64encode(hashlib.new(algorithm, tarball).digest()).decode() != digest:
         raise ValueError(f"pyodide {PYODIDE_VERSION}: the tarball does not match npm's integrity")
@@ -223,10 +239,12 @@ def fetch(folder: Path) -> Path:
         shutil.copytree(Path(tmp) / "package", folder / "pyodide")
     lock = lock_with_additions(json.loads((folder / "pyodide" / "pyodide-lock.json").read_text()))
     (folder / "wheels").mkdir(parents=True, exist_ok=True)
-    for name in needed(lock["packages"], [*KERNEL, *ACTMEM]):
-        spec = lock["packages"][name]
-        if not COMPILED.search(spec["file_name"]):
-            fetch_pure(name, spec["version"], folder / "wheels")
+    pure = [name for name in needed(lock["packages"], [*KERNEL, *ACTMEM])
+            if not COMPILED.search(lock["packages"][name]["file_name"])]
+    for k, name in enumerate(pure, 1):
+        version = lock["packages"][name]["version"]
+        say(f"[{k}/{len(pure)}] wheel {name} {version} from PyPI, checked against its sha256")
+        fetch_pure(name, version, folder / "wheels")
     return folder
 
 

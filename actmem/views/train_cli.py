@@ -33,6 +33,11 @@ from ..run.states import ACCOUNTINGS
 from ..units import format_bytes, format_change, format_value, parse_size
 
 
+DESCRIPTION = ("A GPU's peak training memory, stage by stage: each part in MiB, their sum, "
+               "and the peak, the most bytes alive at one moment of the step; with "
+               "--gpu-memory, the margin and whether it fits.")
+"""``--help``'s text: plain text (the module docstring's markup would show)."""
+
 MAX_INT_DIGITS = 30
 """Most digits an integer option takes (larger sizes describe no real model,
 and Python cannot print integers of more than 4,300 digits)."""
@@ -53,7 +58,7 @@ def count(text: str) -> int:
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``train`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("train", help="peak training memory per GPU, per stage",
-                              prog="actmem train", description=__doc__.splitlines()[0])
+                              prog="actmem train", description=DESCRIPTION)
     p.add_argument("--preset", required=True, choices=[*PRESETS, *MOE_PRESETS],
                    help="published model shape (actmem.PRESETS, actmem.MOE_PRESETS)")
     p.add_argument("-s", "--s", type=count, help="sequence length (the preset's)")

@@ -24,6 +24,7 @@ Screenshots go to artifacts/screenshots/ (printed at the end of the run).
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -31,6 +32,7 @@ from pathlib import Path
 import pytest
 
 import oracles
+from jlab import NOTEBOOKS as NOTEBOOK_DIR
 from jlab import (UNSUPPORTED, VISIBLE_NOTEBOOK, change_control, file_stem, notebook_names,
                   wait_settled)
 
@@ -85,6 +87,44 @@ def test_answers_stay_collapsed_after_run_all(runs, notebook):
     details = cell.locator(".jp-OutputArea-output details")
     assert details.count() == 1 and details.first.is_visible(), f"{notebook}: no closed answers"
     assert not details.first.locator("pre").is_visible(), f"{notebook}: the answers are shown"
+
+
+CLOSED_CELL = re.compile(r"hidden_answers\(|hidden_figure\(")
+"""Code that shows its result inside a closed <details> (actmem.views.answers)."""
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_no_answer_is_open_after_run_all(runs, notebook):
+    """Issue 41: after Run All every answer and every "predict first" result
+    is a closed <details> (one per cell that prints inside hidden_answers or
+    draws with hidden_figure); none is open."""
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: Run All failed ({rec['error']}); see test_run_all",
+                    pytrace=False)
+    expected = sum(bool(CLOSED_CELL.search("".join(c["source"])))
+                   for c in rec["saved"]["cells"] if c["cell_type"] == "code")
+    details = nb.page.locator(VISIBLE_NOTEBOOK + " .jp-OutputArea-output details")
+    assert details.count() == expected, f"{notebook}: {details.count()} of {expected} closed"
+    opened = [i for i in range(details.count()) if details.nth(i).evaluate("d => d.open")]
+    assert not opened, f"{notebook}: answers {opened} are open after Run All"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_saving_after_run_all_changes_only_outputs(runs, notebook):
+    """Issue 41 item 3: what Run All and a save (autosave does the same) write
+    differs from the file only in outputs: no cell's metadata (a collapsed
+    flag that running clears) and not the kernelspec."""
+    nb, rec = runs.get(notebook)
+    if rec["error"] is not None:
+        pytest.fail(f"{notebook}: Run All failed ({rec['error']}); see test_run_all",
+                    pytrace=False)
+    original = json.loads((NOTEBOOK_DIR / notebook).read_text(encoding="utf-8"))
+    saved = rec["saved"]
+    assert saved["metadata"]["kernelspec"] == original["metadata"]["kernelspec"]
+    changed = [i for i, (a, b) in enumerate(zip(saved["cells"], original["cells"], strict=True))
+               if a["metadata"] != b["metadata"] or a["source"] != b["source"]]
+    assert not changed, f"{notebook}: Run All and save changed cells {changed}"
 
 
 MISSING_GLYPHS_JS = r"""
