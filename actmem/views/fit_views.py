@@ -439,7 +439,6 @@ class FitPlanner(_Explorer):
         c["split"] = _dropdown("split", split_options(shape.L, p, v), split,
                                "a key of fit_views.split_keys(L, p, v)")
         c["split"].description = tr("layers per stage")
-        c["split"].style.description_width = "initial"
         instance("recompute", recompute, tuple, "('selective', 1)")  # before it is sliced
         recompute = (*recompute[:2], *(tuple(m) for m in recompute[2:]))
         c["recompute"] = _dropdown("recompute", recompute_options(
@@ -459,12 +458,15 @@ class FitPlanner(_Explorer):
         c["gradient_buffer"] = _dropdown(
             "gradient_buffer", [(tr(GRADIENT_LABELS[k]), k) for k in GRADIENT_BUFFERS],
             gradient_buffer)
-        # its name is wider than the usual description: give it the room it needs
-        c["gradient_buffer"].style.description_width = "initial"
         c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
         c["reserve"] = _reserve_dropdown(reserve)
         readouts = {"verdict": TEXT, "gpus": TEXT, "stages": HTML}
-        rows = [widgets.HBox([c[k] for k in row]) for row in (
+        for control in c.values():   # whole labels and options in either language: each
+            control.style.description_width = "initial"   # control as wide as its text,
+            if isinstance(control, widgets.Dropdown):   # a row wrapping when the page is narrow
+                control.layout.width = "max-content"
+        rows = [widgets.HBox([c[k] for k in row], layout=widgets.Layout(flex_flow="row wrap"))
+                for row in (
             ("model", "t", "p", "d", "ep", "etp"), ("s", "b", "split"),
             ("schedule", "v", "m", "recompute"), ("cp", "cp_comm_type", "fp8", "offload"),
             ("flash_attention", "sequence_parallel", "states"),
