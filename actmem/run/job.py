@@ -128,6 +128,17 @@ class Job:
         refuse_unknown("Job.with_", changes)
         return replace(self, **changes)
 
+    @classmethod
+    def from_megatron_args(cls, argv, *, world_size: int, env: dict | None = None,
+                           gpu=None) -> "Job":
+        """The job of a Megatron-LM ``pretrain_gpt.py`` launch: its arguments
+        (a list, or one string), its number of GPUs, the environment
+        variables that change memory and the GPU (a preset name):
+        :func:`actmem.run.megatron_args.job_from_megatron_args`, which says
+        how each argument is read, and which are refused."""
+        from .megatron_args import job_from_megatron_args
+        return job_from_megatron_args(argv, world_size=world_size, env=env, gpu=gpu)
+
     @property
     def options(self) -> dict:
         """Every option but the model, by name (``training_memory``'s

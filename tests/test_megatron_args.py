@@ -1,0 +1,107 @@
+"""Job.from_megatron_args (issue 43): a Megatron-LM launch as it is typed.
+
+The two public runs of actmem/data/megatron_runs.json are given exactly as
+Megatron-LM's CI launches them (their model_config.yaml's MODEL_ARGS and
+ENV_VARS at the pinned commit, on one 8-GPU node)."""
+
+import json
+from importlib import resources
+
+import pytest
+
+import actmem
+from actmem import Job, ModelConfig, training_memory
+from actmem.run.megatron_args import table
+
+RUNS = json.loads(resources.files("actmem").joinpath("data/megatron_runs.json").read_text())["runs"]
+BASE = ["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4",
+        "--seq-length", "512", "--max-position-embeddings", "512", "--micro-batch-size", "2",
+        "--global-batch-size", "16", "--tokenizer-type", "NullTokenizer", "--vocab-size", "1000",
+        "--bf16"]
+
+
+@pytest.mark.parametrize("name, within", [("gpt3_7b_tp4_pp1_memory_speed", 0.001),
+                                          ("gpt3_7b_tp1_pp4_memory_speed", 0.01)])
+def test_the_public_runs_as_launched_meet_their_measured_peak(name, within):
+    run = RUNS[name]
+    launch = run["launch"]
+    job = Job.from_megatron_args(launch["argv"], world_size=launch["world_size"],
+                                 env=launch["env"], gpu=run["gpu"])
+    peak = training_memory(job).stages[-1].peak   # the last rank's, as the golden values
+    measured = run["mem_max_allocated_bytes"]
+    assert abs(peak - measured) / measured < within
+    # the hand translation held in the same file missed --no-gradient-accumulation-fusion
+    by_hand = Job(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"])
+    assert job.model == by_hand.model.with_(source=job.model.source,
+                                            max_positions=job.model.s)   # the same table
+    assert job.changed().keys() - by_hand.changed().keys() == {"gradient_accumulation_fusion"}
+    assert job.gradient_accumulation_fusion is False
+
+
+def test_every_argument_of_the_pinned_commit_is_classified_with_why():
+    rows = table()
+    assert len(rows) == 840 and len({r["flag"] for r in rows}) == 840
+    assert {r["class"] for r in rows} == {"modelled", "neutral", "refused"}
+    assert all(len(r["why"]) > 8 for r in rows)
+    about = json.loads(resources.files("actmem").joinpath(
+        "data/megatron_arguments.json").read_text())["about"]
+    assert about["commit"].startswith("d98e8a64")
+
+
+def test_sizes_are_derived_as_megatron_lm_derives_them():
+    job = Job.from_megatron_args(
+        BASE + ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+                "--num-layers-per-virtual-pipeline-stage", "1"], world_size=8)
+    assert (job.t, job.p, job.d, job.m, job.v, job.schedule) == (2, 2, 2, 4, 2, "interleaved")
+    assert (job.model.vocab_size, job.precision, job.model.flash_attention) == (1000, "bf16", True)
+    other = Job.from_megatron_args(" ".join(BASE[:-1]) + " --tokenizer-type GPT2BPETokenizer"
+                                   " --recompute-granularity full --recompute-method uniform"
+                                   " --recompute-num-layers 2 --pipeline-model-parallel-size 2",
+                                   world_size=4)
+    assert (other.model.vocab_size, other.precision, other.recompute,
+            other.recompute_num_layers, other.p, other.d, other.m) == \
+        (50257, "fp32", "full", 2, 2, 2, 4)
+    local = Job.from_megatron_args(BASE + ["--transformer-impl", "local"], world_size=1)
+    unfused = Job.from_megatron_args(BASE, world_size=1,
+                                     env={"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "0"})
+    assert (local.model.flash_attention, local.transformer_engine,
+            unfused.model.flash_attention) == (False, False, False)
+
+
+def test_moe_launches_read_their_layer_pattern():
+    job = Job.from_megatron_args(
+        BASE + ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "128",
+                "--moe-layer-freq", "([0]*1+[1]*3)", "--moe-token-dispatcher-type", "alltoall",
+                "--expert-model-parallel-size", "2", "--swiglu", "--normalization", "RMSNorm",
+                "--disable-bias-linear"], world_size=2)
+    assert (job.model.num_experts, job.model.moe_layer_freq, job.ep, job.d) == \
+        (4, (0, 1, 1, 1), 2, 2)
+
+
+@pytest.mark.parametrize("extra, env, message", [
+    (["--fp16"], {}, r"--fp16 True: refused: Refused when set: fp16"),
+    (["--optimizer", "sgd"], {}, r"--optimizer sgd: refused: Refused unless 'adam'"),
+    (["--recompute-granularity", "full", "--recompute-method", "block"], {},
+     r"--recompute-method block: actmem models uniform"),
+    (["--tensor-model-parallel-sizes", "2"], {}, r"unrecognized arguments: "
+     r"--tensor-model-parallel-sizes"),
+    (["--tensor-model-parallel-size", "two"], {}, r"--tensor-model-parallel-size: invalid int"),
+    (["--num-experts", "4"], {}, r"--moe-token-dispatcher-type allgather: actmem models the "
+     "alltoall"),
+    (["--hidden-dropout", "0"], {}, r"--hidden-dropout 0.0 with --attention-dropout 0.1"),
+    (["--tokenizer-type", "HuggingFaceTokenizer"], {}, r"--tokenizer-type HuggingFaceTokenizer:"
+     r" its vocabulary size is in the tokenizer's files"),
+    ([], {"MY_FLAG": "1"}, r"environment variable MY_FLAG='1' is not modelled"),
+    (["--global-batch-size", "12"], {}, r"--global-batch-size 12 must be a multiple of "
+     r"--micro-batch-size 2 times d=4"),
+])
+def test_what_is_not_modelled_is_refused_by_name(extra, env, message):
+    with pytest.raises(ValueError, match=message):
+        Job.from_megatron_args(BASE + extra, world_size=4, env=env)
+
+
+def test_a_world_size_that_does_not_divide_is_named():
+    with pytest.raises(ValueError, match=r"world_size=6 must be a multiple of t\*p\*cp=4"):
+        Job.from_megatron_args(BASE + ["--tensor-model-parallel-size", "4"], world_size=6)
+    with pytest.raises(ValueError, match="--seq-length is needed"):
+        Job.from_megatron_args(BASE[:6] + BASE[8:], world_size=1)
