@@ -68,8 +68,11 @@ def test_a_job_is_checked_when_it_is_built_in_training_memorys_order():
         Job(P, tp=2)
     with pytest.raises(TypeError, match=r"training_memory\(\) got unknown keyword argument pp"):
         training_memory(Job(P), pp=2)
-    with pytest.raises(TypeError, match=r"Job.with_\(\) got unknown keyword argument model"):
-        Job(P).with_(model=P)
+    with pytest.raises(TypeError, match=r"Job.with_\(\) got unknown keyword argument tp"):
+        Job(P).with_(tp=2)
+    with pytest.raises(TypeError, match=r"training_memory\(\) got unknown keyword argument model"):
+        training_memory(Job(P), model=P)   # the model of a job: job.with_(model=...)
+    assert Job(P, t=2).with_(model=P.with_(s=2048)).model.s == 2048
 
 
 def test_numpy_scalars_become_plain_numbers():
@@ -87,8 +90,16 @@ def test_the_repr_groups_the_options_and_keys_every_one():
         "    recompute='full',  # recomputation\n"
         "    gpu_memory='A100 80GB')  # gpu")
     assert repr(Job(P)) == "Job(model=PRESETS['llama2-7b'])"
-    other = P.with_(s=2048)
-    assert repr(Job(other)) == f"Job(model={other!r})"
+    other = P.with_(s=2048, source="")
+    assert repr(Job(other)) == (
+        "Job(model=ModelConfig(s=2048, b=1, h=4096, a=32, L=32, vocab_size=32000, "
+        "ffn_hidden_size=11008, activation='swiglu', dropout=False, flash_attention=True, "
+        "norm='rmsnorm', bias=False, tied_embeddings=False, positions='rotary'))")
+    names = {"Job": Job, "ModelConfig": actmem.ModelConfig, "PRESETS": PRESETS,
+             "MOE_PRESETS": actmem.MOE_PRESETS}
+    for built in (job, Job(other, cp=2, recompute="full"), Job(actmem.MOE_PRESETS["mixtral-8x7b"],
+                                                              t=2, sequence_parallel=True)):
+        assert eval(repr(built), names) == built   # the repr builds the same job
     # two jobs differ in their repr exactly when they differ
     assert repr(job.with_(recompute_num_layers=1)) == repr(job)
     assert repr(job.with_(recompute_num_layers=2)) != repr(job)

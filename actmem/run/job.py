@@ -119,13 +119,13 @@ class Job:
         check_job(self)
 
     def with_(self, **changes) -> "Job":
-        """A copy with some options changed (validated again).
+        """A copy with some options, or its ``model``, changed (validated again).
 
         Raises:
             TypeError: an unknown option (the message lists the known ones).
             ValueError: as :class:`Job`.
         """
-        refuse_unknown("Job.with_", changes)
+        refuse_unknown("Job.with_", {k: v for k, v in changes.items() if k != "model"})
         return replace(self, **changes)
 
     @classmethod
@@ -196,12 +196,17 @@ def _differs(value, default) -> bool:
 
 
 def _model_text(model) -> str:
-    """A preset's name (``PRESETS['llama2-7b']``), or the model's repr."""
+    """A preset's name (``PRESETS['llama2-7b']``), or the model's fields that
+    differ from their defaults (the others are the defaults)."""
     for table, presets in (("PRESETS", PRESETS), ("MOE_PRESETS", MOE_PRESETS)):
         for name, preset in presets.items():
             if model is preset or (isinstance(model, ModelConfig) and model == preset):
                 return f"{table}[{name!r}]"
-    return repr(model)
+    if not isinstance(model, ModelConfig):
+        return repr(model)
+    shown = ", ".join(f"{f.name}={getattr(model, f.name)!r}" for f in fields(model)
+                      if _differs(getattr(model, f.name), f.default))
+    return f"ModelConfig({shown})"
 
 
 __all__ = ["GROUPS", "Job", "as_job"]
