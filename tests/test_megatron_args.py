@@ -105,3 +105,26 @@ def test_a_world_size_that_does_not_divide_is_named():
         Job.from_megatron_args(BASE + ["--tensor-model-parallel-size", "4"], world_size=6)
     with pytest.raises(ValueError, match="--seq-length is needed"):
         Job.from_megatron_args(BASE[:6] + BASE[8:], world_size=1)
+
+
+def test_what_megatron_lm_itself_ignores_or_defaults_is_read_as_it_does():
+    plain = [a for a in BASE if a not in ("--tokenizer-type", "NullTokenizer", "--vocab-size",
+                                          "1000")]
+    # pretrain_gpt.py's own default tokenizer (its pretrain call's args_defaults)
+    assert Job.from_megatron_args(plain, world_size=1).model.vocab_size == 50257
+    # a list-valued argument given its default as a list of one
+    job = Job.from_megatron_args(BASE + ["--moe-router-load-balancing-type", "aux_loss"],
+                                 world_size=1)
+    assert job == Job.from_megatron_args(BASE, world_size=1)
+    # fp32 softmax flags change nothing where no s x s map is kept, and are refused where it is
+    assert Job.from_megatron_args(BASE + ["--attention-softmax-in-fp32",
+                                          "--apply-query-key-layer-scaling"], world_size=1) == job
+    with pytest.raises(ValueError, match="--attention-softmax-in-fp32 True: refused"):
+        Job.from_megatron_args(BASE + ["--attention-softmax-in-fp32", "--attention-backend",
+                                       "unfused"], world_size=1)
+    # an expert tensor-parallel size of a dense model is unused, as in Megatron-LM
+    assert Job.from_megatron_args(BASE + ["--expert-tensor-parallel-size", "4"],
+                                  world_size=1) == job
+    # the test harness's environment
+    assert Job.from_megatron_args(BASE, world_size=1, env={"N_REPEAT": "5",
+                                                           "SKIP_PYTEST": "1"}) == job

@@ -28,6 +28,13 @@ import shlex
 from importlib import resources
 
 TABLE = "data/megatron_arguments.json"
+SCRIPT_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
+"""What ``pretrain_gpt.py`` sets when the launch does not (its ``pretrain``
+call's ``args_defaults``)."""
+NO_MAP_ONLY = ("attention_softmax_in_fp32", "apply_query_key_layer_scaling")
+"""Refused arguments that decide bytes only where the attention keeps its
+s x s map (unfused attention): memory-neutral under FlashAttention or fused
+attention, as their rows of the table say."""
 GPT2_VOCABULARY = 50257
 """Tokens of GPT-2's BPE vocabulary (``gpt2-vocab.json``), which
 ``--tokenizer-type GPT2BPETokenizer`` reads."""
@@ -39,14 +46,26 @@ ENV = {
 }
 """Environment variables that change memory, and how actmem reads them."""
 NEUTRAL_ENV = {
-    **dict.fromkeys(("CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_NVLS_ENABLE",
-                     "NVTE_FWD_LAYERNORM_SM_MARGIN", "NVTE_BWD_LAYERNORM_SM_MARGIN",
-                     "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "NCCL_DEBUG", "TORCH_NCCL_AVOID_RECORD_STREAMS",
-                     "NVTE_APPLY_QK_LAYER_SCALING", "PYTORCH_CUDA_ALLOC_CONF",
-                     "NVIDIA_PYTORCH_VERSION", "NVTE_DEBUG", "NVTE_DEBUG_LEVEL"),
-                    "changes scheduling, kernels chosen among those that keep the same tensors, "
-                    "or memory outside PyTorch's allocated bytes (NCCL's buffers, the "
-                    "allocator's reserved gap), which the peak does not count"),
+    **dict.fromkeys(("CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_FWD_LAYERNORM_SM_MARGIN",
+                     "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_ALLOW_NONDETERMINISTIC_ALGO",
+                     "NVTE_NORM_FWD_USE_CUDNN", "NVTE_NORM_BWD_USE_CUDNN",
+                     "NVTE_APPLY_QK_LAYER_SCALING", "NVTE_DEBUG", "NVTE_DEBUG_LEVEL",
+                     "TORCH_NCCL_AVOID_RECORD_STREAMS", "CUDA_LAUNCH_BLOCKING"),
+                    "chooses kernels, streams or scheduling among those that keep the same "
+                    "tensors"),
+    **dict.fromkeys(("NCCL_ALGO", "NCCL_NVLS_ENABLE", "NCCL_DEBUG", "NCCL_IB_SL",
+                     "NCCL_IB_TIMEOUT", "NCCL_P2P_NET_CHUNKSIZE", "USE_MNNVL",
+                     "TORCH_NCCL_ENABLE_MONITORING", "PYTORCH_CUDA_ALLOC_CONF",
+                     "NVIDIA_PYTORCH_VERSION"),
+                    "changes memory outside PyTorch's allocated bytes (NCCL's buffers, the "
+                    "allocator's reserved gap), which the peak does not count, or names the "
+                    "container"),
+    **dict.fromkeys(("N_REPEAT", "N_REPEATS", "PYTHONWARNINGS", "SKIP_PYTEST",
+                     "NON_DETERMINSTIC_RESULTS", "ARTIFACTS_ROOT", "THROUGHPUT_START_STEP",
+                     "HF_HOME", "HYDRA_FULL_ERROR", "RECORD_CHECKPOINTS",
+                     "ENABLE_LIGHTWEIGHT_MODE", "NVTE_ALLOW_UNSAFE_PICKLE_EXTRA_STATE"),
+                    "read by the test harness, the logger or checkpoint loading, not by the "
+                    "training step's tensors"),
 }
 """Environment variables that change no allocated byte actmem counts, with why."""
 
@@ -73,9 +92,9 @@ def job_from_megatron_args(argv, *, world_size: int, env: dict | None = None,
     from .job import Job
     from .model import ModelConfig
     from ..validate import positive_int
-    args = _parse(argv)
-    world = positive_int("world_size", world_size)
     env = _environment(env or {})
+    args = _parse(argv, env)
+    world = positive_int("world_size", world_size)
     model = ModelConfig(**_model_fields(args, env))
     return Job(model, **_job_options(args, env, world, model), gpu_memory=gpu)
 
@@ -115,14 +134,19 @@ def _default(row: dict):
     return row["default"] if row["default_is_literal"] else None
 
 
-def _parse(argv) -> dict:
-    """The launch's arguments by dest, each refused argument set away from
-    its default and each modelled value actmem does not model refused."""
+def _parse(argv, env: dict) -> dict:
+    """The launch's arguments by dest (``pretrain_gpt.py``'s own defaults
+    applied), each refused argument set away from its default (a list of
+    one value, its default, is its default) and each modelled value actmem
+    does not model refused."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     args = vars(_parser().parse_args(argv))
+    args.update({k: v for k, v in SCRIPT_DEFAULTS.items() if args[k] is None})
+    no_map = _flash(args, env)
     for row in table():
         value, default = args[row["dest"]], _default(row)
-        if value == default or value is None:
+        if value is None or value == default or value == [default] or (
+                row["dest"] in NO_MAP_ONLY and no_map):
             continue
         shown = " ".join(map(str, value)) if isinstance(value, list) else value
         if row["class"] == "refused":
@@ -169,9 +193,10 @@ def _model_fields(a: dict, env: dict) -> dict:
         source="a Megatron-LM launch (actmem.Job.from_megatron_args)")
     if a["num_experts"]:
         fields.update(_moe_fields(a))
-    if a["multi_latent_attention"]:
+    if a["multi_latent_attention"]:   # its heads' widths are its own: --kv-channels unused
         fields.update({k: a[k] for k in ("multi_latent_attention", "q_lora_rank", "kv_lora_rank",
-                                         "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")})
+                                         "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
+                      kv_channels=None)
     return fields
 
 
@@ -264,7 +289,8 @@ def _job_options(a: dict, env: dict, world: int, model) -> dict:
     v = _virtual_stages(a, model.L, p)
     return dict(
         t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
-        etp=a["expert_tensor_parallel_size"], sequence_parallel=a["sequence_parallel"],
+        etp=a["expert_tensor_parallel_size"] if model.num_experts else None,  # unused if dense
+        sequence_parallel=a["sequence_parallel"],
         cp_comm_type=a["cp_comm_type"][0] if len(a["cp_comm_type"]) == 1 else
         tuple(a["cp_comm_type"]),
         hierarchical_context_parallel_sizes=a["hierarchical_context_parallel_sizes"] and
