@@ -94,3 +94,18 @@ def test_a_stage_without_layers_keeps_and_recomputes_nothing(model, recompute, k
         empty = run.stages[split.index(0)]
         assert (empty.layer_activations, empty.recompute_working_set) == (0, 0)
         assert min(min(e.bytes) for e in empty.timeline.events) >= 0
+
+
+@pytest.mark.parametrize("options", [dict(precision="fp32"), dict(precision="autocast"),
+                                     dict(use_torch_fsdp2=True, d=2, gradient_buffer="backward")])
+@pytest.mark.parametrize("named", [["core_attn"], ("core_attn",)])
+def test_the_default_named_modules_are_taken_wherever_none_is(options, named):
+    # recompute_modules=None means ["core_attn"] (Megatron-LM's default): what takes
+    # no named modules takes the default written out, with the same numbers
+    model = P.with_(flash_attention=False)
+    default = training_memory(model, recompute="selective", **options)
+    assert training_memory(model, recompute="selective", recompute_modules=named,
+                           **options).stages == default.stages
+    with pytest.raises(ValueError, match=r"does not model recompute_modules=\['mlp'\]|"
+                                         r"recompute_modules=\['mlp'\] with use_torch_fsdp2"):
+        training_memory(model, recompute="selective", recompute_modules=["mlp"], **options)

@@ -278,6 +278,16 @@ def for_layer(names, recompute: str, moe: bool, has_experts: bool):
     return tuple(n for n in names if n not in (("mlp",) if moe else MOE_ONLY))
 
 
+def named_modules(names):
+    """``names`` as a run passes them on: None where they are Megatron-LM's
+    default (:data:`DEFAULT_MODULES`, ``["core_attn"]``), which keeps the same
+    rows and working set as None, so that what takes no named modules (fp32,
+    autocast, FSDP2) takes the documented default too; else ``names``."""
+    if isinstance(names, (list, tuple)) and tuple(names) == DEFAULT_MODULES:
+        return None
+    return names
+
+
 def check_for_model(model, t: int, sequence_parallel: bool, recompute: str, names) -> None:
     """Refuse a run's ``recompute_modules`` that no layer of ``model`` (a
     :class:`actmem.ModelConfig`) takes: the rules of

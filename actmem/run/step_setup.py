@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
+from ..layer.recompute_modules import named_modules
 from .framework import fused_loss_chunk, gradient_fusion, loss_bytes, workspace_bytes
 from .gpus import find_gpu, gpu_capacity
 from .job import Job
@@ -117,9 +118,9 @@ def layer_options(job: Job) -> dict:
     """The job's options of every layer besides t, sequence parallelism and
     recomputation (:meth:`actmem.ModelConfig.layer`): named-module
     recomputation, FP8."""
-    options = {}
-    if job.recompute_modules is not None:
-        options["recompute_modules"] = job.recompute_modules
+    options, modules = {}, named_modules(job.recompute_modules)   # the default: None's rows
+    if modules is not None:
+        options["recompute_modules"] = modules
     if job.fp8:
         options["fp8"] = fp8_format(job.fp8)
     return options

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ..layer.fp8 import fp8_format
-from ..layer.recompute_modules import check_for_model
+from ..layer.recompute_modules import check_for_model, named_modules
 from .framework import GRADIENT_BUFFERS, LOSSES, gradient_fusion
 from .model import ModelConfig
 from .offload import check_offload
@@ -183,7 +183,7 @@ def check_job(job) -> None:
     from .stage_split import split_layers
     from .states import expert_data_parallel
     from .zero_bubble import V_SHAPED
-    o = job.options
+    o = dict(job.options, recompute_modules=named_modules(job.recompute_modules))
     check_training(job.model, **{name: o[name] for name in _TRAINING_CHECKED})
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
