@@ -2,8 +2,12 @@
 
 The source article (see the README) is in Chinese. Each entry gives the
 Chinese term the course uses and, where the article writes it otherwise,
-the article's own word in parentheses (张量并行度, micro-batch, Attention
-Map, 中间态, stage ...), so that a reader can go from one to the other.
+the article's own word (micro-batch, Attention Map, 中间态, stage), so that a
+reader can go from one to the other. The Chinese table marks that word 原文
+(微批次（原文：micro-batch）); any other parentheses hold the English name,
+an abbreviation or a short gloss (隐藏维度（hidden size）, 张量并行度（TP）,
+复制（每卡完整一份）).
+
 ``code`` lists the names in actmem that the entry explains (a placement, a
 recomputation mode, a schedule, ...); the tests check that every such name
 of actmem has an entry, so the glossary cannot fall behind the code.
@@ -26,6 +30,9 @@ class Term:
         meaning_zh: the same line as ``meaning``, in Chinese.
         code: names in actmem it explains (values of PLACEMENTS, GROUPS,
             RECOMPUTE, SCHEDULES, ...), if any.
+        chinese_zh: the Chinese table's cell, where it differs from
+            ``chinese``: the article's word marked 原文 (the English table
+            keeps ``chinese``, the article's word in parentheses).
     """
 
     term: str
@@ -33,13 +40,15 @@ class Term:
     chinese: str
     meaning_zh: str
     code: tuple[str, ...] = ()
+    chinese_zh: str = ""
 
 
 SYMBOLS = (
     Term("s", "sequence length: tokens per training sample", "序列长度",
          "序列长度：每个训练样本的 token 数"),
     Term("b", "micro-batch size: samples one forward pass processes together",
-         "微批次（micro-batch）大小", "一次前向传播一起处理的样本数"),
+         "微批次（micro-batch）大小", "一次前向传播一起处理的样本数",
+         chinese_zh="微批次大小（原文：micro-batch 大小）"),
     Term("h", "hidden size: width of each token's vector", "隐藏维度（hidden size）",
          "每个 token 向量的宽度"),
     Term("a", "attention heads; each works on h/a of the hidden vector", "注意力头数",
@@ -57,7 +66,7 @@ SYMBOLS = (
     Term("v", "model chunks per GPU in the interleaved schedule",
          "每卡模型块数（虚拟流水线并行度，VPP）", "交错式调度中每卡的模型块数"),
     Term("g", "key/value heads (grouped-query attention); g = a is multi-head", "KV 头数",
-         "键值头的个数（分组查询注意力）；g = a 即多头注意力"),
+         "KV 头的个数（分组查询注意力）；g = a 即多头注意力"),
     Term("f", "MLP inner width (4h for GeLU)", "MLP 中间维度（ffn_hidden_size）",
          "MLP 内部的宽度（GeLU 时为 4h）"),
     Term("d", "data-parallel size: copies of the model", "数据并行度（DP）",
@@ -117,15 +126,18 @@ TERMS = (
     Term("pipeline parallelism", "consecutive layers on different GPUs (stages)",
          "流水线并行", "相邻的若干层放在不同的 GPU（流水线级）上"),
     Term("pipeline stage", "the GPU (group) that runs L/p consecutive layers",
-         "流水线级（stage）", "运行 L/p 个相邻层的 GPU（组）"),
+         "流水线级（stage）", "运行 L/p 个相邻层的 GPU（组）",
+         chinese_zh="流水线级（原文：stage）"),
     Term("first / last stage", "stage 0, which runs the embedding; stage p-1, which runs "
          "the output layer and the loss", "首级 / 末级",
          "第 0 级（含嵌入层）；第 p-1 级（含输出层和损失函数）"),
     Term("micro-batch", "a slice of the batch that moves through the pipeline on its own",
-         "微批次（micro-batch）", "批次中独立流过流水线的一小份"),
+         "微批次（micro-batch）", "批次中独立流过流水线的一小份",
+         chinese_zh="微批次（原文：micro-batch）"),
     Term("peak_in_flight", "micro-batches whose activations a stage holds at one moment, at "
          "most (the source article's m)", "在途微批次数（原文的 m）",
-         "某一级同一时刻最多保存激活的微批次数（即原文的 m）", ("peak_in_flight",)),
+         "某一级同一时刻最多保存激活的微批次数（即原文的 m）", ("peak_in_flight",),
+         chinese_zh="在途微批次数（原文记作 m）"),
     Term("pipeline bubble", "time a stage waits idle for work", "流水线气泡",
          "某一级空等任务的时间"),
     Term("GPipe", "all forward passes, then all backward passes", "GPipe 调度",
@@ -163,14 +175,15 @@ TERMS = (
     Term("dropout mask", "which elements dropout zeroed, 1 byte each", "dropout 掩码",
          "记录 dropout 置零了哪些元素，每元素 1 字节"),
     Term("attention map", "the s x s softmax probabilities, one per head and sample",
-         "注意力矩阵（Attention Map）", "每个头、每个样本一个 s x s 的 softmax 概率矩阵"),
+         "注意力矩阵（Attention Map）", "每个头、每个样本一个 s x s 的 softmax 概率矩阵",
+         chinese_zh="注意力矩阵（原文：Attention Map）"),
     Term("fixed term", "10sbh: tensors every tensor-parallel GPU keeps whole", "固定项",
          "10sbh：张量并行的每卡都完整保存的张量", ("fixed",)),
     Term("intermediate term", "24sbh/t: tensors split over the t GPUs",
          "中间项（原文：中间态）", "24sbh/t：分到 t 块 GPU 上的张量", ("intermediate",)),
     Term("attention-map term", "5as^2b/t: the s x s tensors, split by heads",
          "注意力矩阵项（Attention Map 项）", "5as^2b/t：按注意力头切分的 s x s 张量",
-         ("attention_map",)),
+         ("attention_map",), chinese_zh="注意力矩阵项（原文：Attention Map 项）"),
     Term("replicated", "every tensor-parallel GPU keeps the whole tensor",
          "复制（每卡完整一份）", "张量并行的每卡都保存整个张量", ("replicated",)),
     Term("hidden-split", "each GPU keeps a 1/t slice of the tensor's last dimension (h, or "
@@ -247,7 +260,7 @@ TERMS = (
     Term("activation offloading", "the first n layers' large saved tensors go to pinned "
          "host memory in the forward and come back for the backward; at most L - n layers' "
          "stay on the GPU (cpu_offloading_num_layers)", "激活卸载",
-         "前 n 层保存的大张量在前向时移到锁页主机内存，反向时再取回；GPU 上最多留 L - n 层的"
+         "前 n 层保存的大张量在前向时移到锁页主机内存，反向时再取回；GPU 上最多保留 L - n 层的激活"
          "（cpu_offloading_num_layers）", ("cpu_offloading_num_layers",)),
     Term("long context", "sequences of 32K to 128K tokens and more: activations grow with s, "
          "model states do not", "长上下文", "32K 到 128K 乃至更多 token 的序列：激活随 s 增长，模型状态不变"),
@@ -256,7 +269,7 @@ TERMS = (
          "its forward and its backward, the next layer's prefetched, gradients "
          "reduce-scattered (use_torch_fsdp2)", "FSDP2（PyTorch 全分片数据并行）",
          "PyTorch 的 fully_shard（实际运行中的 ZeRO-3）：fp32 参数、梯度和 Adam 状态分到 d 张卡上；"
-         "每层的 bf16 参数在其前向和反向之前才 all-gather，下一层的预取，梯度 reduce-scatter"
+         "每层的 bf16 参数在其前向和反向之前才 all-gather，并预取下一层的参数；梯度做 reduce-scatter"
          "（use_torch_fsdp2）", ("use_torch_fsdp2",)),
     Term("reshard_after_forward", "FSDP2's choice: free a layer's gathered parameters after "
          "its forward and gather them again for its backward (True), or keep every layer's "
@@ -294,5 +307,6 @@ def glossary_table(language: str | None = None) -> str:
     for e in GLOSSARY:
         term = f"`{e.term}`" if e in SYMBOLS or e.code == (e.term,) else e.term
         meaning = e.meaning_zh if language == "zh" else e.meaning
-        lines.append(f"| {term} | {meaning} | {e.chinese} |")
+        chinese = (e.chinese_zh or e.chinese) if language == "zh" else e.chinese
+        lines.append(f"| {term} | {meaning} | {chinese} |")
     return "\n".join(lines)

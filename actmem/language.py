@@ -3,10 +3,12 @@
 The Chinese notebooks (``notebooks/zh/``) run the same code as the English
 ones plus one line in their set-up cell, ``actmem.set_language("zh")``.
 From then on figures draw their titles, axis labels, legends and notes in
-Chinese, and explorers built afterwards label their controls and readouts
-in Chinese. Nothing else changes: numbers, printed tables, error messages
-and the readouts' ``value`` (what notebooks and tests assert on) stay
-English, so both tracks print the same text.
+Chinese, explorers built afterwards label their controls and readouts in
+Chinese, and what the notebooks print goes through the same catalog
+(:mod:`actmem.views.printed`; the printed helpers of :mod:`actmem.views`
+take this language by default). The numbers never change, and the
+readouts' ``value`` (what notebooks and tests assert on) and the errors
+actmem raises stay English.
 
 Labels are looked up in :data:`actmem.translations.ZH`, keyed by the English
 label or template (``tr("GPU {gpu}").format(gpu=0)``). Chinese figures need

@@ -51,7 +51,7 @@ ZH = {
     "states": "模型状态",
     "gpu": "GPU",
     "kv_heads": "KV 头数",
-    "etp": "专家TP",
+    "etp": "etp",
     "none": "不重计算",
     "selective": "选择性",
     "full": "完全",
@@ -152,7 +152,7 @@ ZH = {
     "Double one symbol (s={s}, b={b}, h={h}, a={a}, t={t})":
         "把一个符号翻倍（s={s}, b={b}, h={h}, a={a}, t={t}）",
     "fixed floor: the same at every t": "固定项下限：任何 t 下都相同",
-    "outlined: the t chosen": "红框：选定的 t",
+    "outlined: the t chosen": "粗框：选定的 t",
     "tensor-parallel size t (GPUs)": "张量并行度 t（GPU 数）",
     "activation memory (MiB)\nper layer, per micro-batch, per GPU": "激活显存（MiB）\n每层、每个微批次、每卡",
     "Three terms against t (s={s}, b={b}, h={h}, a={a});\nfixed floor (dashed) {size} at every t":
@@ -174,9 +174,9 @@ ZH = {
     "GPipe": "GPipe",
     "1F1B": "1F1B",
     "interleaved 1F1B": "交错式 1F1B",
-    "interleaved zero bubble": "交错式零气泡",
-    "zero bubble V": "V 形零气泡",
-    "DualPipe V": "V 形双流水线",
+    "interleaved zero bubble": "ZB-H1 / 交错式零气泡",
+    "zero bubble V": "ZBV（V 形零气泡）",
+    "DualPipe V": "DualPipeV",
     "looped breadth-first": "循环广度优先",
     "input gradient I (1 unit)": "输入梯度 I（1 个单位）",
     "weight gradient W (1 unit)": "权重梯度 W（1 个单位）",
@@ -198,7 +198,7 @@ ZH = {
     "chunk passes held": "保存的块计算数",
     "micro-batches held": "保存的微批次数",
     "time (units: one forward pass of one micro-batch through one stage)":
-        "时间（单位：一个微批次经过一级的一次前向计算）",
+        "时间（单位：一个微批次经过一个流水线级的一次前向计算）",
     "interleaved 1F1B, v=2, m={m}: % over L*M on each bar":
         "交错式 1F1B，v=2，m={m}：柱上标出高于 L*M 的百分比",
     "L*M = {size}: all L layers, one micro-batch": "L*M = {size}：全部 L 层，一个微批次",
@@ -231,10 +231,10 @@ ZH = {
     # timeline (actmem.views.fit_figures.timeline_figure)
     "logits and loss": "logits 和损失",
     "transient (inside an operation)": "临时张量（算子内部）",
-    "workspaces and buffers": "工作区和缓冲区",
+    "workspaces and buffers": "算子临时空间和缓冲区",
     "capacity less the reserve": "容量减去预留",
     "events of one step, in order": "一个训练步中的事件（按顺序）",
-    "What is alive when: one training step": "什么时候有什么在显存里：一个训练步",
+    "What is alive when: one training step": "显存里何时有什么：一个训练步",
     "measured (stored)": "实测（已存数据）",
     "measured": "实测",
     "micro-batch {i}": "微批次 {i}",
@@ -314,11 +314,18 @@ ZH = {
     "ZeRO stage 2": "ZeRO 第 2 阶段",
     "ZeRO stage 3": "ZeRO 第 3 阶段",
     "{model} on {gpu} GPUs": "{model}，{gpu} GPU",
+    # the planner's model menu (actmem.views.fit_views.MODEL_NAMES) and 02's MLP menu
+    "22B (Korthikanti et al.)": "22B（Korthikanti 等人）",
+    "175B (Korthikanti et al.)": "175B（Korthikanti 等人）",
+    "530B (Korthikanti et al.)": "530B（Korthikanti 等人）",
+    "1T (Korthikanti et al.)": "1T（Korthikanti 等人）",
+    "gelu": "GeLU",
+    "swiglu": "SwiGLU",
     "most loaded: stage {stage}, peak {size} at '{event}'":
         "负载最重：第 {stage} 级，峰值 {size}，出现在“{event}”",
     " + reserve {size}": " + 预留 {size}",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
-        "{line}（GPU 容量 {gpu}），余量 {margin} GiB：{verdict}",
+        "{line}，GPU 容量 {gpu}，余量 {margin} GiB：{verdict}",
     "{size} ({gpu})": "{size}（{gpu}）",
     "sum of the parts": "各部分之和",
     "peak (one moment)": "峰值（同一时刻）",
@@ -353,7 +360,7 @@ ZH = {
     "gradients made in backward": "梯度在反向时才创建",
     " (give --gpu-memory for a verdict)": "（给出 --gpu-memory 才能判定）",
     "fits": "放得下",
-    "DOES NOT FIT": "放不下！",
+    "DOES NOT FIT": "放不下",
     # ---- what each trick removes (actmem.views.variant_views)
     "attention map": "注意力矩阵项",
     "paper's layer (no options)": "论文原始配置（不加任何选项）",
@@ -432,7 +439,7 @@ ZH = {
         "log-sum-exp；它保存的输出就是输出投影的输入（同一块存储）。",
     "CPU has no fused kernel with dropout: the math fallback upcasts to fp32 and keeps the "
     "whole map, far above the FlashAttention ledger.":
-        "CPU 上没有带 dropout 的融合 kernel：数学实现路径提升为 fp32 并保存整个矩阵，"
+        "CPU 上没有带 dropout 的融合 kernel：退回 math 后端，提升为 fp32 并保存整个矩阵，"
         "远高于 FlashAttention 的账本。",
     "K and V shrink to g/a of their size; the grouped matmul never copies them per query head.":
         "K 和 V 缩小到原来的 g/a；分组矩阵乘法不会为每个查询头复制它们。",
@@ -442,6 +449,7 @@ ZH = {
         "silu(gate)，多一个 2sbf。",
     # ---- fits: notebook 08's title
     "LLaMA-2-7B, t=2, p=2, d=2, m=8 on A100 80GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，A100 80GB GPU",
+    "LLaMA-3-8B, s=131072, t=8, cp=2 on H100 80GB SXM GPUs": "LLaMA-3-8B，s=131072，t=8，cp=2，H100 80GB SXM GPU",
     # ---- cheat sheet (actmem.views.cheatsheet)
     "Training memory cheat sheet (activations: Korthikanti et al. 2022, arXiv 2205.05198; "
     "numbers from actmem)":
@@ -488,7 +496,8 @@ ZH = {
     "what it does to the bytes":
         "对字节数的作用",
     "Today's levers: what each does to the bytes (numbers from actmem)":
-        "当今的手段：各自对字节数的作用（数字由 actmem 计算）",
+        "当前常用的显存手段：各自对字节数的作用（数字由 actmem 计算）",
+    "offloading  (--cpu-offloading-num-layers)": "激活卸载（--cpu-offloading-num-layers）",
     "cost": "代价",
     "mistake": "错误",
     "what the numbers say": "正确的数字",
@@ -513,10 +522,10 @@ ZH = {
     "GPipe: every stage holds all m micro-batches": "GPipe：每一级都保存全部 m 个微批次",
     "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的首级（m ≥ 2p）",
     "bubble: GPipe and 1F1B; interleaved": "气泡：GPipe 和 1F1B；交错式",
-    "LLaMA-2 7B ({n} B): {value}": "LLaMA-2 7B（{n} B 个参数）：{value}",
+    "LLaMA-2 7B ({n} B): {value}": "LLaMA-2 7B（参数量 {n} B）：{value}",
     "bytes per parameter, ZeRO's mixed-precision Adam: fp16 weights, fp16 gradients, fp32 "
     "weights and Adam moments":
-        "每参数字节数，ZeRO 的混合精度 Adam：fp16 权重、fp16 梯度、fp32 权重与 Adam 动量",
+        "每参数字节数，ZeRO 的混合精度 Adam：fp16 权重、fp16 梯度、fp32 权重副本及 Adam 的一阶、二阶矩（动量与方差）",
     "bytes per parameter, Megatron-LM: fp32 gradient buffer":
         "每参数字节数，Megatron-LM：梯度缓冲区为 fp32",
     "bytes per parameter, Megatron-LM's distributed optimizer shards the {o}":
@@ -539,7 +548,7 @@ ZH = {
         "模型状态：每参数字节数 x 该级的参数量，切分的部分再除以 d",
     "Activations: L/p layers x M x peak_in_flight (the micro-batches a stage holds at once, "
     "not m); the logits on the last stage":
-        "激活：L/p 层 x M x peak_in_flight（一级同时保存的微批次数，不是 m）；末级还要加上 logits",
+        "激活：L/p 层 x M x peak_in_flight（一个流水线级同时保存的微批次数，不是 m）；末级还要加上 logits",
     "Peak: the largest moment of each stage's step, on the most loaded stage (first or last)":
         "峰值：取每一级在一步训练中最大的时刻，看负载最重的那一级（首级或末级）",
     "Keep a reserve for what the allocator does not see (context, communication buffers, "
@@ -608,7 +617,7 @@ ZH = {
         "注意力矩阵和每卡完整的副本都没有了。",
     "Takeaway: with FlashAttention the attention map is a sliver ({map} per GPU); the fixed "
     "group is the big lever, and sequence parallelism takes the layer from {tp} to {sp}.":
-        "要点：用了 FlashAttention，注意力矩阵项只剩薄薄一层（每卡 {map}）；固定项才是大头，"
+        "要点：用了 FlashAttention，注意力矩阵项只剩薄薄一层（每卡 {map}）；固定项才是该下手的地方，"
         "序列并行把这一层从 {tp} 降到 {sp}。",
     "Takeaway: all {rows} ledger rows measured exactly on every rank ({equal}); the only extra "
     "is {extra} bytes of LayerNorm statistics.":
@@ -640,15 +649,15 @@ ZH = {
         "GPU 的型号名不是容量：A100 80GB 有 {a100}；把“80GB”当作 80 x 10^9 字节，就只剩 {decimal}",
     "the peak is not the sum of the parts: stage 1 of case 1 peaks at {peak} ('{event}'); "
     "its parts add up to {total}":
-        "峰值不是各部分之和：案例 1 的第 1 级峰值为 {peak}（“{event}”），各部分加起来却是 {total}",
+        "峰值不是各部分之和：算例 1 的第 1 级峰值为 {peak}（“{event}”），各部分加起来却是 {total}",
     "the logits exist twice at the loss: {size} on stage 1 of case 1, not only the fp32 part "
     "kept for backward":
-        "计算损失时 logits 同时存在两份：案例 1 的第 1 级上共 {size}，不只是为反向传播保留的 fp32 那一份",
+        "计算损失时 logits 同时存在两份：算例 1 的第 1 级上共 {size}，不只是为反向传播保留的 fp32 那一份",
     "recomputation still peaks: 175B selective needs {size} more during backward":
         "重计算也有峰值：175B 使用选择性重计算时，反向传播期间还要再多用 {size}",
     "m (micro-batches per step) is not peak_in_flight (what a stage holds at one moment): "
     "with m=64 under 1F1B stage 0 still holds p=2 passes: {size} (as with m=8)":
-        "m（每个优化器步的微批次数）不是 peak_in_flight（一级在同一时刻保存的微批次数）："
+        "m（每个优化器步的微批次数）不是 peak_in_flight（一个流水线级在同一时刻保存的微批次数）："
         "m=64 时，1F1B 下第 0 级仍只保存 p=2 个微批次的激活：{size}（与 m=8 时相同）",
     # ---- notebook 07: each variant's expectation after its title
     "{title}: {expect}": "{title}：{expect}",
@@ -657,4 +666,342 @@ ZH = {
     "{total} ({parts})": "{total}（{parts}）",
     "{change} MiB ({share})": "{change} MiB（{share}）",
     "{baseline}: {sizes}": "{baseline}：{sizes}",
+    # ---- what the notebooks print (issue 40): labels, table layouts and templates of the
+    # cells' output; numbers are filled in by the cell. A layout key (only fields and
+    # spaces) gives the Chinese columns their own widths: a Han character takes two.
+    # notebook 01
+    "hidden units per head, h/a:": "每个注意力头的宽度 h/a：",
+    "valid tensor-parallel sizes for this h and a:": "这组 h、a 下可用的张量并行度：",
+    "ValueError:": "ValueError：",
+    "{shape:14} {elements:>13,} elements": "{shape:14} {elements:>13,} 个元素",
+    "elements ratio:": "元素个数之比：",
+    "bytes =": "字节 =",
+    "ledger agrees:": "账本与公式一致：",
+    "{change}: fixed x{0}, intermediate x{1}, attention map x{2}":
+        "{change}：固定项 x{0}，中间项 x{1}，注意力矩阵项 x{2}",
+    "1. attention map: {a} -> {b} (x{n}); fixed and intermediate x{k}":
+        "1. 注意力矩阵项：{a} -> {b}（x{n}）；固定项和中间项 x{k}",
+    "2. valid t for h=6656, a=52:": "2. h=6656、a=52 时可用的 t：",
+    "3. a doubled:": "3. a 翻倍：",
+    "; 52 % 8 =": "；52 % 8 =",
+    "; 6656 / 13 =": "；6656 / 13 =",
+    # notebook 02
+    "bytes per element used:": "用到的每元素字节数：",
+    "{:42} {:9} {:13} {:>4} {:12} {:>6} {:>7}": "{:35} {:9} {:13} {:>9} {:16} {:>6} {:>7}",
+    "B/el": "字节/元素",
+    "global": "全局",
+    "per GPU": "每卡",
+    "{name:42} {why}": "{name:35} {why}",
+    "  sum: {}": "  合计：{}",
+    "GeLU, f = 4h:": "GeLU，f = 4h：",
+    "GeLU, f = 4h:   ": "GeLU，f = 4h：   ",
+    "SwiGLU, f = 8h/3:": "SwiGLU，f = 8h/3：",
+    "SwiGLU, f = 4h:": "SwiGLU，f = 4h：",
+    "placements in the fixed group:": "固定项各行的存放方式：",
+    "sequence_parallel={sp}: fixed term per GPU {size}": "sequence_parallel={sp}：每卡固定项 {size}",
+    "SwiGLU, f = {f} (Megatron-LM default): {split} = {value}":
+        "SwiGLU，f = {f}（Megatron-LM 的默认值）：{split} = {value}",
+    "doubling s multiplies the attention-map term by {n}": "s 翻倍，注意力矩阵项变为原来的 {n} 倍",
+    "stored maps: {maps}  FlashAttention: {flash}": "保存完整矩阵：{maps}；FlashAttention：{flash}",
+    "1. rows removed:": "1. 去掉的行：",
+    "   bracket without dropout:": "   没有 dropout 时括号里的系数：",
+    "2. GeLU input: {k} of the 24; one GPU at t=4 keeps {size}":
+        "2. GeLU 的输入：占 24 中的 {k}；t=4 时单块 GPU 保存 {size}",
+    # notebook 03
+    "{:14} {:12} {:>8}  {}": "{:12} {:16} {:>8}  {}",
+    "widths on one GPU: h/t = {}  4h/t = {}": "单块 GPU 上的宽度：h/t = {}，4h/t = {}",
+    "heads per GPU a/t = {} ; each map {}": "每卡的头数 a/t = {}；每个头的矩阵 {}",
+    "largest split tensor per GPU: {} ; the whole term: {}": "每卡最大的切分张量：{}；整个中间项：{}",
+    "1. heads per GPU at t=8: {} ; each map {}": "1. t=8 时每卡的头数：{}；每个头的矩阵 {}",
+    "2. fixed rows:": "2. 固定项各行：",
+    "; fixed per GPU {} -> {}": "；每卡固定项 {} -> {}",
+    # notebook 04: the worked example's table, with the source article's column names
+    " t    fixed  intermediate  attention map    total": " t   固定项        中间态  Attention Map     合计",
+    "t={small} -> t={big}: {before} -> {after}, {percent}% less":
+        "t={small} -> t={big}：{before} -> {after}，减少 {percent}%",
+    "t={big} keeps {fraction} = {share:.3f} of t=1 (if everything were split it would keep "
+    "1/{big} = {ideal:.3f})":
+        "t={big} 时还剩 t=1 时的 {fraction} = {share:.3f}（假如每一项都能切分，就只剩 "
+        "1/{big} = {ideal:.3f}）",
+    "t={t}, MiB per GPU:       fixed  intermediate  attention map     total":
+        "t={t}，每卡（MiB）           固定项        中间项   注意力矩阵项      总计",
+    "{:27} {:>5} {:>13} {:>14} {:>9}": "{:26} {:>6} {:>13} {:>14} {:>9}",
+    "tensor parallel only": "仅张量并行",
+    "+ sequence parallelism": "+ 序列并行",
+    "+ selective recomputation": "+ 选择性重计算",
+    "1. floor {floor} = {fraction} of M(1) = {share:.1%}": "1. 下限 {floor} = M(1) 的 {fraction} = {share:.1%}",
+    "2. s={s}: M(t) = {floor} + {split}/t MiB; t={small} -> t={big}: {before} -> {after}, "
+    "{percent}% less":
+        "2. s={s}：M(t) = {floor} + {split}/t MiB；t={small} -> t={big}：{before} -> {after}，"
+        "减少 {percent}%",
+    "3. at t={t} sequence parallelism removes {sp} ; selective recomputation removes {sel}":
+        "3. t={t} 时，序列并行去掉 {sp}；选择性重计算去掉 {sel}",
+    # notebook 05
+    "stage {i}:": "第 {i} 级：",
+    "peak in flight per stage:": "各级峰值时保存的微批次数：",
+    "peak in flight per stage:    ": "各级峰值时保存的微批次数：",
+    "closed form min(p - i, m):   ": "闭式解 min(p - i, m)：   ",
+    "stage {i}: {n} x {layers} layers x M(t) = {held}": "第 {i} 级：{n} x {layers} 层 x M(t) = {held}",
+    "p={p:>2}: first stage {first}, equal to L*M(t): {equal}; naive L*M(t)/p = {naive}":
+        "p={p:>2}：首级 {first}，等于 L*M(t)：{equal}；朴素估计 L*M(t)/p = {naive}",
+    "bubble (simulated): {}  (p-1)/m: {}": "气泡（模拟）：{}；(p-1)/m：{}",
+    " (F3/1: micro-batch 3, local chunk 1)": "（F3/1：微批次 3，本地模型块 1）",
+    "peak chunk passes in flight per stage:": "各级峰值时保存的块计算数：",
+    "bubble: {} against {} for 1F1B": "气泡：{}，1F1B 为 {}",
+    "stage 0 holds {peak} chunk passes of {chunk} layers = {layers} layers' worth; L = {L}":
+        "第 0 级保存 {peak} 个块计算，每个 {chunk} 层，合计相当于 {layers} 层；L = {L}",
+    "factor: {} = 1 + (p-1)/(p*v) with p=4, v=2": "系数：{} = 1 + (p-1)/(p*v)，其中 p=4，v=2",
+    "first stage: {} = {} x {}": "首级：{} = {} x {}",
+    "m={m:>2}: first stage = {ratio} x L*M(t); factor applies: {holds}":
+        "m={m:>2}：首级 = {ratio} x L*M(t)；系数适用：{holds}",
+    "schedule      m  v  bubble  first stage": "调度          m  v    气泡  首级",
+    "schedule         v  bubble  passes held (until B or W)  first stage":
+        "调度             v    气泡  保存的计算数（直到 B 或 W） 首级",
+    "measured on this machine with torch {version}": "在本机实测（torch {version}）",
+    "STORED result (torch {version}); torch is not installed here, so nothing was measured now":
+        "已存的结果（torch {version}）；这里没有安装 torch，所以这次没有实测",
+    "schedule         p  m  v  one pass (B)  measured peak / one pass   simulated  agrees":
+        "调度            p  m  v     单次（B）  实测峰值 / 单次            模拟值     一致",
+    "yes": "是",
+    "NO": "否！",
+    "W reads: {rows!s} = {w} of {total} per layer": "W 读取：{rows!s} = {w}（每层共 {total}）",
+    "stage {i}: {ledger} if I frees all but W's rows, {kept} if the pass stays until W; "
+    "1F1B {one}":
+        "第 {i} 级：I 只留下 W 要读的行时为 {ledger}，整次计算留到 W 时为 {kept}；1F1B 为 {one}",
+    "DualPipeV, simulated: chunk passes held per stage {} of L/(2p) layers each":
+        "DualPipeV（模拟）：各级保存的块计算数 {}，每个 L/(2p) 层",
+    "DualPipe, DualPipe README: {} micro-batches of L/p layers and {} copies of the parameters "
+    "per GPU":
+        "DualPipe（据 DualPipe 的 README）：每卡 {} 个微批次（每个 L/p 层），参数 {} 份",
+    "split          layers       peak per stage (GiB)         most loaded":
+        "切分方式       各级层数     各级峰值（GiB）              负载最重",
+    "{:<14} {:<12} {:<28} stage {}, {}": "{:<14} {:<12} {:<28} 第 {} 级，{}",
+    "even": "均匀切分",
+    "last stage 5": "末级 5 层",
+    "last stage 2": "末级 2 层",
+    "even split, last stage's peak at '{event}': logits and loss {size}":
+        "均匀切分时，末级的峰值出现在“{event}”：logits 和损失 {size}",
+    "last stage of 5 layers: the most loaded GPU needs {less} less; stage 0 needs {more} "
+    "more for its one extra layer":
+        "末级只放 5 层时：负载最重的 GPU 少用 {less}；第 0 级多了一层，多用 {more}",
+    "Megatron-LM, default N = p:": "Megatron-LM，默认 N = p：",
+    "Megatron-LM with N = 6: stage 0 holds {} chunk passes; PyTorch order: {} ; same operations: {}":
+        "Megatron-LM，N = 6：第 0 级保存 {} 个块计算；PyTorch 的顺序：{}；操作完全相同：{}",
+    "closed form with groups of 6: {} ; with groups of p = 4 at m = 8: {}":
+        "闭式解，每组 6 个：{}；m = 8、每组 p = 4 个时：{}",
+    "1. GPipe, 16 micro-batches: {} = {} = {} x the 1F1B peak":
+        "1. GPipe，16 个微批次：{} = {} = 1F1B 峰值的 {} 倍",
+    "2. p=8, m=4: {} for stages 0, 4, 7; bubble {}": "2. p=8，m=4：第 0、4、7 级分别为 {}；气泡 {}",
+    "3. p=8, v=4, m={m}: first stage {size} ; factor {factor} applies: {holds}":
+        "3. p=8，v=4，m={m}：首级 {size}；系数 {factor} 适用：{holds}",
+    "3. p=8, v=4, m=12, N=12: first stage {} chunk passes, {}":
+        "3. p=8，v=4，m=12，N=12：首级 {} 个块计算，{}",
+    "4. {name!s}, m={m}: bubble {bubble}, first stage {size}":
+        "4. {name!s}，m={m}：气泡 {bubble}，首级 {size}",
+    # notebook 06
+    "all six ledger totals equal Table 2's closed forms (exact bytes)":
+        "六行的账本总量都与表 2 的闭式公式相等（逐字节一致）",
+    "removed {removed} of {total} = {share:.1%}": "{total} 中去掉了 {removed} = {share:.1%}",
+    "as a fraction: {} == 80/114: {}": "写成分数：{}；等于 80/114：{}",
+    "s={s}, h={h}: recomputed attention / linear layers = {ratio} = {share:.1%} "
+    "(s/(6h) = {expected})":
+        "s={s}，h={h}：重计算的注意力与线性层的计算量之比 = {ratio} = {share:.1%}"
+        "（s/(6h) = {expected}）",
+    "{options}: {change}": "{options}：{change}",
+    "before": "之前",
+    "after": "之后",
+    "saved {saved} of {total} ({share:.2%})": "{total} 中省下 {saved}（{share:.2%}）",
+    "same bytes:": "字节数相同：",
+    "Megatron-LM default width:": "Megatron-LM 的默认宽度：",
+    "paper's layer {paper} -> LLaMA-style {llama} ({change})":
+        "论文中的层 {paper} -> LLaMA 风格的层 {llama}，变化 {change}",
+    "s={s}: total {total}, of which attention map {map} ({share:.0%}) missed":
+        "s={s}：总计 {total}，其中漏算的注意力矩阵项 {map}（{share:.0%}）",
+    "right: {right}; with the undivided map: {wrong}": "正确：{right}；注意力矩阵项不除以 t：{wrong}",
+    "SwiGLU, f=28672 (right):    {}": "SwiGLU，f=28672（正确）：   {}",
+    "counted as GeLU, f=28672:   {} ({})": "按 GeLU 计，f=28672：       {}，差 {}",
+    "paper's 24 (GeLU, f = 4h):  {} ({})": "论文的 24（GeLU，f = 4h）： {}，差 {}",
+    "SwiGLU, f={f} (default):  {size} ({change})": "SwiGLU，f={f}（默认）：   {size}，差 {change}",
+    "2. {part} of {whole}": "2. {whole} 中的 {part}",
+    "3. {part} of {whole}": "3. 相对 {whole}：{part}",
+    # notebook 07 (and actmem.measure.report)
+    "{} {} ranks at t = 2": "{} t = 2 时共 {} 个 rank",
+    "t={t} rank {rank}: every row exact: {exact};": "t={t} rank {rank}：每一行都完全一致：{exact}；",
+    "mask dtypes:": "掩码的 dtype：",
+    "ledger at t=1: {} bytes; at t=2: {} bytes per rank": "账本：t=1 时 {} 字节；t=2 时每个 rank {} 字节",
+    "paper's formula at t=1: {} bytes; at t=2: {} bytes per rank":
+        "论文公式：t=1 时 {} 字节；t=2 时每个 rank {} 字节",
+    "same function as t = 1 (max error < 1e-5):": "与 t = 1 时计算的是同一个函数（最大误差 < 1e-5）：",
+    "rank {rank}: mask equal on both ranks:": "rank {rank}：两个 rank 上的掩码是否相同：",
+    "t=2 rank 1 equals rank 0 in every variant:": "每个变体中 t=2 的 rank 1 都与 rank 0 相同：",
+    "{name!s}: rows that differ: {differ}": "{name!s}：不一致的行：{differ}",
+    "{name!s}: rows that differ: none": "{name!s}：没有不一致的行",
+    "\n{name!s} extras:\n{table!s}": "\n{name!s} 的额外项：\n{table!s}",
+    "elements;": "个元素；",
+    "bytes": "字节",
+    "1. ledger groups at t={t}:": "1. t={t} 时账本的各组：",
+    "2. {} bytes of extras per rank at t=2; {} at t=1": "2. t=2 时每个 rank 的额外项：{} 字节；t=1 时 {}",
+    "2. silu(gate) per rank:": "2. 每个 rank 上的 silu(gate)：",
+    "row": "行",
+    "variant": "变体",
+    "ledger t={t} r{rank}": "账本 t={t} r{rank}",
+    "measured t={t} r{rank}": "实测 t={t} r{rank}",
+    "ledger t={t}": "账本 t={t}",
+    "measured t={t}": "实测 t={t}",
+    "exact t={t}": "一致 t={t}",
+    "extras t={t}": "额外项 t={t}",
+    "(no extras)": "（没有额外项）",
+    "mean": "均值",
+    "reciprocal std (rstd)": "标准差的倒数（rstd）",
+    "silu(gate): eager SwiGLU computes silu(gate) * up as two ops and the product keeps both "
+    "factors; Megatron's fused bias_swiglu keeps only gate and up and recomputes silu.":
+        "silu(gate)：eager 模式的 SwiGLU 把 silu(gate) * up 分成两个算子，乘法保存两个因子；"
+        "Megatron 融合的 bias_swiglu 只保存 gate 和 up，反向时重算 silu。",
+    "the s x s softmax output": "s x s 的 softmax 输出",
+    "the s x s dropout noise (scaled 0 or 1/(1-p)) as its mask":
+        "s x s 的 dropout 噪声（缩放后的 0 或 1/(1-p)），用作掩码",
+    "the s x s dropout output": "s x s 的 dropout 输出",
+    "a copy of Q (scaled)": "Q 的一份副本（已缩放）",
+    "a copy of K (scaled)": "K 的一份副本（已缩放）",
+    "a copy of V": "V 的一份副本",
+    "not in the ledger": "不在账本中",
+    # notebook 08
+    "one layer, split by t: {} | whole on every rank: {}": "每层按 t 切分的部分：{} | 每个 rank 上完整保存的部分：{}",
+    "{L} layers x {layer:,} + embedding {embedding:,} + output layer {output:,} + final norm {norm:,}":
+        "{L} 层 x {layer:,} + 嵌入层 {embedding:,} + 输出层 {output:,} + 最终归一化层 {norm:,}",
+    "= {total:,} parameters": "= {total:,} 个参数",
+    "ZeRO stage {stage}: {size} per GPU": "ZeRO 第 {stage} 阶段：每卡 {size}",
+    "Megatron-LM, {label}: {size} per GPU": "Megatron-LM，{label}：每卡 {size}",
+    "18 B/param": "每参数 18 B",
+    "distributed optimizer": "分布式优化器",
+    "LLaMA-2-7B, t=2, p=2: parameters per GPU of each stage:": "LLaMA-2-7B，t=2，p=2：各级每卡的参数量：",
+    "GPT-3 vocabulary 50257 padded for t = 1, 8: {} {}": "GPT-3 的词表 50257 在 t = 1、8 时补齐为：{} {}",
+    "stage with the most parameters: stage {stage}, {parameters:,}, {size} of model states":
+        "参数最多的级：第 {stage} 级，{parameters:,} 个参数，模型状态 {size}",
+    "first stage, per micro-batch:": "首级，每个微批次：",
+    "last stage, per micro-batch: ": "末级，每个微批次：",
+    "token ids": "token ID",
+    "final norm input": "最终归一化层的输入",
+    "output layer input": "输出层的输入",
+    "logits": "logits",
+    "cross-entropy targets": "损失函数的目标标签",
+    "GPT-2 vocabulary, s=2048, b=2: fp32 logits {}; in 16 bits {}":
+        "GPT-2 的词表，s=2048，b=2：fp32 的 logits {}；16 位时 {}",
+    "175B, t=8, selective: held {held}, plus {more} (one layer's attention map) during backward":
+        "175B，t=8，选择性重计算：保存 {held}，反向时另需 {more}（一层的注意力矩阵）",
+    "k={k:>2}: checkpoints {held} + group {group} = {total}": "k={k:>2}：检查点 {held} + 重计算组 {group} = {total}",
+    "logits_loss": "logits 和损失",
+    "transient": "临时张量",
+    "workspace": "算子临时空间",
+    "loss={loss!r:<16} stage 1 peak {peak} at '{event}', logits and loss {size}":
+        "loss={loss!r:<16} 第 1 级峰值 {peak}，出现在“{event}”；logits 和损失 {size}",
+    "gradient_buffer={buffer!r}: GPT-2 large on one GPU peaks at {one} ('{event}'); "
+    "LLaMA-2-7B stage 0 at {piped}":
+        "gradient_buffer={buffer!r}：GPT-2 large 单卡峰值 {one}（“{event}”）；"
+        "LLaMA-2-7B 第 0 级峰值 {piped}",
+    "{op!s} {event}: activations {activations}, logits and loss {logits}, total {total}":
+        "{op!s} “{event}”：激活 {activations}，logits 和损失 {logits}，总计 {total}",
+    "reshard_after_forward={raf}: {size}, {event}": "reshard_after_forward={raf}：{size}，出现在“{event}”",
+    "'80GB' read as a size:": "把“80GB”按十进制字节读：",
+    "part (MiB per GPU)": "各部分（每卡 MiB）",
+    "b={b} FlashAttention={flash!s:<5} loss={loss!s:<14} {bytes}-byte logits: peak {peak} at "
+    "'{event}': {verdict}":
+        "b={b} FlashAttention={flash!s:<5} loss={loss!s:<14} {bytes} 字节 logits：峰值 {peak}，"
+        "出现在“{event}”：{verdict}",
+    "does not fit": "放不下",
+    "run           states actmem   Megatron  activations actmem   Megatron  (MiB, stage 0)":
+        "运行        模型状态 actmem   Megatron         激活 actmem   Megatron  （MiB，第 0 级）",
+    "1. {held} of layer activations on stage 0; {verdict}": "1. 第 0 级的层激活 {held}；{verdict}",
+    "2. b={b}: {verdict} ; fp32 logits {size}": "2. b={b}：{verdict}；fp32 的 logits {size}",
+    "3. {verdict} ; group {group} ; model states {states}": "3. {verdict}；重计算组 {group}；模型状态 {states}",
+    # Megatron-LM's estimate against actmem's (actmem.run.megatron_estimate.differences)
+    "Megatron-LM counts no linear-layer biases": "Megatron-LM 不计线性层的偏置",
+    "it divides every parameter by t, norms included, and the token ids too (every rank keeps "
+    "those whole)":
+        "它把每个参数都除以 t，连归一化层也不例外，token ID 也一样（其实每个 rank 都完整保存它们）",
+    "without sequence parallelism + selective recomputation its per-layer term sbh(10 + 24/t) "
+    "drops the attention map 5as^2b/t":
+        "不开序列并行 + 选择性重计算时，它的每层公式 sbh(10 + 24/t) 漏掉了注意力矩阵项 5as^2b/t",
+    "sbh(18 + 4f/h) sizes K and V as if every head had its own (no grouped-query attention)":
+        "sbh(18 + 4f/h) 按每个头都有自己的 K、V 来计（没有考虑分组查询注意力）",
+    "4f/h counts one f-wide input of the second linear and GeLU's input; SwiGLU keeps gate "
+    "and up (6sbf bytes in all)":
+        "4f/h 计的是第二个线性层的一个宽 f 的输入和 GeLU 的输入；SwiGLU 保存 gate 和 up"
+        "（共 6sbf 字节）",
+    "it assumes dropout masks (the model has no dropout)": "它计入了 dropout 掩码（而这个模型没有 dropout）",
+    "it ignores full recomputation (counts stored layers)": "它没有考虑完全重计算（仍按保存全部层计）",
+    "it adds a fixed 5% and counts the logits at 2 bytes (fp32 in Megatron-LM's cross-entropy "
+    "and in actmem)":
+        "它固定加 5%，并按每元素 2 字节计 logits（Megatron-LM 的损失函数和 actmem 都按 fp32 计）",
+    "it leaves out the last stage, which holds the output layer": "它不看末级，而输出层在末级上",
+    # notebook 09
+    "2. {gpu} | 80 x 10^9 bytes: {size} | too little by {short}":
+        "2. {gpu} | 80 x 10^9 字节：{size} | 少了 {short}",
+    "4. stage {stage}: {parameters:.2f} B parameters, model states {states}, activations held "
+    "{held}, peak {peak} ({event})":
+        "4. 第 {stage} 级：参数量 {parameters:.2f} B，模型状态 {states}，保存的激活 {held}，"
+        "峰值 {peak}（{event}）",
+    "   capacity {} | most loaded: stage {} | to spare: {}": "   容量 {} | 负载最重：第 {} 级 | 余量：{}",
+    # notebook 10
+    "s = {s}, L = {L}, {n:,} parameters; {gpu}: {size}": "s = {s}，L = {L}，{n:,} 个参数；{gpu}：{size}",
+    "peak": "峰值",
+    "t=8, recompute={recompute!r}: activations held {held}, rebuilt during backward {rebuilt}, "
+    "peak {peak} at '{event}'":
+        "t=8，recompute={recompute!r}：保存的激活 {held}，反向时重建 {rebuilt}，峰值 {peak}，"
+        "出现在“{event}”",
+    "t={t}, cp={cp} ({n} GPUs)": "t={t}，cp={cp}（{n} 块 GPU）",
+    "{} B/element, {}": "每元素 {} B，{}",
+    "(new)": "（新增）",
+    "t=8 (start)": "t=8（起点）",
+    "core_attn, mlp": "核心注意力、MLP",
+    "core_attn, mlp, layernorm": "核心注意力、MLP、LayerNorm",
+    "LoRA, rank 16": "LoRA，秩 16",
+    "offload 16 layers": "卸载 16 层",
+    "ep=4, moe_act": "ep=4，专家激活",
+    "ep=4, moe": "ep=4，专家层",
+    "ep=4, full": "ep=4，完全重计算",
+    "offload 16 layers: pinned host memory {}": "卸载 16 层：锁页主机内存 {}",
+    "{n:,} parameters; experts {experts:,} ({share:.1%})": "{n:,} 个参数；其中专家 {experts:,}（{share:.1%}）",
+    "1. recompute_modules={mods}: peak {peak}, fits: {fits}": "1. recompute_modules={mods}：峰值 {peak}，放得下：{fits}",
+    "2. {name}, full recomputation: {parts}": "2. {name}，完全重计算：{parts}",
+    "rebuilt": "重建",
+    "3. ep={ep}, etp={etp}: weights {weights}, gradients {gradients}, peak {peak}, fits: {fits}":
+        "3. ep={ep}，etp={etp}：权重 {weights}，梯度 {gradients}，峰值 {peak}，放得下：{fits}",
+    # the command line (actmem.views.cli, train_cli) with --lang zh
+    "s={s} b={b} h={h} a={a}: MiB per layer, per micro-batch, per GPU":
+        "s={s} b={b} h={h} a={a}：每层、每个微批次、每卡的 MiB",
+    "event": "事件",
+    "stage {stage}: {events} events, MiB per GPU (* peak: {peak})":
+        "第 {stage} 级：{events} 个事件，每卡 MiB（* 峰值：{peak}）",
 }
+
+MESSAGES = {
+    # English message template -> Chinese: :func:`actmem.views.printed.message` reads the
+    # fields back out of a message (an error, a measured explanation) that the code writes in
+    # English, and puts them, translated where the catalog has them, into the Chinese one.
+    "{name}={value} must divide {a} and {b}; valid {name2}: {valid}":
+        "{name}={value} 必须同时整除 {a} 和 {b}；可用的 {name2}：{valid}",
+    "{name}={value} must divide {target}; valid {name2}: {valid}":
+        "{name}={value} 必须整除 {target}；可用的 {name2}：{valid}",
+    "m={m}: Megatron-LM's interleaved schedule with the default microbatch_group_size (N = p) "
+    "needs m to be a multiple of p={p}; microbatch_group_size=N with p <= N <= m and m mod N = 0 "
+    "or >= p lifts that (e.g. N={n})":
+        "m={m}：在默认的 microbatch_group_size（N = p）下，Megatron-LM 的交错式调度要求 m 是 "
+        "p={p} 的整数倍；改设 microbatch_group_size=N（p <= N <= m，且 m mod N = 0 或 >= p）"
+        "即可解除这一限制（例如 N={n}）",
+    "fp8={fp8} is modelled for dense models; this model has num_experts={n}: use fp8=None":
+        "fp8={fp8} 只对稠密模型建模；这个模型有 num_experts={n}：请用 fp8=None",
+    "LayerNorm {what} per token, kept so backward need not recompute it ({dtype} on CPU; "
+    "PyTorch's CUDA kernel keeps fp32). The paper leaves it out: s*b elements, tiny next to "
+    "s*b*h.":
+        "每个 token 的 LayerNorm {what}：保存下来，反向时就不必重算（CPU 上为 {dtype}；"
+        "PyTorch 的 CUDA kernel 保存 fp32）。论文没有计入它：只有 s*b 个元素，与 s*b*h 相比微不足道。",
+    "scaled_dot_product_attention with dropout on CPU has no fused kernel: its math fallback "
+    "upcasts to float32 and keeps {role} (4 bytes/element).":
+        "CPU 上带 dropout 的 scaled_dot_product_attention 没有融合 kernel：它退回 math 后端，"
+        "提升为 float32，并保存 {role}（每元素 4 字节）。",
+    "{who} et al. {year} ({paper}), Table {table} and model card: {count} parameters":
+        "{who} 等人 {year}（{paper}），表 {table} 与模型卡：{count} 个参数",
+}
+"""Messages the code writes in English (errors, measured explanations, a preset's source),
+as templates: see :func:`actmem.views.printed.message`."""

@@ -33,8 +33,8 @@ ANSWER = re.compile(r"\n?[ \t]*<details><summary>(?:Answer|答案)</summary>.*?<
                     r"[ \t]*\n?", re.DOTALL)
 """One exercise answer in a markdown cell (with the blank lines around it),
 in English or Chinese."""
-ANSWER_NOTE = re.compile(r"\n*(?:The cell below computes the numbers used in the answers\."
-                         r"|下面的单元格计算答案中用到的数字。).*\Z", re.DOTALL)
+ANSWER_NOTE = re.compile(r"\n*(?:The cell below computes the numbers used in the answers[. ]"
+                         r"|下面的单元格计算答案中用到的数字[。，]).*\Z", re.DOTALL)
 """The closing note that points at the answer cell."""
 
 

@@ -36,6 +36,10 @@ KEPT_IN_CHINESE = {
     "Llama", "Mixtral", "DeepSeekMoE", "DeepSeek", "Lite", "Qwen",
     # names inside the ledger's backward formulas
     "rowsum", "P_dropped", "silu", "gate",
+    # schedule names the community keeps (glossary: ZBV, DualPipeV)
+    "ZBV", "DualPipeV",
+    # symbols kept as they are (glossary: etp, like cp and ep)
+    "etp",
 }
 
 
@@ -76,9 +80,18 @@ def test_english_comes_back(zh):
     assert title in figure_texts(figures.doubling_figure())
 
 
+WIDTH = re.compile(r"^(?:.?[<>=^])?([+\- ]?z?#?)0?\d*")
+"""A format spec's fill, alignment and width: a printed table's Chinese layout
+gives its columns their own widths (a Han character takes two columns)."""
+
+
 def test_every_translation_keeps_the_template_fields():
+    """The same fields, conversions and number formats (``{share:.1%}``,
+    ``{n:,}``), in any order; only the widths and alignment of a column may
+    differ."""
     def fields(text):
-        return {f"{name}:{spec}" for _, name, spec, _ in string.Formatter().parse(text)
+        return {(name, conversion, WIDTH.sub(lambda m: m[1], spec))
+                for _, name, spec, conversion in string.Formatter().parse(text)
                 if name is not None}
     bad = [k for k, v in ZH.items() if fields(k) != fields(v)]
     assert not bad, bad
@@ -284,9 +297,11 @@ def test_the_answers_summary_is_chinese_and_the_answers_are_not(zh, monkeypatch)
 
 
 def _strings_in(folder: Path) -> set[str]:
-    """Every string constant in the modules of ``folder`` (read, not imported:
-    ``actmem.measure`` needs torch to import)."""
-    return {node.value for path in folder.glob("*.py")
+    """Every string constant in the modules of ``folder`` (or in the module
+    ``folder`` names; read, not imported: ``actmem.measure`` needs torch to
+    import)."""
+    paths = [folder] if folder.suffix == ".py" else folder.glob("*.py")
+    return {node.value for path in paths
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
@@ -354,12 +369,18 @@ def _labels_from_data() -> set[str]:
     label tables, readout templates."""
     from actmem.layer.ledger_diff import KINDS
     from actmem.views.answers import SUMMARY
+    model = actmem.PRESETS["llama2-7b"]
     labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
+              # printed by notebook 08: Megatron-LM's differences, a pass's parts, the
+              # timeline's categories (dict keys)
+              *_strings_in(ROOT / "actmem" / "run" / "megatron_estimate.py"),
+              *actmem.pass_parts.embedding_activations(model),
+              *actmem.pass_parts.output_activations(model), *actmem.CATEGORIES,
               *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
               *actmem.RECOMPUTE, *actmem.RECOMPUTE_MODULES, *fit_views.STATES,
               *schedule_figures.TITLES.values(),
               *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
-              *fit_views.GRADIENT_LABELS.values(), *event_templates(),
+              *fit_views.GRADIENT_LABELS.values(), *event_templates(), *fit_views.MODEL_NAMES.values(),
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
               *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",
               *widgets.LEDGER_COLUMNS, *schedule_views.STAGE_COLUMNS,
@@ -394,4 +415,4 @@ def test_every_entry_is_used():
     code = " ".join(cell.source.replace("\n", " ") for path in (ROOT / "notebooks").glob("*.ipynb")
                     for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
     code = re.sub(r'"\s+"', "", code)
-    assert [k for k in notebook_titles if k not in code] == []
+    assert [k for k in notebook_titles if k not in code and k.replace("\n", "\\n") not in code] == []

@@ -60,6 +60,9 @@ def test_no_answer_reaches_the_learner_copy(copies, path):
     assert re.search(f"^{heading}", text, re.M) and "Colab" in text  # kept
     exercises = text.split(heading, 1)[1]
     assert len(re.findall(r"^\d\. ", exercises, re.M)) >= 2
+    # no sentence is left pointing at the answers' cell that is gone (review M8: notebook
+    # 10's "... numbers used in the answers and checks ...", "……用到的数字，并核对……")
+    assert "The cell below computes" not in text and "下面的单元格计算答案" not in text
 
 
 @pytest.mark.parametrize("path", PATHS, ids=name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..language import english
+from ..language import english, translator
 from .compare import Comparison
 from .variants import VARIANTS
 
@@ -25,52 +25,70 @@ def as_dict(c: Comparison) -> dict:
     }
 
 
-def table(by_t: dict[int, list[Comparison]]) -> str:
+def _aligned(lines: list[list[str]], left: int) -> str:
+    """Rows of cells in columns as wide as their widest cell (display
+    columns: a Chinese character takes two), the first ``left`` columns
+    aligned left and the others right, two spaces apart."""
+    from ..views.printed import pad, width
+
+    widths = [max(width(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(pad(cell, w, "<" if i < left else ">")
+                               for i, (cell, w) in enumerate(zip(line, widths)))
+                     for line in lines)
+
+
+def table(by_t: dict[int, list[Comparison]], tr=None) -> str:
     """Ledger and measured bytes per row, one column pair per t and rank.
 
-    ``by_t`` maps t to the comparisons of its ranks (same variant).
+    ``by_t`` maps t to the comparisons of its ranks (same variant); words
+    translated by ``tr`` (:mod:`actmem.language`; default: the current
+    language), row keys and numbers as they are.
     """
+    tr = translator() if tr is None else tr
     cols = [(t, c) for t, ranks in sorted(by_t.items()) for c in ranks]
-    head = ["row", "group"] + [
-        f"{kind} t={t} r{c.measurement.rank}" for t, c in cols
-        for kind in ("ledger", "measured")]
+    head = [tr("row"), tr("group")] + [
+        tr(kind).format(t=t, rank=c.measurement.rank) for t, c in cols
+        for kind in ("ledger t={t} r{rank}", "measured t={t} r{rank}")]
     keys = list(dict.fromkeys(r.key for _, c in cols for r in c.rows))
     lines = [head]
     for key in keys:
         found = [next((r for r in c.rows if r.key == key), None) for _, c in cols]
         group = next(r.group for r in found if r)
-        lines.append([key, group] + [
+        lines.append([key, tr(group)] + [
             "-" if r is None else str(v) for r in found
             for v in ((r.ledger_bytes, r.measured_bytes) if r else (0, 0))])
-    lines.append(["extras (not in ledger)", ""] + [
+    lines.append([tr("extras (not in ledger)"), ""] + [
         v for _, c in cols for v in ("-", str(c.extras_total))])
-    lines.append(["total", ""] + [
+    lines.append([tr("total"), ""] + [
         v for _, c in cols for v in (str(c.ledger_total),
                                      str(c.measured_rows_total + c.extras_total))])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(cell.rjust(w) if i > 1 else cell.ljust(w)
-                               for i, (cell, w) in enumerate(zip(line, widths)))
-                     for line in lines)
+    return _aligned(lines, 2)
 
 
-def extras_table(c: Comparison) -> str:
-    """Every extra on one rank: bytes, dtype, shape, node, and why."""
+def extras_table(c: Comparison, tr=None) -> str:
+    """Every extra on one rank: bytes, dtype, shape, node, and why (the why
+    translated by ``tr``, default the current language)."""
+    from ..views.printed import translate
+
+    tr = translator() if tr is None else tr
     return "\n".join(
         f"{e.storage.nbytes:>8} B  {e.storage.dtype:<8} {str(e.storage.shape):<16}"
         f" {e.storage.block:<9} {e.storage.saved_by[0] if e.storage.saved_by else '?'}\n"
-        f"{'':>11}{e.why}" for e in c.extras) or "(no extras)"
+        f"{'':>11}{translate(e.why, tr)}" for e in c.extras) or tr("(no extras)")
 
 
 def variants_table(results: dict[str, dict[int, list[Comparison]]],
-                   rank: int = 0) -> str:
+                   rank: int = 0, tr=None) -> str:
     """One line per variant, one column group per t (rank ``rank`` of each):
-    ledger bytes, bytes measured for the ledger rows, exact rows, extras.
+    ledger bytes, bytes measured for the ledger rows, exact rows, extras;
+    headings translated by ``tr`` (default: the current language).
 
     ``results`` maps a variant name to ``{t: [comparison per rank]}``.
     """
+    tr = translator() if tr is None else tr
     ts = sorted(next(iter(results.values())))
-    head = ["variant"] + [f"{kind} t={t}" for t in ts
-                          for kind in ("ledger", "measured", "exact", "extras")]
+    head = [tr("variant")] + [tr(kind).format(t=t) for t in ts for kind in
+                              ("ledger t={t}", "measured t={t}", "exact t={t}", "extras t={t}")]
     lines = [head]
     for name, by_t in results.items():
         line = [name]
@@ -80,10 +98,7 @@ def variants_table(results: dict[str, dict[int, list[Comparison]]],
             line += [str(c.ledger_total), str(c.measured_rows_total),
                      f"{exact}/{len(c.rows)}", str(c.extras_total)]
         lines.append(line)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                               for i, (cell, w) in enumerate(zip(line, widths)))
-                     for line in lines)
+    return _aligned(lines, 1)
 
 
 SUMMARY_PART = ("t={t} rank {rank}: ledger {ledger} B, rows measured {measured} B "

@@ -16,6 +16,7 @@ sheet into one file (``python -m actmem cheatsheet FILE``).
 from __future__ import annotations
 
 import io
+import re
 
 from matplotlib.figure import Figure
 
@@ -107,14 +108,14 @@ def _lora(tr) -> tuple[str, str, str]:
                "{w} + {g} + {o} bytes per parameter; each adapter keeps its input").format(
                 w=w, g=g, o=o),
             tr("LLaMA-2 7B, rank {r} on {targets}: peak {a} -> {b}").format(
-                r=LORA["lora_rank"], targets=", ".join(LORA["lora_targets"]),
+                r=LORA["lora_rank"], targets=_listing(LORA["lora_targets"], tr),
                 a=_gib(full.peak), b=_gib(lora.peak)))
 
 
 def _offload(tr) -> tuple[str, str, str]:
     plain, off = (training_memory(LLAMA2, **MEGATRON, cpu_offloading_num_layers=n).most_loaded
                   for n in (0, OFFLOADED))
-    return ("offloading  (--cpu-offloading-num-layers)",
+    return (tr("offloading  (--cpu-offloading-num-layers)"),
             tr("the first n layers' saved tensors of at least {n} elements go to pinned host "
                "memory while the pass waits; the newest layer stays").format(
                 n=f"{OFFLOAD_MIN_ELEMENTS:,}"),
@@ -143,6 +144,20 @@ def _modules(tr) -> tuple[str, str, str]:
                    ws=_mib(working_set(c))))
 
 
+def _listing(names, tr) -> str:
+    """Names as a list: ``'q_proj, v_proj'``; in Chinese with the enumeration
+    comma, ``'q_proj、v_proj'``."""
+    return ("、" if tr(", ") == "，" else ", ").join(names)
+
+
+def _code(lever: str) -> str:
+    """A lever's name in Markdown: code as code (```cp  (--context-parallel-size)```);
+    a translated name as text with its flag as code (``激活卸载（`--cpu-offloading-num-layers`）``)."""
+    if lever.isascii():
+        return f"`{lever}`"
+    return re.sub(r"（(--[\w-]+)）", r"（`\1`）", lever)
+
+
 def levers(tr=None) -> list[tuple[str, str, str]]:
     """``(lever and its flag, byte rule, one number)`` per lever; words
     translated by ``tr`` (default: the current language)."""
@@ -155,7 +170,7 @@ def levers_markdown(tr=None) -> str:
     tr = _tr(tr)
     lines = [f"| {tr('lever')} | {tr('what it does to the bytes')} | {tr('one number')} |",
              "|---|---|---|"]
-    lines += [f"| `{lever}` | {rule} | {number} |" for lever, rule, number in levers(tr)]
+    lines += [f"| {_code(lever)} | {rule} | {number} |" for lever, rule, number in levers(tr)]
     return "\n".join(lines)
 
 

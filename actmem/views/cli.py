@@ -94,18 +94,26 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_argument("--no-dropout", dest="dropout", action="store_false",
                       help="the layer applies no dropout")
     parser.add_argument("--json", action="store_true", help="print bytes as JSON")
+    add_language(parser, "the table's")
     sub = parser.add_subparsers(dest="command", metavar="{train,cheatsheet}",
                                 parser_class=_Parser)
     parser.commands = sub.choices
-    train_cli.add_parser(sub)
+    add_language(train_cli.add_parser(sub), "the table's and the verdict's")
     sheet = sub.add_parser("cheatsheet", help="write the two-page cheat sheet",
                            prog="actmem cheatsheet",
                            description="Write the cheat sheet (formulas and common "
                            "mistakes; today's levers; numbers from actmem) as two landscape "
                            "A4 pages (a PNG: one above the other).")
     sheet.add_argument("out", help="the file to write: NAME.pdf or NAME.png")
-    sheet.add_argument("--lang", choices=LANGUAGES, default="en",
-                       help="the sheet's language: English (en, default) or Chinese (zh)")
+    add_language(sheet, "the sheet's")
+    return parser
+
+
+def add_language(parser: argparse.ArgumentParser, whose: str) -> argparse.ArgumentParser:
+    """``--lang``: the language of the words printed (numbers and JSON are
+    the same in every language)."""
+    parser.add_argument("--lang", choices=LANGUAGES, default="en",
+                        help=f"{whose} language: English (en, default) or Chinese (zh)")
     return parser
 
 
@@ -141,10 +149,19 @@ def compute(args) -> list[dict]:
 
 
 def render_table(args, rows: list[dict]) -> str:
-    """The worked example's table in MiB, with the whole-model line(s) when -L is set."""
-    head = f"{'t':>4} {'fixed':>10} {'intermediate':>13} {'attention map':>14} {'total':>10}"
-    lines = [f"s={args.s} b={args.b} h={args.h} a={args.a}: MiB per layer, "
-             "per micro-batch, per GPU", head]
+    """The worked example's table in MiB, with the whole-model line(s) when -L is set;
+    words in the current language (``--lang``; in Chinese the source article's
+    column names)."""
+    from ..language import tr
+    from .printed import pad
+
+    head = (f"{'t':>4} " + " ".join(pad(tr(name), w, ">") for name, w in zip(
+        ("fixed", "intermediate", "attention map", "total"), (10, 13, 14, 10))))
+    if get_language() == "zh":  # the source article's own column names (its table, sec. 3)
+        head = f"{'t':>4} " + " ".join(pad(name, w, ">") for name, w in zip(
+            ("固定项", "中间态", "Attention Map", "合计"), (10, 13, 14, 10)))
+    lines = [tr("s={s} b={b} h={h} a={a}: MiB per layer, per micro-batch, per GPU").format(
+        s=args.s, b=args.b, h=args.h, a=args.a), head]
     for r in rows:
         cells = " ".join(f"{format_value(r[c]):>{w}}" for c, w in
                          zip(COLUMNS, (10, 13, 14, 10)))
@@ -163,12 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is not None:
         _nothing_before(parser, argv, args.command)
     run = {"train": _train, "cheatsheet": _cheatsheet}.get(args.command, _table)
+    previous = get_language()
     try:
+        if args.command != "cheatsheet":   # the sheet sets its own, while it draws
+            set_language(args.lang)
         print(run(args))
     except (TypeError, ValueError) as error:
         parser.error(str(error))
     except OSError as error:  # the cheat sheet's file
         parser.error(f"out={args.out!r} cannot be written: {error.strerror or error}")
+    finally:
+        set_language(previous)
     return 0
 
 

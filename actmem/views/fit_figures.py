@@ -9,7 +9,6 @@ of :data:`actmem.peak.PARTS`. Every number comes from
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Mapping, Sequence
 
@@ -21,6 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..language import english, tr, translator
 from .figures import OKABE_ITO
+from .printed import event_label  # noqa: F401  (notebooks 08 and 10 import it from here)
 from .redraw import changing_only, figure_axes
 from ..run.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -124,23 +124,6 @@ CATEGORY_LABELS = {"weights": "weights", "gradients": "gradients", "optimizer": 
                    "transient": "transient (inside an operation)",
                    "workspace": "workspaces and buffers"}
 """Legend labels of the categories (English keys of the catalog)."""
-_NAME = re.compile(r"micro-batch (\d+)(?:, chunk (\d+))?")
-
-
-def event_label(label: str, tr=english) -> str:
-    """An :class:`actmem.Event`'s label in the language of ``tr``: the
-    micro-batch (and chunk) it names is put into the translated template,
-    e.g. ``'loss of micro-batch 3'`` -> ``'微批次 3 的损失'``. A label the
-    catalog lacks comes back as it is."""
-    found = _NAME.search(label)
-    if found is None:
-        return tr(label)
-    i, chunk = found.groups()
-    name = (tr("micro-batch {i}, chunk {c}").format(i=i, c=chunk) if chunk is not None
-            else tr("micro-batch {i}").format(i=i))
-    template = _NAME.sub("{name}", label)
-    translated = tr(template)
-    return label if translated == template else translated.format(name=name)
 
 
 def timeline_stages(result: TrainingMemory, stages=None) -> list[int]:

@@ -394,7 +394,7 @@ class FitPlanner(_Explorer):
         flag("flash_attention", flash_attention)
         flag("sequence_parallel", sequence_parallel)
         s, b = preset.s if s is None else s, preset.b if b is None else b
-        c = {"model": _dropdown("model", [(MODEL_NAMES[k], k) for k in MODELS], model),
+        c = {"model": _dropdown("model", [(tr(MODEL_NAMES[k]), k) for k in MODELS], model),
              "s": _dropdown("s", sequence_choices(preset), s,
                             "a power of two up to the model's position limit"),
              "b": _dropdown("b", range(1, B_MAX + 1), b)}
@@ -536,7 +536,7 @@ class FitPlanner(_Explorer):
                                                    c["split"].value)]
         self.say("stages", lambda tr: stages_html(result, tr, layers))
         self.show_figure(timeline_figure, result, tr("{model} on {gpu} GPUs").format(
-            model=self.controls["model"].value, gpu=gpu), stages="ends")
+            model=self.controls["model"].label, gpu=gpu), stages="ends")
 
 
 def _offload_dropdown(choices: list[int], offload) -> "widgets.Dropdown":

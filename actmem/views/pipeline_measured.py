@@ -21,6 +21,8 @@ from fractions import Fraction
 from importlib.resources import files
 from pathlib import Path
 
+from ..language import tr, translator
+
 STORED = "data/pipeline_measured.json"
 """Where the stored measurement lives inside the package."""
 CACHE_ENV = "ACTMEM_MEASURE_CACHE"
@@ -38,13 +40,14 @@ def load_measurement() -> tuple[str, dict]:
     """``(source, data)``: measured on this machine if torch is importable
     (about 40 s on 2 cores: p = 2 and 4 gloo processes; kept in the folder
     :data:`CACHE_ENV` names, if set), else the stored result; ``source`` says
-    which, with the torch version that measured it."""
+    which, with the torch version that measured it, in the current language."""
     if importlib.util.find_spec("torch") is None:
         data = stored_measurement()
-        return (f"STORED result (torch {data['config']['torch']}); torch is not "
-                "installed here, so nothing was measured now", data)
+        return (tr("STORED result (torch {version}); torch is not installed here, so nothing "
+                   "was measured now").format(version=data["config"]["torch"]), data)
     data = _measured()
-    return f"measured on this machine with torch {data['config']['torch']}", data
+    return tr("measured on this machine with torch {version}").format(
+        version=data["config"]["torch"]), data
 
 
 def _measured() -> dict:
@@ -77,23 +80,25 @@ def _ratio(text: str) -> str:
     return str(ratio) if ratio.denominator == 1 else f"{float(ratio):.2f}"
 
 
-def measurement_table(data: dict) -> str:
+def measurement_table(data: dict, tr=None) -> str:
     """One line per measured schedule: the bytes one micro-batch's pass
     through one chunk saves, and for every stage (first to last) the
     measured peak over that, next to the simulated peak in flight (a pass
     counted until its ``B`` or ``W``). With a split backward PyTorch keeps
     bytes after ``W`` too, so the measured peak can exceed it; "agrees"
     checks the bytes after every operation (:mod:`actmem.measure.pipeline_result`).
+    Words translated by ``tr`` (default: the current language).
 
     >>> print(measurement_table(stored_measurement()).splitlines()[0])
     schedule         p  m  v  one pass (B)  measured peak / one pass   simulated  agrees
     """
-    lines = ["schedule         p  m  v  one pass (B)  measured peak / one pass   "
-             "simulated  agrees"]
+    tr = translator() if tr is None else tr
+    lines = [tr("schedule         p  m  v  one pass (B)  measured peak / one pass   "
+                "simulated  agrees")]
     for (schedule, p, m, v), stages in _cases(data).items():
         measured = " ".join(_ratio(s["ratio"]) for s in stages)
         simulated = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
-        agrees = "yes" if all(s["agrees"] for s in stages) else "NO"
+        agrees = tr("yes") if all(s["agrees"] for s in stages) else tr("NO")
         lines.append(f"{schedule:<14} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>12}"
                      f"  {measured:<25}  {simulated:<9}  {agrees}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import re
 
-from ..language import english
+from ..language import translator
 from ..layer.config import RECOMPUTE
 from ..layer.context_parallel import CP_COMM_TYPES
 from ..layer.fp8 import FP8_FORMATS
@@ -190,25 +190,28 @@ def compute(args) -> TrainingMemory:
         cpu_offloading_num_layers=args.cpu_offloading_num_layers)
 
 
-def gpu_text(result: TrainingMemory, gpu=None, tr=english) -> str:
+def gpu_text(result: TrainingMemory, gpu=None, tr=None) -> str:
     """The GPU's capacity in GiB, with its name when ``gpu`` (the
     ``gpu_memory`` given to :func:`actmem.training_memory`) names a preset:
-    ``'80 GiB (A100 80GB)'``."""
+    ``'80 GiB (A100 80GB)'``; ``tr``: as in :func:`verdict`."""
+    tr = translator() if tr is None else tr
     size = format_bytes(result.gpu_memory, "GiB")
     preset = find_gpu(gpu) if isinstance(gpu, str) else None
     return size if preset is None else tr("{size} ({gpu})").format(size=size, gpu=preset.name)
 
 
-def verdict(result: TrainingMemory, tr=english, gpu=None) -> str:
+def verdict(result: TrainingMemory, tr=None, gpu=None) -> str:
     """One line: the most loaded stage's peak, the event that sets it, and
     (with a GPU) the margin and whether it fits; words translated by ``tr``
-    (:mod:`actmem.language`; default English). ``gpu``: the ``gpu_memory``
-    argument, to name the GPU when it is a preset.
+    (:mod:`actmem.language`; default: the current language, so a Chinese
+    notebook prints it in Chinese, with the same numbers). ``gpu``: the
+    ``gpu_memory`` argument, to name the GPU when it is a preset.
 
     The margin is the capacity less the peak and the reserve
     (:attr:`actmem.StageMemory.needed`)."""
-    from .fit_figures import event_label
+    from .printed import event_label
 
+    tr = translator() if tr is None else tr
     top = result.most_loaded
     line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
         stage=top.stage, size=format_bytes(top.peak, "GiB"),
@@ -234,43 +237,54 @@ def margin_gib(margin: int) -> str:
     return text
 
 
-def table(result: TrainingMemory, gpu=None) -> str:
+def table(result: TrainingMemory, gpu=None, tr=None) -> str:
     """Parts (rows) by stage (columns) in MiB, their sum, the peak, the
     host memory of offloaded layers (when there is any), then the verdict
-    (``gpu``: as in :func:`verdict`)."""
-    lines = [f"{'part (MiB per GPU)':<24}" + "".join(
-        f"{'stage ' + str(s.stage):>12}" for s in result.stages)]
+    (``gpu`` and ``tr``: as in :func:`verdict`; labels are padded by display
+    width, so that Chinese ones line up too)."""
+    from .printed import pad
+
+    tr = translator() if tr is None else tr
+    lines = [pad(tr("part (MiB per GPU)"), 24) + "".join(
+        pad(tr("stage {i}").format(i=s.stage), 12, ">") for s in result.stages)]
     for part in PARTS:
-        lines.append(f"{part.replace('_', ' '):<24}" + "".join(
+        lines.append(pad(tr(part.replace("_", " ")), 24) + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
     rows = (("sum of the parts", "total"), ("peak (one moment)", "peak"))
     if any(s.host_memory for s in result.stages):  # pinned host buffers of offloaded layers
         rows += (("host memory (offload)", "host_memory"),)
     for name, key in rows:
-        lines.append(f"{name:<24}" + "".join(
+        lines.append(pad(tr(name), 24) + "".join(
             f"{format_value(getattr(s, key)):>12}" for s in result.stages))
-    return "\n".join(lines + [verdict(result, gpu=gpu)])
+    return "\n".join(lines + [verdict(result, tr, gpu)])
 
 
-def timeline_text(stage: StageMemory) -> str:
+def timeline_text(stage: StageMemory, tr=None) -> str:
     """One stage's events, one line each: the operation (``F3``, ``B0``;
     blank before the step and for the optimizer), the total and each
     category (:data:`actmem.CATEGORIES`) in MiB, and the event's label;
-    ``*`` marks the peak event."""
+    ``*`` marks the peak event. Words translated by ``tr`` (default: the
+    current language)."""
+    from .printed import event_label, pad
+
+    tr = translator() if tr is None else tr
     peak = stage.timeline.peak
-    head = f"  {'op':<6}{'total':>11}" + "".join(f"{c:>13}" for c in CATEGORIES) + "  event"
-    lines = [f"stage {stage.stage}: {len(stage.timeline.events)} events, MiB per GPU "
-             f"(* peak: {format_bytes(stage.peak, 'GiB')})", head]
+    head = (f"  {'op':<6}" + pad(tr("total"), 11, ">")
+            + "".join(pad(tr(c), 13, ">") for c in CATEGORIES) + "  " + tr("event"))
+    lines = [tr("stage {stage}: {events} events, MiB per GPU (* peak: {peak})").format(
+        stage=stage.stage, events=len(stage.timeline.events),
+        peak=format_bytes(stage.peak, "GiB")), head]
     for event in stage.timeline.events:
         mark = "*" if event is peak else " "
         lines.append(f"{mark} {event.op:<6}{format_value(event.total):>11}" + "".join(
-            f"{format_value(b):>13}" for b in event.bytes) + f"  {event.label}")
+            f"{format_value(b):>13}" for b in event.bytes) + f"  {event_label(event.label, tr)}")
     return "\n".join(lines)
 
 
 def render(args, result: TrainingMemory) -> str:
     """The run in one line, then :func:`table`; with ``--timeline`` every
-    stage's :func:`timeline_text` before the verdict's table."""
+    stage's :func:`timeline_text` before the verdict's table. Words in the
+    current language (``--lang``)."""
     timelines = ([timeline_text(s) for s in result.stages]
                  if getattr(args, "timeline", False) else [])
     return "\n".join([f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import ipywidgets as widgets
 
-from ..language import english, tr
+from ..language import english, tr, translator
 from ..layer.config import (ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size,
                             valid_tensor_parallel_sizes)
 from ..layer.ledger import GROUPS
@@ -34,7 +34,7 @@ from ..units import format_bytes, format_change, format_value, to_mib
 from ..validate import common_divisors, flag, positive_int
 from .readouts import HTML, TEXT
 from .redraw import changing_only, figure_axes
-from .widgets import _dropdown, _Explorer, _with, head_choices
+from .widgets import _dropdown, _Explorer, _with, head_choices, table_tag
 
 GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
@@ -118,18 +118,22 @@ def ffn_choices(h: int, t: int, extra: int | None = None
 
 # ------------------------------------------------------------------ text
 
-def breakdown(result: ActivationMemory, tr=english) -> str:
+def breakdown(result: ActivationMemory, tr=None) -> str:
     """One line: total and the three groups, in MiB; group names
-    translated by ``tr`` (:mod:`actmem.language`)."""
+    translated by ``tr`` (:mod:`actmem.language`; default: the current
+    language)."""
+    tr = translator() if tr is None else tr
     parts = tr(", ").join(f"{tr(GROUP_NAMES[g])} {format_bytes(result.group_bytes(g))}"
                           for g in GROUPS)
     return tr("{total} ({parts})").format(total=format_bytes(result.total), parts=parts)
 
 
-def change_text(before: ActivationMemory, after: ActivationMemory, tr=english) -> str:
+def change_text(before: ActivationMemory, after: ActivationMemory, tr=None) -> str:
     """Signed change of the total, in MiB and as a share of ``before``,
     e.g. ``'-80 MiB (-43.5%)'``; a change under 0.05% reads ``'(under 0.1%)'``,
-    not ``'(-0.0%)'``; words translated by ``tr`` (:mod:`actmem.language`)."""
+    not ``'(-0.0%)'``; words translated by ``tr`` (:mod:`actmem.language`;
+    default: the current language)."""
+    tr = translator() if tr is None else tr
     delta = after.total - before.total
     share = f"{delta / before.total:+.1%}"
     if delta and float(share[:-1]) == 0:
@@ -137,16 +141,47 @@ def change_text(before: ActivationMemory, after: ActivationMemory, tr=english) -
     return tr("{change} MiB ({share})").format(change=format_change(delta), share=share)
 
 
-def results_table(results: dict[str, ActivationMemory]) -> str:
+def results_table(results: dict[str, ActivationMemory], tr=None) -> str:
     """Plain-text table: one line per result, the three groups and the
-    total in MiB, per layer, per micro-batch, per GPU."""
-    width = max(len(name) for name in results)
+    total in MiB, per layer, per micro-batch, per GPU; names translated by
+    ``tr`` (default: the current language) and padded by display width."""
+    from .printed import pad, width as columns
+
+    tr = translator() if tr is None else tr
+    names = {name: tr(name) for name in results}
+    width = max(columns(n) for n in names.values())
     heads = [GROUP_NAMES[g] for g in GROUPS] + ["total"]
-    lines = [f"{'':<{width}} " + " ".join(f"{h:>14}" for h in heads)]
+    lines = [f"{'':<{width}} " + " ".join(pad(tr(h), 14, ">") for h in heads)]
     for name, r in results.items():
         values = [r.group_bytes(g) for g in GROUPS] + [r.total]
-        lines.append(f"{name:<{width}} "
+        lines.append(pad(names[name], width) + " "
                      + " ".join(f"{format_bytes(v):>14}" for v in values))
+    return "\n".join(lines)
+
+
+def format_changes(changes: tuple[RowChange, ...], unit: str = "MiB", tr=None) -> str:
+    """:func:`actmem.ledger_diff.format_changes` (one line per row: kind,
+    bytes before -> after) with the words translated by ``tr`` (default: the
+    current language) and padded by display width: the same text in English.
+
+    Raises:
+        ValueError: unknown ``unit`` (see :data:`actmem.UNITS`).
+    """
+    from .printed import pad, width
+
+    tr = translator() if tr is None else tr
+    name_width, kind_width = 45, 9   # English: the widths of ledger_diff.format_changes
+    if tr is not english:            # another language: as wide as its words, plus 2
+        name_width = max(width(tr(w)) for w in ("tensor", *(c.name for c in changes))) + 2
+        kind_width = max(width(tr(w)) for w in ("change", *(c.kind for c in changes)))
+    lines = [pad(tr("tensor"), name_width) + " " + pad(tr("change"), kind_width) + " "
+             + pad(tr("before"), 12, ">") + " " + pad(tr("after"), 12, ">")]
+    for c in changes:
+        before, after = (format_bytes(n, unit) if row else "-"
+                         for n, row in ((c.bytes_before, c.before),
+                                        (c.bytes_after, c.after)))
+        lines.append(pad(tr(c.name), name_width) + " " + pad(tr(c.kind), kind_width)
+                     + f" {before:>12} {after:>12}")
     return "\n".join(lines)
 
 
@@ -159,7 +194,7 @@ def diff_html(changes: tuple[RowChange, ...], tr=english) -> str:
     words translated by ``tr`` (:mod:`actmem.language`)."""
     head = "<tr>" + "".join(f"<th>{tr(c)}</th>" for c in DIFF_COLUMNS) + "</tr>"
     body = "".join(_diff_row(c, tr) for c in changes)
-    return f"<table>{head}{body}</table>"
+    return f"{table_tag(tr)}{head}{body}</table>"
 
 
 def _diff_row(c: RowChange, tr) -> str:

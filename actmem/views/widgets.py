@@ -112,13 +112,23 @@ def ledger_html(result, tr=english) -> str:
     with the backward computation each row is kept for; words translated
     by ``tr`` (:mod:`actmem.language`; default English)."""
     head = "<tr>" + "".join(f"<th>{tr(c)}</th>" for c in LEDGER_COLUMNS) + "</tr>"
+    if tr is not english:  # short Chinese words: space the columns, keep placements on one line
+        head = ('<colgroup><col><col><col><col style="width: 5em"><col style="width: 7.5em">'
+                "</colgroup>" + head)
     body = "".join(
         f"<tr><td>{html.escape(tr(r.name))}</td><td>{tr(r.block)}</td>"
         f"<td>{' x '.join(r.shape)}</td><td>{r.bytes_per_element}</td>"
         f"<td>{tr(r.placement)}</td><td>{tr(r.group)}</td>"
         f"<td>{format_value(r.bytes, digits=4)}</td><td>{html.escape(tr(r.needed_for))}</td></tr>"
         for r in result.rows)
-    return f"<table>{head}{body}</table>"
+    return f"{table_tag(tr)}{head}{body}</table>"
+
+
+def table_tag(tr) -> str:
+    """A readout table's opening tag: in another language than English, with
+    space between the columns (Chinese words are short, and cells would touch)."""
+    return ("<table>" if tr is english else
+            '<table style="border-collapse: separate; border-spacing: 0.8em 0.1em">')
 
 
 def _option_values(options) -> list:
@@ -417,7 +427,7 @@ class LedgerExplorer(_Explorer):
         self.layer = dict(s=s, b=b, h=h, a=a)
         controls = {
             "t": _t_dropdown(h, a, t),
-            "activation": _dropdown("MLP", ("gelu", "swiglu"), "gelu"),
+            "activation": _dropdown("MLP", [(tr("gelu"), "gelu"), (tr("swiglu"), "swiglu")], "gelu"),
             "flash_attention": widgets.Checkbox(value=False,
                                                 description=tr("FlashAttention")),
         }

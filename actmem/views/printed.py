@@ -1,0 +1,209 @@
+"""What a notebook prints, in the language it set (:mod:`actmem.language`).
+
+The Chinese notebooks run the same code as the English ones; what they print
+goes through these helpers, so that a learner reads every label, table header,
+verdict and explanation in the notebook's language while the numbers stay
+exactly the same. In English they print what ``print`` and an f-string would,
+byte for byte.
+
+- :func:`translate` is :func:`actmem.language.tr` that also knows the
+  timeline's event labels (``'loss of micro-batch 0'``) and the messages of
+  :data:`actmem.translations.MESSAGES` (errors, measured explanations),
+  whose values it reads back out of the English text.
+- :func:`say` is ``print`` whose string arguments are labels: each is
+  translated (a string the catalog does not know, a number or a size such
+  as ``'912 MiB'`` is printed as it is), and so are the strings in a list,
+  tuple, set or dict it is given.
+- :func:`fmt` is ``str.format`` on a translated template whose string
+  fields are labels too (``{name}``; ``{name!r}`` and ``{name!s}`` keep the
+  value as it is: a code name), padded by display width, so that a column
+  of Chinese labels (two columns per character in a monospaced font) lines
+  up as the English one does.
+
+>>> fmt("{name:<8}|", name="fixed")
+'fixed   |'
+>>> fmt("{option!r}: {n:>4} MiB", option="full", n=48)
+"'full':   48 MiB"
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+import unicodedata
+from functools import lru_cache
+
+from ..language import english, get_language, tr, translator
+
+__all__ = ["event_label", "fmt", "listing", "message", "pad", "say", "translate", "width"]
+
+FULL_WIDTH_PUNCTUATION = "：；，、。！？（）“”‘’《》【】"
+"""Chinese punctuation: :func:`say` puts no space beside it (Chinese
+typography leaves none), so ``say("总计：", "912 MiB")`` reads ``总计：912 MiB``."""
+
+
+def width(text: str) -> int:
+    """Columns ``text`` takes in a monospaced font: two for a wide or
+    full-width character (Han characters, full-width punctuation), one for
+    others, none for a combining mark.
+
+    >>> width("MiB"), width("固定项"), width("总计：")
+    (3, 6, 6)
+    """
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, columns: int, align: str = "<") -> str:
+    """``text`` padded with spaces to ``columns`` display columns
+    (:func:`width`), aligned left (``"<"``), right (``">"``) or centred
+    (``"^"``); longer text is returned whole, as ``format`` does.
+
+    >>> pad("固定项", 8, ">") + "|"
+    '  固定项|'
+    """
+    return format(text, f"{align}{max(columns + len(text) - width(text), 0)}")
+
+
+# ------------------------------------------------------------------ translation
+
+_NAME = re.compile(r"micro-batch (\d+)(?:, chunk (\d+))?")
+
+
+def event_label(label: str, tr=english) -> str:
+    """An :class:`actmem.Event`'s label in the language of ``tr``: the
+    micro-batch (and chunk) it names is put into the translated template,
+    e.g. ``'loss of micro-batch 3'`` -> ``'微批次 3 的损失'``. A label the
+    catalog lacks comes back as it is."""
+    found = _NAME.search(label)
+    if found is None:
+        return tr(label)
+    i, chunk = found.groups()
+    name = (tr("micro-batch {i}, chunk {c}").format(i=i, c=chunk) if chunk is not None
+            else tr("micro-batch {i}").format(i=i))
+    template = _NAME.sub("{name}", label)
+    translated = tr(template)
+    return label if translated == template else translated.format(name=name)
+
+
+@lru_cache(maxsize=None)
+def _pattern(template: str) -> tuple[re.Pattern, tuple[str, ...]]:
+    """A regular expression that reads ``template``'s fields back out of a
+    text it produced, and the fields' names in order."""
+    parts, names = [], []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append("(.+?)")
+            names.append(name)
+    return re.compile("".join(parts) + r"\Z", re.S), tuple(names)
+
+
+def message(text: str, tr=None) -> str:
+    """``text`` translated by the first template of
+    :data:`actmem.translations.MESSAGES` that produces it, its fields
+    (translated by ``tr``, default the current language, where the catalog
+    has them) put into the Chinese template; ``text`` itself when none does
+    or the language is English."""
+    tr = translator() if tr is None else tr
+    if tr is english:
+        return text
+    from ..translations import MESSAGES
+
+    for english_template, chinese_template in MESSAGES.items():
+        pattern, names = _pattern(english_template)
+        found = pattern.match(text)
+        if found:
+            values = {n: tr(v) for n, v in zip(names, found.groups())}
+            return chinese_template.format(**values)
+    return text
+
+
+def translate(text, tr=None) -> str:
+    """``text`` (a string or an exception) in the current language (or
+    ``tr``'s): a label of the catalog, an event of the timeline
+    (:func:`event_label`) or a message of :data:`actmem.translations.MESSAGES`;
+    anything else as it is. In English, ``str(text)``."""
+    text = str(text)
+    tr = translator() if tr is None else tr
+    if tr is english:
+        return text
+    for step in (tr, lambda t: event_label(t, tr), lambda t: message(t, tr)):
+        translated = step(text)
+        if translated != text:
+            return translated
+    return text
+
+
+def listing(items) -> str:
+    """Labels joined as a list: ``'a, b, c'`` in English, ``'甲、乙、丙'`` in
+    Chinese (the enumeration comma), each translated."""
+    return ("、" if get_language() == "zh" else ", ").join(translate(i) for i in items)
+
+
+# ------------------------------------------------------------------ printing
+
+_WIDTH = re.compile(r"^(?P<head>(?:.?[<>=^])?[+\- ]?z?#?0?)(?P<width>\d+)(?P<tail>.*)$", re.S)
+
+
+class _Formatter(string.Formatter):
+    """``str.format`` whose plain string fields are translated labels padded
+    by display width (see :func:`fmt`)."""
+
+    def convert_field(self, value, conversion):
+        if conversion is None and isinstance(value, str):
+            return translate(value)
+        return super().convert_field(value, conversion)
+
+    def format_field(self, value, format_spec):
+        if isinstance(value, str):
+            match = _WIDTH.match(format_spec)
+            if match:
+                columns = max(int(match["width"]) + len(value) - width(value), 0)
+                format_spec = f"{match['head']}{columns}{match['tail']}"
+        return format(value, format_spec)
+
+
+_FORMATTER = _Formatter()
+
+
+def fmt(template: str, /, *args, **fields) -> str:
+    """``tr(template).format(*args, **fields)``, with every plain string field
+    translated (:func:`translate`) and padded to its width in display columns
+    (:func:`pad`); ``{x!r}`` and ``{x!s}`` keep the value untranslated, as a
+    code name. Numbers are formatted as ``str.format`` formats them."""
+    return _FORMATTER.vformat(tr(template), args, fields)
+
+
+def _said(value) -> str:
+    """What :func:`say` prints for ``value``: a string or an exception
+    translated; a list, tuple, set or dict with its strings (keys and
+    values) translated; anything else as ``print`` prints it."""
+    if isinstance(value, (str, BaseException)):
+        return translate(value)
+    if get_language() == "en":
+        return str(value)
+    def one(x):
+        return translate(x) if isinstance(x, str) else x
+    if type(value) is dict:
+        return str({one(k): one(v) for k, v in value.items()})
+    if type(value) in (list, tuple, set, frozenset):   # not a named tuple: its repr is its own
+        return str(type(value)(one(x) for x in value))
+    return str(value)
+
+
+def say(*values, sep: str = " ", end: str = "\n", file=None, flush: bool = False) -> None:
+    """``print(*values)``, each string translated (:func:`translate`: a label
+    the catalog has becomes the notebook's language; any other string, a
+    number, is printed as ``print`` prints it), and the strings inside a list,
+    tuple, set or dict too. No space is put beside Chinese punctuation
+    (:data:`FULL_WIDTH_PUNCTUATION`), so ``say("ledger agrees:", True)``
+    prints ``账本与公式一致：True`` in Chinese and ``ledger agrees: True`` in
+    English."""
+    texts = [_said(v) for v in values]
+    out = texts[:1]
+    for before, text in zip(texts, texts[1:]):
+        tight = (before[-1:] in FULL_WIDTH_PUNCTUATION or text[:1] in FULL_WIDTH_PUNCTUATION)
+        out.append(("" if tight and sep == " " else sep) + text)
+    print("".join(out), end=end, file=sys.stdout if file is None else file, flush=flush)
