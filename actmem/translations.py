@@ -973,6 +973,23 @@ ZH = {
     "event": "事件",
     "stage {stage}: {events} events, MiB per GPU (* peak: {peak})":
         "第 {stage} 级：{events} 个事件，每卡 MiB（* 峰值：{peak}）",
+    # ---- notebook 11: your job as you launch it
+    "parallelism": "并行方式",
+    "precision": "精度",
+    "recomputation": "重计算",
+    "framework": "框架选项",
+    "is refused": "被拒绝",
+    "{n} arguments on {gpus} GPUs": "{n} 个参数，{gpus} 块 GPU",
+    "Megatron-LM's CI measured {measured}: actmem is {error:+.2%} off":
+        "Megatron-LM 的 CI 实测为 {measured}：actmem 的偏差为 {error:+.2%}",
+    "Megatron-LM's CI run gpt3_7b_tp4_pp1 on H100 80GB GPUs":
+        "Megatron-LM 的 CI 运行 gpt3_7b_tp4_pp1（H100 80GB GPU）",
+    "Megatron-LM's arguments: {modelled} modelled, {neutral} memory-neutral, {refused} refused":
+        "Megatron-LM 的参数：{modelled} 个已建模，{neutral} 个与显存无关，{refused} 个被拒绝",
+    "LLaMA-3-8B from its config.json: {n:,} parameters, as the preset":
+        "由 config.json 得到的 LLaMA-3-8B：{n:,} 个参数，与预设相同",
+    "1. fusion on: peak {a}, off: {b} ({c})": "1. 开启融合：峰值 {a}；关闭：{b}（{c}）",
+    "2. 16 GPUs: d={d}, m={m}, peak {a}": "2. 16 块 GPU：d={d}，m={m}，峰值 {a}",
 }
 
 MESSAGES = {

@@ -378,6 +378,7 @@ def _labels_from_data() -> set[str]:
               *actmem.pass_parts.output_activations(model), *actmem.CATEGORIES,
               *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
               *actmem.RECOMPUTE, *actmem.RECOMPUTE_MODULES, *fit_views.STATES,
+              *actmem.job.GROUPS,   # notebook 11 prints a job's options by group
               *schedule_figures.TITLES.values(),
               *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
               *fit_views.GRADIENT_LABELS.values(), *event_templates(), *fit_views.MODEL_NAMES.values(),

@@ -28,6 +28,7 @@ import shlex
 from importlib import resources
 
 TABLE = "data/megatron_arguments.json"
+RUNS = "data/megatron_runs.json"
 SCRIPT_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 """What ``pretrain_gpt.py`` sets when the launch does not (its ``pretrain``
 call's ``args_defaults``)."""
@@ -97,6 +98,14 @@ def job_from_megatron_args(argv, *, world_size: int, env: dict | None = None,
     world = positive_int("world_size", world_size)
     model = ModelConfig(**_model_fields(args, env))
     return Job(model, **_job_options(args, env, world, model), gpu_memory=gpu)
+
+
+def ci_runs() -> dict[str, dict]:
+    """Megatron-LM's CI runs actmem holds, by test name
+    (``actmem/data/megatron_runs.json``): each run's GPU, its model and options
+    in actmem's names, its ``launch`` as the CI gives it (argv, environment,
+    world size) and its measured peak (``mem_max_allocated_bytes``, bytes)."""
+    return json.loads(resources.files("actmem").joinpath(RUNS).read_text())["runs"]
 
 
 def table() -> list[dict]:
