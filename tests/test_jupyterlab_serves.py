@@ -1,7 +1,7 @@
 """The README's Learn command starts JupyterLab and it serves notebook 01
 of the learner's own copy.
 
-Runs ``python -m actmem.learn`` (issue 41) headless (no browser, free port,
+Runs ``python -m actmem.learn`` (issue 41) headless (no browser, a port the server picks,
 no token; those options go on to ``jupyter lab``) with the copy in a
 temporary folder, then asks the server for the notebook through the
 contents API and for the JupyterLab page that opens it. The server is
@@ -9,7 +9,6 @@ always terminated.
 """
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -20,14 +19,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from jupyter_port import served_port  # noqa: E402
 NOTEBOOK = "01_variables.ipynb"
 JUPYTER = Path(sys.executable).parent / "jupyter"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str):
@@ -48,15 +43,16 @@ def wait_for(url: str, server, seconds: float = 90):
 
 @pytest.fixture
 def server(tmp_path):
-    port = free_port()
     command = [sys.executable, "-m", "actmem.learn", "--folder", str(tmp_path / "copy"),
-               "--no-browser", f"--port={port}", "--allow-root",
+               "--no-browser", "--port=0", "--allow-root",
                "--ServerApp.token=", "--ServerApp.password="]
     env = {"PATH": f"{JUPYTER.parent}:/usr/bin:/bin", "HOME": str(tmp_path),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
+        port = served_port(tmp_path / "runtime", process, 90)
+        assert port is not None, "jupyter lab exited or wrote no server info within 90 s"
         yield f"http://127.0.0.1:{port}", process
     finally:
         process.terminate()

@@ -1,8 +1,10 @@
 """Run a function on t real tensor-parallel ranks: t CPU processes, gloo.
 
 Each rank is a fresh Python process (``spawn``, safe inside Jupyter) that
-joins a ``torch.distributed`` process group over TCP on 127.0.0.1 with a
-free port; nothing leaves the machine. Each process uses one thread, so
+joins a ``torch.distributed`` process group through a key-value store
+this process serves on 127.0.0.1 (``TCPStore`` on a port the system picks
+as it binds, so no other program can take it first); nothing leaves the
+machine. Each process uses one thread, so
 two ranks fit on two cores.
 """
 
@@ -11,7 +13,6 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
-import socket
 import sys
 
 import torch
@@ -21,13 +22,6 @@ from ..validate import positive_int
 
 TIMEOUT_S = 60
 """A rank that waits longer than this for the others raises."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def on_ranks(fn, t: int, *args) -> list:
@@ -42,8 +36,9 @@ def on_ranks(fn, t: int, *args) -> list:
         ValueError: ``t`` < 1.
     """
     positive_int("t", t)
-    port = free_port()
-    jobs = [(fn, rank, t, port, args) for rank in range(t)]
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    jobs = [(fn, rank, t, store.port, args) for rank in range(t)]
     with multiprocessing.get_context("spawn").Pool(t) as pool:
         return pool.starmap(_run_rank, jobs, chunksize=1)
 
@@ -52,9 +47,9 @@ def _run_rank(fn, rank, t, port, args):
     torch.set_num_threads(1)
     if sys.platform.startswith("linux"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-        world_size=t, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    timeout = datetime.timedelta(seconds=TIMEOUT_S)
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=t, timeout=timeout)
     try:
         return fn(rank, *args)
     finally:

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from jupyter_port import served_port
 
 CHROMIUM = os.environ.get("ACTMEM_CHROMIUM", "/usr/bin/chromium")
 """The browser Playwright drives (``playwright install`` cannot download here)."""
@@ -96,12 +97,6 @@ def file_stem(name: str) -> str:
     return name.removesuffix(".ipynb").replace("/", "-")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # --------------------------------------------------------------- the server
 
 class LabServer:
@@ -116,8 +111,8 @@ class LabServer:
         self.root_dir = Path(root_dir)
         self.tcp_nodelay = tcp_nodelay  # kernel websockets without Nagle (nodelay.py)
         self.home = Path(tempfile.mkdtemp(prefix="actmem-lab-"))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None  # chosen by the server (jupyter_port.py)
+        self.url = ""
         self.log_path = self.home / "server.log"
         self.runtime_dir = self.home / "runtime"
         self.proc: subprocess.Popen | None = None
@@ -138,8 +133,7 @@ class LabServer:
             env["PYTHONPATH"] = os.pathsep.join(
                 filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-               "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
-               "--port-retries=0",
+               "--allow-root", "--ip=127.0.0.1", "--port=0",
                "--IdentityProvider.token=", "--ServerApp.password=",
                "--ServerApp.disable_check_xsrf=True",
                f"--ServerApp.root_dir={self.root_dir}",
@@ -154,6 +148,8 @@ class LabServer:
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True)
         deadline = time.monotonic() + SERVER_START_S
+        self.port = served_port(self.runtime_dir, self.proc, SERVER_START_S)
+        self.url = f"http://127.0.0.1:{self.port}"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyter lab exited ({self.proc.returncode}):\n"
