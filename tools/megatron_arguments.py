@@ -633,7 +633,7 @@ def classify(row):
         if len(c) > 3:
             out.update(c[3])
         return out
-    return {"class": c[0], "why": c[1]}
+    return {"class": c[0], "why": c[1], **(c[2] if len(c) > 2 else {})}
 
 
 def commit_of(root: Path, given: str | None) -> str:
@@ -774,6 +774,14 @@ def only(what: str) -> tuple[str, str]:
 def when_set(why: str, default: str = "its default is memory-neutral") -> tuple[str, str]:
     """Refused when given; harmless at its default."""
     return (R, f"Refused when set: {why}; {default}.")
+
+
+def refused_with_a_map(why: str) -> tuple[str, str, dict]:
+    """Refused when given while the attention keeps its s x s map (unfused
+    attention); memory-neutral under FlashAttention or fused attention,
+    which keep no map (``neutral_when``, read by actmem/run/megatron_args.py)."""
+    return (R, f"Refused when set: {why}; its default, and any value under FlashAttention or "
+               f"fused attention, is memory-neutral.", {"neutral_when": "no_attention_map"})
 
 
 LOGGING = "Logging and monitoring: it decides what is reported, not any tensor the step keeps."
@@ -1021,14 +1029,10 @@ CLASSES: dict[str, tuple] = {
     "--min-loss-scale": (N, "fp16 loss scaling: a scalar."),
     "--loss-scale-window": (N, "fp16 loss scaling: a scalar."),
     "--hysteresis": (N, "fp16 loss scaling: a scalar."),
-    "--attention-softmax-in-fp32": when_set(
-        "with unfused attention (--attention-backend unfused/local) the saved softmax is fp32",
-        "its default, and any value under FlashAttention or fused attention, is "
-        "memory-neutral"),
-    "--apply-query-key-layer-scaling": when_set(
-        "it turns on attention_softmax_in_fp32, so unfused attention keeps an fp32 softmax",
-        "its default, and any value under FlashAttention or fused attention, is "
-        "memory-neutral"),
+    "--attention-softmax-in-fp32": refused_with_a_map(
+        "with unfused attention (--attention-backend unfused/local) the saved softmax is fp32"),
+    "--apply-query-key-layer-scaling": refused_with_a_map(
+        "it turns on attention_softmax_in_fp32, so unfused attention keeps an fp32 softmax"),
     "--fp16-lm-cross-entropy": when_set("it needs --fp16 (refused) and keeps 16-bit logits in "
                                         "the loss", "its default keeps fp32 logits, as "
                                                     "actmem (logits_bytes=4)"),

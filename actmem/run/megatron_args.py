@@ -32,10 +32,6 @@ RUNS = "data/megatron_runs.json"
 SCRIPT_DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 """What ``pretrain_gpt.py`` sets when the launch does not (its ``pretrain``
 call's ``args_defaults``)."""
-NO_MAP_ONLY = ("attention_softmax_in_fp32", "apply_query_key_layer_scaling")
-"""Refused arguments that decide bytes only where the attention keeps its
-s x s map (unfused attention): memory-neutral under FlashAttention or fused
-attention, as their rows of the table say."""
 GPT2_VOCABULARY = 50257
 """Tokens of GPT-2's BPE vocabulary (``gpt2-vocab.json``), which
 ``--tokenizer-type GPT2BPETokenizer`` reads."""
@@ -146,8 +142,9 @@ def _default(row: dict):
 def _parse(argv, env: dict) -> dict:
     """The launch's arguments by dest (``pretrain_gpt.py``'s own defaults
     applied), each refused argument set away from its default (a list of
-    one value, its default, is its default) and each modelled value actmem
-    does not model refused."""
+    one value, its default, is its default; a row ``neutral_when``
+    ``"no_attention_map"`` is neutral when the attention keeps no s x s map)
+    and each modelled value actmem does not model refused."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     args = vars(_parser().parse_args(argv))
     args.update({k: v for k, v in SCRIPT_DEFAULTS.items() if args[k] is None})
@@ -155,7 +152,7 @@ def _parse(argv, env: dict) -> dict:
     for row in table():
         value, default = args[row["dest"]], _default(row)
         if value is None or value == default or value == [default] or (
-                row["dest"] in NO_MAP_ONLY and no_map):
+                row.get("neutral_when") == "no_attention_map" and no_map):
             continue
         shown = " ".join(map(str, value)) if isinstance(value, list) else value
         if row["class"] == "refused":
