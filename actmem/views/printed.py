@@ -154,6 +154,9 @@ class _Formatter(string.Formatter):
     def convert_field(self, value, conversion):
         if conversion is None and isinstance(value, str):
             return translate(value)
+        if conversion is None and get_language() == "zh" and (
+                value is None or isinstance(value, bool) or type(value) is dict):
+            return _chinese(value)
         return super().convert_field(value, conversion)
 
     def format_field(self, value, format_spec):
@@ -172,24 +175,49 @@ def fmt(template: str, /, *args, **fields) -> str:
     """``tr(template).format(*args, **fields)``, with every plain string field
     translated (:func:`translate`) and padded to its width in display columns
     (:func:`pad`); ``{x!r}`` and ``{x!s}`` keep the value untranslated, as a
-    code name. Numbers are formatted as ``str.format`` formats them."""
+    code name. In Chinese a bool, None or dict field reads as :func:`say`
+    prints it (是/否, 无, ``t=8, p=2``). Numbers are formatted as
+    ``str.format`` formats them."""
     return _FORMATTER.vformat(tr(template), args, fields)
 
 
 def _said(value) -> str:
     """What :func:`say` prints for ``value``: a string or an exception
-    translated; a list, tuple, set or dict with its strings (keys and
-    values) translated; anything else as ``print`` prints it."""
+    translated; in Chinese also a bool as 是/否, None as 无, options (a dict
+    keyed by names of :class:`actmem.Job` and :class:`actmem.ModelConfig`
+    fields) as the keyword arguments that set them (``t=8, sequence_parallel=True``), a dict keyed
+    by labels as ``标签：值`` pairs, and a list, tuple or set of labels as a list
+    (:func:`listing`); anything else as ``print`` prints it."""
     if isinstance(value, (str, BaseException)):
         return translate(value)
     if get_language() == "en":
         return str(value)
-    def one(x):
-        return translate(x) if isinstance(x, str) else x
+    return _chinese(value)
+
+
+_ANSWER = {True: "是", False: "否", None: "无"}
+"""A bool or None printed on its own in Chinese (it answers a question)."""
+
+
+@lru_cache(maxsize=None)
+def _option_names() -> frozenset:
+    """The fields of a Job and of a ModelConfig: the options a learner types."""
+    from dataclasses import fields
+
+    from ..run.job import Job
+    from ..run.model import ModelConfig
+    return frozenset(f.name for cls in (Job, ModelConfig) for f in fields(cls))
+
+
+def _chinese(value) -> str:
+    if value is None or isinstance(value, bool):
+        return _ANSWER[value]
     if type(value) is dict:
-        return str({one(k): one(v) for k, v in value.items()})
-    if type(value) in (list, tuple, set, frozenset):   # not a named tuple: its repr is its own
-        return str(type(value)(one(x) for x in value))
+        if all(isinstance(k, str) and k in _option_names() for k in value):
+            return ", ".join(f"{k}={v!r}" for k, v in value.items())   # options, as code
+        return "，".join(f"{translate(k)}：{_said(v)}" for k, v in value.items())
+    if type(value) in (list, tuple, set, frozenset) and all(isinstance(x, str) for x in value):
+        return listing(sorted(value) if isinstance(value, (set, frozenset)) else value)
     return str(value)
 
 
@@ -199,7 +227,7 @@ def say(*values, sep: str = " ", end: str = "\n", file=None, flush: bool = False
     number, is printed as ``print`` prints it), and the strings inside a list,
     tuple, set or dict too. No space is put beside Chinese punctuation
     (:data:`FULL_WIDTH_PUNCTUATION`), so ``say("ledger agrees:", True)``
-    prints ``账本与公式一致：True`` in Chinese and ``ledger agrees: True`` in
+    prints ``账本与公式一致：是`` in Chinese and ``ledger agrees: True`` in
     English."""
     texts = [_said(v) for v in values]
     out = texts[:1]
