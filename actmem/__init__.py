@@ -30,7 +30,8 @@ from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
 from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
 from .run.gpus import GPU, GPUS, gpu_capacity
 from .run.lora_states import adapter_parameters
-from .run.model import NORMS, POSITIONS, ModelConfig, ParameterCount, parameter_count
+from .run.model import NORMS, POSITIONS, ModelConfig
+from .run.parameters import ParameterCount, parameter_count
 from .run.moe_timeline import dispatch_buffers, dispatch_gradients
 from .run.offload import Offload, cpu_offload
 from .run.job import Job

@@ -45,7 +45,8 @@ from dataclasses import dataclass, replace
 
 from ..layer.fp8 import fp8_format
 from ..memo import kept_by_repr
-from .model import ModelConfig, ParameterCount, parameter_count
+from .model import ModelConfig
+from .parameters import ParameterCount, parameter_count
 from .record_fields import check_fields
 from .stage_split import split_layers
 from .training import chunk_layers

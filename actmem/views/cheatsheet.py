@@ -25,7 +25,7 @@ from ..language import translator
 from ..layer.memory import activation_memory, table2
 from ..run.framework import loss_bytes
 from ..run.gpus import GPUS
-from ..run.model import parameter_count
+from ..run.parameters import parameter_count
 from ..run.peak import training_memory
 from ..run.pipeline_formulas import bubble_fraction_formula, interleaved_first_stage_memory
 from ..run.presets import PRESETS
