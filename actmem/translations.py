@@ -174,7 +174,7 @@ ZH = {
     "GPipe": "GPipe",
     "1F1B": "1F1B",
     "interleaved 1F1B": "交错式 1F1B",
-    "interleaved zero bubble": "ZB-H1 / 交错式零气泡",
+    "interleaved zero bubble": "交错式零气泡（ZB-1p）",
     "zero bubble V": "ZBV（V 形零气泡）",
     "DualPipe V": "DualPipeV",
     "looped breadth-first": "循环广度优先",
@@ -324,6 +324,12 @@ ZH = {
     "most loaded: stage {stage}, peak {size} at '{event}'":
         "负载最重：第 {stage} 级，峰值 {size}，出现在“{event}”",
     " + reserve {size}": " + 预留 {size}",
+    " + reserve {size} (CUDA context {context}, NCCL {nccl}, allocator {allocator} GiB)":
+        " + 预留 {size}（CUDA 上下文 {context}，NCCL {nccl}，分配器 {allocator} GiB）",
+    "default estimate": "默认估计",
+    "  CUDA context": "  CUDA 上下文",
+    "  NCCL buffers": "  NCCL 缓冲区",
+    "  allocator gap": "  分配器碎片",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
         "{line}，GPU 容量 {gpu}，余量 {margin} GiB：{verdict}",
     "{size} ({gpu})": "{size}（{gpu}）",
@@ -760,8 +766,8 @@ ZH = {
     "measured on this machine with torch {version}": "在本机实测（torch {version}）",
     "STORED result (torch {version}); torch is not installed here, so nothing was measured now":
         "已存的结果（torch {version}）；这里没有安装 torch，所以这次没有实测",
-    "schedule         p  m  v  one pass (B)  measured peak / one pass   simulated  agrees":
-        "调度            p  m  v     单次（B）  实测峰值 / 单次            模拟值     一致",
+    "schedule        p  m  v  pass bytes  measured peak / pass  simulated peak / pass  passes held  bytes agree":
+        "调度            p  m  v    单次字节  实测峰值 / 单次       模拟峰值 / 单次        保存次数     字节一致",
     "yes": "是",
     "NO": "否！",
     "W reads: {rows!s} = {w} of {total} per layer": "W 读取：{rows!s} = {w}（每层共 {total}）",
@@ -770,9 +776,10 @@ ZH = {
         "第 {i} 级：I 只留下 W 要读的行时为 {ledger}，整次计算留到 W 时为 {kept}；1F1B 为 {one}",
     "DualPipeV, simulated: chunk passes held per stage {} of L/(2p) layers each":
         "DualPipeV（模拟）：各级保存的块计算数 {}，每个 L/(2p) 层",
-    "DualPipe, DualPipe README: {} micro-batches of L/p layers and {} copies of the parameters "
-    "per GPU":
-        "DualPipe（据 DualPipe 的 README）：每卡 {} 个微批次（每个 L/p 层），参数 {} 份",
+    "DualPipe, DualPipe README: {} micro-batches of L/p layers; parameters of {} "
+    "stages per GPU (its own and the mirror one)":
+        "DualPipe（据 DualPipe 的 README）：每卡 {} 个微批次（每个 L/p 层），以及 {} 个流水线级的参数"
+        "（本级和镜像级）",
     "split          layers       peak per stage (GiB)         most loaded":
         "切分方式       各级层数     各级峰值（GiB）              负载最重",
     "{:<14} {:<12} {:<28} stage {}, {}": "{:<14} {:<12} {:<28} 第 {} 级，{}",
@@ -798,6 +805,17 @@ ZH = {
         "3. p=8，v=4，m=12，N=12：首级 {} 个块计算，{}",
     "4. {name!s}, m={m}: bubble {bubble}, first stage {size}":
         "4. {name!s}，m={m}：气泡 {bubble}，首级 {size}",
+    # notebook 05b
+    "1. {name!s}, p=8, m=16: bubble {bubble}, last stage {last}":
+        "1. {name!s}，p=8，m=16：气泡 {bubble}，末级 {last}",
+    "2. DualPipe, p=8: GPU 2 keeps stages 2 and {mirror}; {n} micro-batches x {layers} layers = {size}":
+        "2. DualPipe，p=8：GPU 2 保存第 2 级和第 {mirror} 级；{n} 个微批次 x {layers} 层 = {size}",
+    "3. ZBV, p=4, m=8, last stage: peak {peak} B = {held} B held until W + {extra} B "
+    "= {k} x {after_w} B kept after W":
+        "3. ZBV，p=4，m=8，末级：峰值 {peak} B = 保留到 W 的 {held} B + {extra} B"
+        " = W 之后保留的 {k} x {after_w} B",
+    "4. layers 7 10 10 5: peaks {peaks} GiB; most loaded stage {stage}, {less} less than with 9 9 9 5":
+        "4. 各级层数 7 10 10 5：峰值 {peaks} GiB；负载最重的是第 {stage} 级，比 9 9 9 5 时少 {less}",
     # notebook 06
     "all six ledger totals equal Table 2's closed forms (exact bytes)":
         "六行的账本总量都与表 2 的闭式公式相等（逐字节一致）",
@@ -916,9 +934,10 @@ ZH = {
     "3. {verdict} ; group {group} ; model states {states}": "3. {verdict}；重计算组 {group}；模型状态 {states}",
     # Megatron-LM's estimate against actmem's (actmem.run.megatron_estimate.differences)
     "Megatron-LM counts no linear-layer biases": "Megatron-LM 不计线性层的偏置",
-    "it divides every parameter by t, norms included, and the token ids too (every rank keeps "
-    "those whole)":
-        "它把每个参数都除以 t，连归一化层也不例外，token ID 也一样（其实每个 rank 都完整保存它们）",
+    "it divides the token ids by t (every rank keeps those whole)":
+        "它把 token ID 也除以 t（其实每个 rank 都完整保存它们）",
+    "it counts 1/p of the final norm on the first stage (the last stage holds it)":
+        "它在第一级上计入了最终归一化层的 1/p（其实最终归一化层在最后一级上）",
     "without sequence parallelism + selective recomputation its per-layer term sbh(10 + 24/t) "
     "drops the attention map 5as^2b/t":
         "不开序列并行 + 选择性重计算时，它的每层公式 sbh(10 + 24/t) 漏掉了注意力矩阵项 5as^2b/t",
@@ -961,6 +980,16 @@ ZH = {
     "ep=4, moe": "ep=4，专家层",
     "ep=4, full": "ep=4，完全重计算",
     "offload 16 layers: pinned host memory {}": "卸载 16 层：锁页主机内存 {}",
+    "GiB at the peak": "峰值时刻（GiB）",
+    "full recomputation": "完全重计算",
+    "LLaMA-3-8B, s=131072, t=8 on H100 80GB SXM GPUs: which part each lever moves":
+        "LLaMA-3-8B，s=131072，t=8，H100 80GB SXM：每种手段改变了哪一部分",
+    "Mixtral 8x7B, t=2, p=2, d=4, m=16 on H100 80GB SXM GPUs: which part each lever moves":
+        "Mixtral 8x7B，t=2，p=2，d=4，m=16，H100 80GB SXM：每种手段改变了哪一部分",
+    # actmem.views.lever_figures
+    "Which part each lever moves": "每种手段改变了哪一部分",
+    "most loaded GPU at its peak (GiB)": "负载最重的 GPU 在峰值时刻（GiB）",
+    "GPU capacity: {size}": "GPU 容量：{size}",
     "{n:,} parameters; experts {experts:,} ({share:.1%})": "{n:,} 个参数；其中专家 {experts:,}（{share:.1%}）",
     "1. recompute_modules={mods}: peak {peak}, fits: {fits}": "1. recompute_modules={mods}：峰值 {peak}，放得下：{fits}",
     "2. {name}, full recomputation: {parts}": "2. {name}，完全重计算：{parts}",
@@ -990,6 +1019,40 @@ ZH = {
         "由 config.json 得到的 LLaMA-3-8B：{n:,} 个参数，与预设相同",
     "1. fusion on: peak {a}, off: {b} ({c})": "1. 开启融合：峰值 {a}；关闭：{b}（{c}）",
     "2. 16 GPUs: d={d}, m={m}, peak {a}": "2. 16 块 GPU：d={d}，m={m}，峰值 {a}",
+    # the timeline's marks and the stage figure's peak (actmem.views.timeline_marks, fit_figures)
+    "backward pass (shaded)": "反向传播（灰底）",
+    "loss (forward)": "损失（前向）",
+    "{size} transient: {what}": "{size} 临时张量：{what}",
+    "the batch's attention mask": "这批数据的注意力掩码",
+    "attention scores": "注意力分数",
+    "softmax gradients": "softmax 的梯度",
+    "the MLP's gradients": "MLP 的梯度",
+    "MoE token dispatch": "MoE 的 token 分发",
+    "MoE combine gradients": "MoE 合并的梯度",
+    "context-parallel key/value exchange": "上下文并行的键/值交换",
+    "FSDP2 gathers and gradient buffers": "FSDP2 的聚合参数与梯度缓冲",
+    "peak (one moment) plus the reserve": "峰值（同一时刻）加预留",
+    "sum {total}\npeak {peak}": "总和 {total}\n峰值 {peak}",
+    "sum {total}\npeak + reserve {peak}": "总和 {total}\n峰值 + 预留 {peak}",
+    # notebook 08b's check on a GPU (actmem.measure.gpu_check)
+    "Runs one training step of '{config}' on CUDA, reads torch.cuda.max_memory_allocated() "
+    "and max_memory_reserved(), and records a memory snapshot for "
+    "https://pytorch.org/memory_viz; {conf} narrows reserved over allocated.":
+        "在 CUDA 上训练 '{config}' 一步，读出 torch.cuda.max_memory_allocated() 和 "
+        "max_memory_reserved()，并录下显存快照，供 https://pytorch.org/memory_viz 查看；"
+        "{conf} 可以缩小 reserved 比 allocated 多出的部分。",
+    "Skipped: {why}": "已跳过：{why}",
+    "no CUDA GPU here (torch.cuda.is_available() is False), so nothing was measured":
+        "这里没有 CUDA GPU（torch.cuda.is_available() 为 False），所以什么也没有测",
+    "predicted peak (the timeline): {bytes}": "预测的峰值（时间线）：{bytes}",
+    "max_memory_allocated(): {bytes}, {diff:+.2%} against the prediction":
+        "max_memory_allocated()：{bytes}，比预测 {diff:+.2%}",
+    "max_memory_reserved(): {bytes}, {gap} above allocated":
+        "max_memory_reserved()：{bytes}，比 allocated 多 {gap}",
+    "snapshot written to {path}: open it on https://pytorch.org/memory_viz":
+        "快照已写入 {path}：在 https://pytorch.org/memory_viz 打开它",
+    "PyTorch is not installed here, so nothing was measured":
+        "这里没有安装 PyTorch，所以什么也没有测",
 }
 
 MESSAGES = {

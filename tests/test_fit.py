@@ -12,6 +12,7 @@ from actmem.views.fit_views import GPUS, STATES, FitPlanner, recompute_options, 
     run_arguments, tensor_choices
 
 GIB = 2**30
+MIB = 2**20
 L7 = PRESETS["llama2-7b"]
 # LLaMA-2-7B, t=2, p=2, d=2, m=8 on an A100 80GB: stage 0's peak, by hand in
 # tests/test_training_memory.py: 28919.25 MiB of model states, 2 micro-batches of
@@ -22,6 +23,17 @@ PEAK0 = 41_203_335_168
 
 def test_default_plan_is_llama2_7b_on_8_gpus():
     x = FitPlanner()
+    # the default reserve (actmem.run.reserve): 512 MiB of CUDA context, NCCL's
+    # 4 communicators (tensor, data, gradient norm, pipeline) x 320 MiB, the
+    # allocator's 10 % of the peak (rounded up) + 20 MiB
+    reserve = 512 * MIB + 4 * 320 * MIB + -(-PEAK0 // 10) + 20 * MIB
+    assert reserve == 6_020_353_229
+    assert x.readouts["verdict"].value == (
+        "most loaded: stage 0, peak 38.37 GiB at 'backward of micro-batch 0: the last layer's MLP' "
+        "+ reserve 5.61 GiB (CUDA context 0.5, NCCL 1.25, allocator 3.86 GiB), "
+        "of 80 GiB (A100 80GB): margin 36.02 GiB, fits")
+    assert round((80 * GIB - PEAK0 - reserve) / GIB, 2) == 36.02
+    x.controls["reserve"].value = 0   # the bare peak, as before the default reserve
     assert x.readouts["verdict"].value == (
         "most loaded: stage 0, peak 38.37 GiB at 'backward of micro-batch 0: the last layer's MLP', "
         "of 80 GiB (A100 80GB): margin 41.63 GiB, fits")
@@ -37,7 +49,10 @@ def test_default_plan_is_llama2_7b_on_8_gpus():
 
 def test_gpu_menu_is_the_presets():
     x = FitPlanner()
-    assert list(x.controls["gpu"].options) == list(actmem.GPUS) == list(GPUS)
+    # every preset but the V100s, which run neither bf16 nor FlashAttention
+    assert [name for name, _ in x.controls["gpu"].options] == [
+        name for name in actmem.GPUS if not name.startswith("V100")] == [
+        name for name in GPUS if not name.startswith("V100")]
     x.controls["gpu"].value = "H100 80GB SXM"
     assert "of 79.65 GiB (H100 80GB SXM)" in x.readouts["verdict"].value
     assert x.result().gpu_memory == 81559 * 2**20
@@ -185,8 +200,9 @@ def test_timeline_figure_has_a_panel_per_stage_the_capacity_and_the_peak():
             stage.timeline.events.index(peak), peak.total / GIB)
         assert ax.get_title() == f"stage {stage.stage}: peak " + \
             actmem.format_bytes(stage.peak, "GiB")
-    # the stacked categories reach each event's total
-    top = max(max(p.vertices[:, 1]) for p in fig.axes[1].collections[-1].get_paths())
+    # the stacked categories (the panel's first PolyCollection; the second
+    # shades the backward passes) reach each event's total
+    top = max(max(p.vertices[:, 1]) for p in fig.axes[1].collections[0].get_paths())
     assert top == pytest.approx(r.stages[1].peak / GIB)
 
 
@@ -249,10 +265,10 @@ def test_timeline_redraw_updates_its_artists_and_shows_what_a_new_figure_shows()
              _timeline(m=4, gpu_memory="L4"), _timeline(m=4, gpu_memory="A100 80GB")]
     fig = fit_figures.timeline_figure(plans[0], "plan", stages="ends")
     png(fig)
-    areas = fig.axes[0].collections[0]
+    areas, spans = fig.axes[0].collections   # the stacked areas, the backward shading
     for r in plans[1:] + plans[:1]:
         assert fit_figures.timeline_figure(r, "plan", stages="ends", fig=fig) is fig
-        assert list(fig.axes[0].collections) == [areas]
+        assert list(fig.axes[0].collections) == [areas, spans]
         kept = png(fig)
         fig._actmem_background = {}  # no kept background: what a full draw makes
         assert (_pixels(kept) == _pixels(png(fig))).all()
@@ -322,3 +338,36 @@ def test_megatron_weights_are_18_bytes_per_unbiased_parameter():
     assert megatron_estimate.megatron_weights_and_optimizer(model) == 18 * total
     assert megatron_estimate.megatron_weights_and_optimizer(
         model, d=4, distributed_optimizer=True) == 9 * total
+
+
+def test_megatron_weights_follow_d98e8a64_norms_are_not_divided_by_t():
+    """Megatron-LM d98e8a64 (after PR #4687), compute_weight_and_optimizer_memory:
+    attention, MLP and embedding weights divided by t, norms not.
+
+    LLaMA-2-7B (h = 4096, f = 11008, V = 32000, L = 32, RMSNorm n = 1, untied),
+    t = 2, p = 2: attention 2h^2(1 + 32/32) = 67,108,864 and SwiGLU MLP
+    2hf x 3/2 = 135,266,304 per layer; sharded ((67,108,864 + 135,266,304) x 32/2
+    + 4096 x 32000) / 2 = 1,684,537,344; replicated (2 x 4096 x 32 + 4096) / 2 =
+    133,120 (two RMSNorms a layer and the final norm, over p only)."""
+    llama = PRESETS["llama2-7b"]
+    assert megatron_estimate.megatron_parameters(llama, 2, 2) == (1_684_537_344, 133_120)
+    assert megatron_estimate.megatron_weights_and_optimizer(llama, 2, 2, 2) == 18 * 1_684_670_464
+    assert megatron_estimate.megatron_weights_and_optimizer(
+        llama, 2, 2, 2, distributed_optimizer=True) == 12 * 1_684_670_464
+    # GPT-2 large (h = 1280, f = 5120, L = 36, LayerNorm n = 2, tied, V = 50257
+    # padded to 50432 at t = 2), p = 1: sharded ((4h^2 + 2hf) x 36 + 1280 x 50432) / 2
+    # = 386,170,880; replicated 2 x 1280 x 2 x 36 + 2 x 1280 = 186,880
+    gpt2 = PRESETS["gpt2-large"]
+    assert megatron_estimate.megatron_parameters(gpt2, 2, 1) == (386_170_880, 186_880)
+
+
+def test_megatron_differences_name_the_token_ids_only_where_it_divides_them():
+    """Only the sequence-parallel + selective path divides the whole activation
+    total, the token ids included, by t; no reason says "norms included"."""
+    llama, big = PRESETS["llama2-7b"], PRESETS["175b"]
+    plain = megatron_estimate.differences(llama, t=2, p=2)
+    assert not any("token ids" in r or "norms included" in r for r in plain)
+    assert "it counts 1/p of the final norm on the first stage (the last stage holds it)" in plain
+    paper = megatron_estimate.differences(big, t=8, p=8, sequence_parallel=True,
+                                          recompute="selective")
+    assert "it divides the token ids by t (every rank keeps those whole)" in paper

@@ -105,3 +105,55 @@ def test_every_preset_is_sourced_and_sane(name):
 def test_docstring_examples():
     result = doctest.testmod(gpus)
     assert result.attempted > 0 and result.failed == 0
+
+
+# E2 of the review: bf16 and FlashAttention need compute capability 8.0
+
+def _v100_refusal(option, value, gpu):
+    return (rf"^{option}={value!r} does not run on gpu_memory='{gpu}' \(compute capability "
+            r"7\.0\): ")
+
+
+@pytest.mark.parametrize("gpu", ["V100 16GB", "V100 32GB"])
+@pytest.mark.parametrize("precision", ["bf16", "autocast"])
+def test_volta_refuses_bf16(gpu, precision):
+    import actmem
+    model = actmem.PRESETS["gpt2-large"]   # no FlashAttention: the precision is refused
+    with pytest.raises(ValueError, match=_v100_refusal("precision", precision, gpu)
+                       + r"bf16 needs compute capability 8\.0 \(Ampere\) or newer: PyTorch's "
+                       r"torch\.cuda\.is_bf16_supported\(including_emulation=False\) is False "
+                       r"below it \(torch/cuda/__init__\.py\); use precision='fp32' or a "
+                       r"newer GPU$"):
+        actmem.Job(model, precision=precision, gpu_memory=gpu)
+
+
+def test_volta_refuses_flash_attention_and_runs_fp32_without_it():
+    import actmem
+    model = actmem.PRESETS["llama2-7b"]
+    assert model.flash_attention
+    with pytest.raises(ValueError, match=_v100_refusal("flash_attention", True, "V100 32GB")
+                       + r"FlashAttention needs compute capability 8\.0 \(Ampere\) or newer "
+                       r"\(Dao-AILab/flash-attention's README; Volta is not supported: "
+                       r"Dao-AILab/flash-attention#148\); use flash_attention=False"):
+        actmem.training_memory(model, precision="fp32", gpu_memory="V100 32GB")
+    r = actmem.training_memory(model.with_(flash_attention=False), precision="fp32",
+                               gpu_memory="V100 32GB")
+    assert r.gpu_memory == 32768 * MiB
+
+
+def test_only_volta_is_refused():
+    refused = {name for name, gpu in GPUS.items() if gpus.gpu_runs(gpu, "bf16", True)}
+    assert refused == {"V100 16GB", "V100 32GB"}   # the MI300X (AMD, no capability) runs both
+    assert gpus.gpu_runs(GPUS["V100 32GB"], "fp32", True) == "flash_attention"
+    assert gpus.gpu_runs(GPUS["V100 32GB"], "fp32", False) is None
+    assert gpus.gpu_runs(None, "bf16", True) is None   # a size, not a GPU
+
+
+def test_the_planner_offers_only_gpus_that_run_the_job():
+    from actmem.views.fit_levers import gpu_choices
+    from actmem.views.fit_views import FitPlanner
+    assert gpu_choices("fp32", False) == list(GPUS)
+    assert gpu_choices("bf16", False) == [n for n in GPUS if not n.startswith("V100")]
+    with pytest.raises(ValueError, match=r"gpu='V100 32GB' is not offered; .*compute "
+                                         r"capability 8\.0"):
+        FitPlanner(gpu="V100 32GB")

@@ -32,6 +32,8 @@ KEPT_IN_CHINESE = {
     "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
     "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel", "PyTorch", "cross_entropy",
     "logits", "SXM", "PCIe", "RTX", "All", "Reduce", "workspace", "peak_in_flight",
+    # the default reserve's parts (actmem.run.reserve): library names
+    "CUDA", "NCCL",
     # model names in the planner's menu
     "Llama", "Mixtral", "DeepSeekMoE", "DeepSeek", "Lite", "Qwen",
     # names inside the ledger's backward formulas
@@ -368,6 +370,7 @@ def _labels_from_data() -> set[str]:
     summary template, model states and parts, schedule titles, the figures'
     label tables, readout templates."""
     from actmem.layer.ledger_diff import KINDS
+    from actmem.views import timeline_marks
     from actmem.views.answers import SUMMARY
     model = actmem.PRESETS["llama2-7b"]
     labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
@@ -381,6 +384,8 @@ def _labels_from_data() -> set[str]:
               *actmem.job.GROUPS,   # notebook 11 prints a job's options by group
               *schedule_figures.TITLES.values(),
               *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
+              # the timeline's transients, named from their events (views.timeline_marks)
+              *(name for _, name in timeline_marks.TRANSIENT_NAMES),
               *fit_views.GRADIENT_LABELS.values(), *event_templates(), *fit_views.MODEL_NAMES.values(),
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
               *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",

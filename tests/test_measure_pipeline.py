@@ -92,8 +92,9 @@ def test_cli_prints_the_table_and_json(data, monkeypatch, capsys):
     assert cli.main(["pipeline"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("schedule") and len(lines) == 1 + len(pipeline.default_cases())
-    assert "interleaved     4  8  2        180736  11 9 7 5" in lines[14]
-    assert lines[-1].startswith("looped-bfs      4  4  2        180736  8 8 8 8")
+    assert lines[14].split() == ["interleaved", "4", "8", "2", "180736", *"11 9 7 5".split() * 3,
+                                 "yes"]   # measured, simulated (bytes / pass), passes held
+    assert lines[-1].split()[:9] == ["looped-bfs", "4", "4", "2", "180736", "8", "8", "8", "8"]
     assert cli.main(["pipeline", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == data
 

@@ -1,4 +1,4 @@
-"""The stored PyTorch pipeline measurement (shown by notebook 05 without
+"""The stored PyTorch pipeline measurement (shown by notebook 05b without
 torch) still agrees with today's simulation; no torch needed."""
 
 from fractions import Fraction
@@ -60,7 +60,43 @@ def test_table_has_one_line_per_schedule():
     table = pipeline_measured.measurement_table(pipeline_measured.stored_measurement())
     lines = table.splitlines()
     assert len(lines) == 1 + 30
-    assert lines[11] == ("1f1b            4  4  1        361472  4 3 2 1"
-                         "                    4 3 2 1    yes")
-    assert lines[27] == ("zbv             4  4  2        180736  5.54 6.36 7.18 8"
-                         "           5 6 7 8    yes")
+    assert lines[0] == ("schedule        p  m  v  pass bytes  measured peak / pass  "
+                        "simulated peak / pass  passes held  bytes agree")
+    assert lines[11] == ("1f1b            4  4  1      361472  4 3 2 1               "
+                         "4 3 2 1                4 3 2 1      yes")
+    assert lines[27] == ("zbv             4  4  2      180736  5.54 6.36 7.18 8      "
+                         "5.54 6.36 7.18 8       5 6 7 8      yes")
+
+
+def test_the_simulated_peak_compares_bytes_with_bytes():
+    """Review (d) 7: "simulated" beside "agrees" read as pass counts, so ZBV at
+    p=4, m=8 (measured 8.73 ... 9.45, simulated 8 8 8 8, agrees) looked like a
+    contradiction. The simulated peak is now the simulation's bytes over the
+    bytes of one pass, as measured; the count held until B or W has its own
+    column. The last stage: 8 passes held whole (8 x 180736 B) and 8 finished
+    passes' 32768 B each after W: 1708032 B = 9.45 passes."""
+    line = pipeline_measured.measurement_table(
+        pipeline_measured.stored_measurement()).splitlines()[28]
+    assert line == ("zbv             4  8  2      180736  8.73 9.09 9.27 9.45   "
+                    "8.73 9.09 9.27 9.45    8 8 8 8      yes")
+    assert 8 * 180736 + 8 * 32768 == 1708032 and f"{1708032 / 180736:.2f}" == "9.45"
+
+
+def test_the_chinese_table_heading_lines_up_with_the_english_one():
+    """Each heading sits over its column in both languages: "pass bytes"
+    ends where the right-aligned byte counts end, the others start where
+    their columns start (a Han character is two columns wide)."""
+    from actmem.language import translator
+    from actmem.views.printed import width
+    data = pipeline_measured.stored_measurement()
+    rows = {language: pipeline_measured.measurement_table(data, translator(language)).splitlines()
+            for language in ("en", "zh")}
+    row = rows["en"][28]                       # zbv 4 8 2
+    starts = [row.index("180736") + 6, row.index("8.73"), row.index("8.73", 45),
+              row.index("8 8 8 8"), row.index("yes")]
+    for language, words in (("en", ("pass bytes", "measured", "simulated", "passes held",
+                                    "bytes agree")),
+                            ("zh", ("单次字节", "实测", "模拟", "保存次数", "字节一致"))):
+        head = rows[language][0]
+        at = [width(head[:head.index(w)]) for w in words]
+        assert [at[0] + width(words[0]), *at[1:]] == starts, language

@@ -54,7 +54,7 @@ def test_every_offered_sequence_runs(name):
 
 def test_s_b_and_reserve_reach_the_readouts():
     x = FitPlanner()
-    assert (x.values()["s"], x.values()["b"], x.values()["reserve"]) == (4096, 1, 0)
+    assert (x.values()["s"], x.values()["b"], x.values()["reserve"]) == (4096, 1, "default")
     x.controls["s"].value = 2048
     x.controls["b"].value = 4
     x.controls["reserve"].value = 4
@@ -104,7 +104,7 @@ def test_invalid_job_arguments():
         FitPlanner(model="gpt2-large", t=1, p=1, s=2048)
     with pytest.raises(ValueError, match=r"b=17 is not offered"):
         FitPlanner(b=17)
-    with pytest.raises(ValueError, match=r"reserve=5 is not offered; choose one of 0, 1, 2"):
+    with pytest.raises(ValueError, match=r"reserve=5 is not offered; choose 'default' \(the estimate\) or one of 0, 1, 2"):
         FitPlanner(reserve=5)
     with pytest.raises(ValueError, match=r"reserve=True is not offered"):
         FitPlanner(reserve=True)

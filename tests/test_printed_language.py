@@ -22,9 +22,14 @@ def printed(path: Path, marker: str) -> list[str]:
     return "".join(o.get("text", "") for o in cells[0].outputs).splitlines()
 
 
-@pytest.mark.parametrize("marker, count", [("mistakes = (", 5), ("sum of the parts {total}", 2)])
-def test_notebook_08_prints_chinese_in_chinese(marker, count):
-    lines = printed(ROOT / "notebooks" / "zh" / "08_will_it_fit.ipynb", marker)
+@pytest.mark.parametrize("name, marker, count", [
+    ("08_will_it_fit.ipynb", "mistakes = (", 3),
+    ("08b_what_is_alive_when.ipynb", "mistakes = (", 2),
+    ("08b_what_is_alive_when.ipynb", "sum of the parts {total}", 2)])
+def test_notebook_08_prints_chinese_in_chinese(name, marker, count):
+    """Notebook 08 in two parts (issue 38): its common mistakes, and the timeline's
+    sum-against-peak lines, which went to 08b."""
+    lines = printed(ROOT / "notebooks" / "zh" / name, marker)
     assert len(lines) == count
     for line in lines:
         assert HAN.search(line) and not re.search(r"\b(stage|peak|the|is not)\b", line), line

@@ -99,10 +99,11 @@ def test_every_annotation_has_a_check(examples):
     for record in examples.values():
         for field in dataclasses.fields(record):
             special = field.type not in BY_ANNOTATION
-            assert not special or field.type in (
-                "Op", "Fraction", "tuple[int, int] | None", "tuple[Event, ...]",
-                "tuple[tuple[Op, ...], ...]", "StageTimeline | None",
-                "tuple[StageMemory, ...]"), (type(record).__name__, field.name, field.type)
+            allowed = ("Op", "Fraction", "tuple[int, int] | None", "tuple[Event, ...]",
+                       "tuple[tuple[Op, ...], ...]", "StageTimeline | None",
+                       "tuple[StageMemory, ...]", "ReserveParts | None")
+            assert not special or field.type in allowed, (
+                type(record).__name__, field.name, field.type)
 
 
 @pytest.mark.parametrize("kind, changes, words", [
@@ -129,6 +130,7 @@ def test_every_annotation_has_a_check(examples):
     ("TrainingMemory", dict(stages=()), "TrainingMemory.stages must hold at least one"),
     ("TrainingMemory", dict(gpu_memory=0), "TrainingMemory.gpu_memory must be a positive"),
     ("StageMemory", dict(timeline="peak"), "StageMemory.timeline must be a StageTimeline"),
+    ("StageMemory", dict(reserve_parts=5), "StageMemory.reserve_parts must be a ReserveParts"),
     ("ModelStates", dict(expert_parameters=10**12), "ModelStates.expert_parameters must be <="),
     ("ModelStates", dict(frozen_parameters=10**12), "ModelStates.frozen_parameters must be <="),
     ("Offload", dict(layers=4), "Offload.layers must be < L=4, got 4"),

@@ -52,9 +52,11 @@ def test_held_bytes_follow_the_rows(schedule, v):
         s.held_parts(0, [{"layers": full}] * v, [{}] * (v + 1))
 
 
-def test_zero_bubble_h1_memory_and_bubble():
-    # ZB-H1 (v=1): the bubble falls from (p-1)/m to a third of it; every
-    # stage then counts p passes until their W, but after I only W's rows.
+def test_zero_bubble_1p_memory_and_bubble():
+    # PyTorch's interleaved zero bubble at v=1 (the paper's ZB-1p, as its
+    # docstring says; with T_F = T_B = T_W the same bubble as the handcrafted
+    # ZB-H1): the bubble falls from (p-1)/m to a third of it; every stage then
+    # counts p passes until their W, but after I only W's rows.
     zb = actmem.simulate_schedule("interleaved-zb", 4, 8, 1)
     one = actmem.simulate_schedule("1f1b", 4, 8)
     assert (zb.bubble_fraction(), one.bubble_fraction()) == (Fraction(1, 8), Fraction(3, 8))

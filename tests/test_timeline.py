@@ -145,7 +145,8 @@ def test_peak_is_an_event_and_at_most_the_sum_of_parts_plus_transients():
 def test_megatron_lm_gpt3_7b_tp4_measured_on_h100():
     data = json.loads(resources.files("actmem").joinpath("data/megatron_runs.json").read_text())
     run = data["runs"]["gpt3_7b_tp4_pp1_memory_speed"]
-    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"])
+    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"],
+                        reserve=0)   # the allocator's own figure: no reserve
     stage = r.stages[0]
     measured = run["mem_max_allocated_bytes"]
     # parts: states exact, activations within 0.1 %; the sum is 2.3 % low
@@ -162,7 +163,8 @@ def test_megatron_lm_gpt3_7b_tp4_measured_on_h100():
 def test_megatron_lm_gpt3_7b_pp4_interleaved_last_stage_within_2_percent():
     data = json.loads(resources.files("actmem").joinpath("data/megatron_runs.json").read_text())
     run = data["runs"]["gpt3_7b_tp1_pp4_memory_speed"]
-    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"])
+    r = training_memory(ModelConfig(**run["model"]), gpu_memory=run["gpu"], **run["run"],
+                        reserve=0)   # the allocator's own figure: no reserve
     stage = r.stages[run["stage"]]
     measured = run["mem_max_allocated_bytes"]
     assert abs(stage.peak - measured) / measured < 0.02

@@ -75,7 +75,7 @@ def test_llama2_7b_on_8_gpus_by_hand():
     # t=2, p=2, d=2, m=8, 1F1B. One layer (SwiGLU f=11008, no dropout, no map
     # kept, t=2): sbh(8 + 8/t) + 6sbf/t + 4bas/t = 336,855,040 B; stage 0
     # holds 2 passes of 16 layers.
-    r = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="A100 80GB")
+    r = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="A100 80GB", reserve=0)
     first, last = r.stages
     sbh = 4096 * 4096
     layer = 12 * sbh + 6 * 4096 * 11008 // 2 + 4 * 32 * 4096 // 2

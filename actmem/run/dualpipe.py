@@ -1,5 +1,5 @@
 """DeepSeek's DualPipe family: DualPipeV simulated in PyTorch's order, and
-DualPipe (bidirectional, two parameter copies) as a documented closed form.
+DualPipe (bidirectional, two stages per rank) as a documented closed form.
 
 DualPipeV (DeepSeek's "cut-in-half" DualPipe; PyTorch 2.13
 ``ScheduleDualPipeV._calculate_single_rank_operations``): rank ``i`` holds
@@ -11,11 +11,16 @@ B1 B0 (the second half as I); W B0; W. Full backwards (``B``) and split ones
 PyTorch's ``pipeline_order``.
 
 DualPipe (DeepSeek-V3 technical report, sec. 3.2.1, and the DualPipe README,
-github.com/deepseek-ai/DualPipe): ``2p`` micro-batch streams are fed from
-both ends of the pipeline, so every rank holds the stages ``i`` and
-``p-1-i`` of two copies of the model (two copies of its parameters), and the
-README's table gives, per rank, activations of ``PP + 1`` micro-batches
-(each of one stage's layers) and a bubble of ``(PP/2 - 1)(F&B + B - 3W)``.
+github.com/deepseek-ai/DualPipe): micro-batches are fed from both ends of
+the pipeline, so rank ``i`` holds two different stages, its own stage ``i``
+and the mirror stage ``p-1-i`` (``examples/example_dualpipe.py``:
+``nn.Sequential(full_modules[rank], full_modules[pp_size - 1 - rank])``).
+Each stage is thus on two ranks, and the gradients of its two copies are
+summed across the mirror ranks (``p0.grad += p1all[pp_size - 1 - rank]``).
+A rank keeps twice one stage's parameters, not two copies of its own
+stage's. The README's table gives, per rank, parameters ``2x``, activations
+of ``PP + 1`` micro-batches (each of one stage's layers) and a bubble of
+``(PP/2 - 1)(F&B + B - 3W)``.
 It is not simulated here (PyTorch has no DualPipe class to compare an order
 with): :func:`dualpipe_in_flight` and :func:`dualpipe_parameter_copies` are
 the README's numbers.
@@ -111,6 +116,9 @@ def dualpipe_in_flight(p: int) -> int:
 
 
 def dualpipe_parameter_copies() -> int:
-    """Copies of its stage's parameters a DualPipe rank keeps: 2 (one per
-    direction; DualPipe README, "Parameter" column: 2x)."""
+    """A DualPipe rank's parameters, in stages' worth: 2, its own stage
+    ``i`` and the mirror stage ``p-1-i`` (two different stages, not two
+    copies of one; ``examples/example_dualpipe.py``), so each stage's
+    parameters are on two ranks, whose gradients are summed (DualPipe
+    README, "Parameter" column: 2x)."""
     return 2

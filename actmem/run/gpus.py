@@ -17,6 +17,8 @@ for the AMD MI300X it is the VRAM pool ``rocminfo`` prints. Each preset's
   aside with ``reserve`` in :func:`actmem.training_memory`.
 
 Compute capabilities are NVIDIA's (https://developer.nvidia.com/cuda-gpus).
+A GPU below 8.0 (Volta: the V100s) runs neither bf16 nor FlashAttention, so
+:func:`check_gpu_runs` refuses them there.
 """
 
 from __future__ import annotations
@@ -177,3 +179,46 @@ def find_gpu(gpu_memory: str | int | GPU | None) -> GPU | None:
         if _key(gpu_memory) in _NAMES_BY_KEY or not gpu_memory.strip()[:1].isdigit():
             return _preset(gpu_memory)
     return None
+
+
+AMPERE = (8, 0)
+"""The compute capability bf16 and FlashAttention need."""
+NEEDS_AMPERE = {
+    "precision": ("bf16 needs compute capability 8.0 (Ampere) or newer: PyTorch's "
+                  "torch.cuda.is_bf16_supported(including_emulation=False) is False below "
+                  "it (torch/cuda/__init__.py)"),
+    "flash_attention": ("FlashAttention needs compute capability 8.0 (Ampere) or newer "
+                        "(Dao-AILab/flash-attention's README; Volta is not supported: "
+                        "Dao-AILab/flash-attention#148)"),
+}
+"""Why each option needs compute capability 8.0, with the source."""
+
+
+def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool) -> str | None:
+    """The option that ``gpu`` cannot run, ``"precision"`` (bf16 or
+    autocast's bf16) or ``"flash_attention"``, or None when it runs both
+    (always for None, a size, or an AMD GPU, whose capability is None)."""
+    if gpu is None or gpu.compute_capability is None or gpu.compute_capability >= AMPERE:
+        return None
+    if precision in ("bf16", "autocast"):
+        return "precision"
+    return "flash_attention" if flash_attention else None
+
+
+def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool) -> None:
+    """Refuse bf16 (``precision="bf16"`` or ``"autocast"``, which computes
+    in bf16) and FlashAttention (the model's ``flash_attention``) on a GPU
+    below compute capability 8.0 (:data:`NEEDS_AMPERE` says why).
+
+    Raises:
+        ValueError: naming the GPU, the option, its value and why.
+    """
+    option = gpu_runs(gpu, precision, flash_attention)
+    if option is not None:
+        value = precision if option == "precision" else flash_attention
+        other = ("use precision='fp32'" if option == "precision"
+                 else "use flash_attention=False")
+        raise ValueError(
+            f"{option}={value!r} does not run on gpu_memory={gpu.name!r} (compute capability "
+            f"{'.'.join(map(str, gpu.compute_capability))}): {NEEDS_AMPERE[option]}; "
+            f"{other} or a newer GPU")

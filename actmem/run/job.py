@@ -42,7 +42,7 @@ GROUPS = {
     "framework": ("loss", "loss_chunk_tokens", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
                   "transformer_engine", "cublas_workspace_config"),
-    "gpu": ("gpu_memory", "reserve"),
+    "gpu": ("gpu_memory", "reserve", "expandable_segments"),
 }
 """The options of a :class:`Job` by group, in the order its repr shows them."""
 
@@ -111,7 +111,8 @@ class Job:
     cublas_workspace_config: str | None = None
     # the GPU
     gpu_memory: int | str | None = None
-    reserve: int | float = 0
+    reserve: int | float | str = "default"
+    expandable_segments: bool = False
 
     def __post_init__(self):
         plain_fields(self)

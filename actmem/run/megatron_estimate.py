@@ -1,23 +1,32 @@
 """Megatron-LM's own estimate, restated, to compare with actmem's (notebook 08).
 
 Megatron-LM ships ``megatron/training/theoretical_memory_usage.py``. Its
-facts and formulas are restated here (its code is not copied), for the
-first pipeline stage, which it takes as the most loaded:
+facts and formulas are restated here (its code is not copied) as they
+stand at Megatron-LM commit ``d98e8a64`` (2026-08-22), the commit this
+project pins; since PR #4687 (May 2026) ``compute_weight_and_optimizer_memory``
+splits the parameters by how each rank holds them. For the first pipeline
+stage, which it takes as the most loaded, of a dense model:
 
-* weights and optimizer: per layer ``2h(f*r + n) + 2h^2(1 + g/a)`` with
-  ``r = 3/2`` for SwiGLU and ``n`` the norm's weights (2 LayerNorm, 1
-  RMSNorm), no linear biases; ``(L*layer + n*h)/p + h*V`` parameters, all
-  divided by t (plus a second ``h*V/t`` when untied and p = 1); 18 bytes
-  each, or ``6 + 12/d`` with the distributed optimizer.
-* activations with sequence parallelism and selective recomputation:
-  ``sbh(18 + 4f/h)`` per layer, times L (p micro-batches of L/p layers);
-  plus ``8sbp`` token ids and ``sbhp`` embedding dropout mask; times
-  ``1 + (p-1)/(p*v)`` when interleaved, else times ``min(1, m/p)`` when
-  p > 1; plus ``4sbh(1 + V/h)`` for the output layer and fp32 logits when
-  p = 1; all divided by t.
-* otherwise: ``sbh(10 + 24/t)`` per layer, the same embedding terms and
-  schedule factors, ``2(sbV/t + sbh)`` for the output when p = 1, and the
-  whole times 1.05.
+* weights and optimizer: per layer ``2h^2(1 + g/a)*(d*a/h)`` attention
+  (``d`` the head width, ``--kv-channels``) and ``2hf*r`` MLP weights, with
+  ``r = 3/2`` for SwiGLU and no linear biases, are *tensor-parallel sharded*
+  (``tp_sharded``): ``(L*layer/p + h*V)/t``; the two norms of every layer
+  (``2h*n``, ``n`` = 2 for LayerNorm, 1 for RMSNorm) and the final norm
+  (``n*h``) are *replicated* (``replicated``): ``(2hn*L + n*h)/p``, not
+  divided by t; a second ``h*V/t`` when untied and p = 1. Routed experts
+  (``expert_sharded``, divided by ``ep*etp``, with the expert data-parallel
+  size's bytes) exist only in MoE models, which are not restated here.
+  18 bytes per parameter, or ``6 + 12/d`` with the distributed optimizer.
+* activations with sequence parallelism and selective recomputation
+  (``compute_activation_memory``): ``sbh(18 + 4f/h)`` per layer, times L
+  (p micro-batches of L/p layers); plus ``8sbp`` token ids and ``sbhp``
+  embedding dropout mask; times ``1 + (p-1)/(p*v)`` when interleaved, else
+  times ``min(1, m/p)`` when p > 1; plus ``4sbh(1 + V/h)`` for the output
+  layer and fp32 logits when p = 1; all divided by t (the token ids too).
+* otherwise (``compute_activation_memory_without_sp``): ``sbh(10 + 24/t)``
+  per layer, the same embedding terms and schedule factors,
+  ``2(sbV/t + sbh)`` for the output when p = 1, and the whole times 1.05;
+  nothing further divided by t.
 
 Quantities are exact fractions of bytes (Megatron-LM computes in floats).
 """
@@ -32,18 +41,31 @@ from .model import ModelConfig
 def megatron_weights_and_optimizer(model: ModelConfig, t: int = 1, p: int = 1, d: int = 1,
                                    distributed_optimizer: bool = False) -> Fraction:
     """Megatron-LM's bytes of weights, gradients and optimizer states on
-    the first stage (module docstring)."""
+    the first stage (module docstring): its tensor-parallel sharded
+    parameters divided by t, its replicated ones (norms) not."""
+    sharded, replicated = megatron_parameters(model, t, p)
+    per_parameter = 6 + Fraction(12, d) if distributed_optimizer else 18
+    return (sharded + replicated) * per_parameter
+
+
+def megatron_parameters(model: ModelConfig, t: int = 1, p: int = 1) -> tuple[Fraction, Fraction]:
+    """``(tp_sharded, replicated)``: the parameters Megatron-LM counts on
+    the most loaded model shard (the first stage), as
+    ``compute_weight_and_optimizer_memory`` splits them at commit d98e8a64:
+    the attention and MLP weights and the embedding divided by t, the
+    layers' norms and the final norm not (module docstring)."""
     c, h = model.layer(t), model.h
     norm = 1 if model.norm == "rmsnorm" else 2
     gated = Fraction(3, 2) if c.activation == "swiglu" else 1
-    layer = 2 * h * (c.f * gated + norm) + 2 * h * h * (1 + Fraction(c.g, c.a))
-    block = layer * model.L + norm * h
+    query = Fraction((c.kv_channels or h // c.a) * c.a, h)
+    attention = 2 * h * h * (1 + Fraction(c.g, c.a)) * query
+    mlp = 2 * h * c.f * gated
     embedding = h * model.padded_vocab(t)
-    params = (block / p + embedding) / t
+    sharded = ((attention + mlp) * model.L / p + embedding) / t
     if not model.tied_embeddings and p == 1:
-        params += Fraction(embedding, t)
-    per_parameter = 6 + Fraction(12, d) if distributed_optimizer else 18
-    return params * per_parameter
+        sharded += Fraction(embedding, t)
+    replicated = Fraction(2 * h * norm * model.L + norm * h, p)
+    return sharded, replicated
 
 
 def megatron_activations(model: ModelConfig, t: int = 1, p: int = 1, m: int = 1,
@@ -78,9 +100,10 @@ def differences(model: ModelConfig, t: int = 1, p: int = 1, sequence_parallel: b
     reasons = []
     if model.bias:
         reasons.append("Megatron-LM counts no linear-layer biases")
-    if t > 1:
-        reasons.append("it divides every parameter by t, norms included, and the token "
-                       "ids too (every rank keeps those whole)")
+    if t > 1 and exact:
+        reasons.append("it divides the token ids by t (every rank keeps those whole)")
+    if p > 1:
+        reasons.append("it counts 1/p of the final norm on the first stage (the last stage holds it)")
     if not exact and not c.flash_attention and recompute != "selective":
         reasons.append("without sequence parallelism + selective recomputation its "
                        "per-layer term sbh(10 + 24/t) drops the attention map 5as^2b/t")

@@ -6,7 +6,8 @@ For every pipeline stage :func:`training_memory` gives two answers, in bytes:
   (:mod:`actmem.states`), the layer activations of the schedule's passes in
   flight at the stage's busiest moment (:mod:`actmem.schedules`), what only
   the first and the last stage keep per pass and the recomputation working
-  set (:mod:`actmem.pass_parts`), and a reserve the user sets;
+  set (:mod:`actmem.pass_parts`), and a reserve (by default an estimate
+  with sourced parts when a GPU preset is named: :mod:`actmem.run.reserve`);
 * the **peak**, the most alive at one moment, from the step's timeline
   (:mod:`actmem.timeline`) under the framework's choices
   (:mod:`actmem.framework`). The peak is what
@@ -17,11 +18,15 @@ For every pipeline stage :func:`training_memory` gives two answers, in bytes:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .features import FEATURES
+from .gpus import find_gpu
 from .job import Job, as_job
 from .model import ModelConfig
 from .moe_timeline import stack_parts, stage_moe_layers, stage_stacks
 from .precision import autocast_copies, moment_parts
+from .reserve import default_reserve
 from .stage_memory import PARTS, StageMemory, TrainingMemory
 from .states import model_states
 from .step_setup import StepSetup, step_setup
@@ -81,9 +86,16 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
             (fp32, Megatron-LM) or 2.
-        reserve: bytes, or a fraction in [0, 1) of ``gpu_memory``, set
-            aside on every GPU for what lives outside PyTorch's allocator
-            (CUDA context, NCCL buffers) and allocator fragmentation.
+        reserve: what each GPU needs beyond the peak: the CUDA context,
+            NCCL's buffers and the caching allocator's gap. ``"default"``:
+            where ``gpu_memory`` names a GPU preset, each stage's estimate
+            (:func:`actmem.run.reserve.default_reserve`, its parts in the
+            stage's ``reserve_parts``), else 0; ``0`` gives the bare peak;
+            or bytes (an int), or a fraction in [0, 1) of ``gpu_memory``,
+            the same on every GPU.
+        expandable_segments: PyTorch's
+            ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``: the default
+            reserve's allocator gap is 3 % of the peak, not 10 %.
         gpu_memory: the GPU: a preset name (``"H100 80GB SXM"``,
             :data:`actmem.GPUS`), bytes, or a size (``"80GiB"``; ``"80GB"``
             is 80 x 10^9 bytes, less than an "80GB" GPU has).
@@ -181,10 +193,21 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
                         **plan.peak_parts(i, chunks, _pending(
                             moments, stacks or [(moments,) * n for n in setup.split[i]])),
                         recompute_working_set=max(w for _, w in parts),
-                        reserve=setup.reserve, timeline=timeline)
+                        reserve=setup.reserve or 0, timeline=timeline)
     for feature in FEATURES:
         stage = feature.stage(setup, stage)
-    return stage
+    return _with_default_reserve(setup, stage)
+
+
+def _with_default_reserve(setup: StepSetup, stage: StageMemory) -> StageMemory:
+    """``stage`` with the default reserve of its GPU at its peak
+    (:func:`actmem.run.reserve.default_reserve`) where the job asks for it
+    (``reserve="default"``: ``setup.reserve`` None) and names a GPU preset."""
+    gpu = find_gpu(setup.job.gpu_memory)
+    if setup.reserve is not None or gpu is None:
+        return stage
+    parts = default_reserve(setup.job, stage.stage, stage.peak, gpu)
+    return replace(stage, reserve=parts.total, reserve_parts=parts)
 
 
 def stage_states(setup: StepSetup, i: int):

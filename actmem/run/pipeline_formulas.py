@@ -175,11 +175,22 @@ def bubble_fraction_formula(schedule: str, p: int, m: int, v: int = 1) -> Fracti
 
 
 def zero_bubble_h1_bubble(p: int, m: int) -> Fraction:
-    """ZB-H1 (``simulate_schedule("interleaved-zb", p, m)``, one chunk per
-    GPU): ``(p-1)/(3m)``, a third of 1F1B's ``(p-1)/m`` when F, I and W each
-    take one unit (Qi et al. 2023, sec. 3.1: the bubble shrinks to
-    ``(p-1)(T_F + T_B - T_W)`` with ``T_B = T_I``). Equal to the simulation
-    for ``m >= p``.
+    """The bubble of PyTorch's interleaved zero bubble with one chunk per GPU
+    (``simulate_schedule("interleaved-zb", p, m)``): ``(p-1)/(3m)``, a third
+    of 1F1B's ``(p-1)/m`` when F, I and W each take one unit. Equal to the
+    simulation for ``m >= p``.
+
+    PyTorch's ``ScheduleInterleavedZeroBubble`` implements the paper's
+    ZB-1p ("this is implementing the ZB1P schedule in the paper", its
+    docstring), the schedule found automatically under 1F1B's activation
+    memory. This function keeps the name of the paper's handcrafted ZB-H1,
+    whose bubble ``(p-1)(T_F + T_B - T_W)`` (``T_B`` the input gradient
+    alone; Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, arXiv
+    2401.10241, sec. 3.1) is the same fraction here. With
+    ``T_F = T_B = T_W`` both idle ``(p-1)/(3m)`` of the ideal time and keep
+    1F1B's activation memory (the authors' README,
+    github.com/sail-sg/zero-bubble-pipeline-parallelism: "ZB1P ...
+    (p-1)/3m ... 1x").
 
     >>> zero_bubble_h1_bubble(4, 8)
     Fraction(1, 8)

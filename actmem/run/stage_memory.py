@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .record_fields import check_fields, records
+from .reserve import ReserveParts
 from .timeline import StageTimeline
 from ..validate import instance, optional, positive_int
 
@@ -19,7 +20,9 @@ PARTS = ("weights", "gradients", "optimizer", "layer_activations",
 @dataclass(frozen=True)
 class StageMemory:
     """Bytes one GPU of pipeline stage ``stage`` holds at its peak, by part
-    (:data:`PARTS`)."""
+    (:data:`PARTS`). ``reserve_parts``: the default reserve's parts
+    (:class:`actmem.run.reserve.ReserveParts`, whose total is ``reserve``),
+    or None when the reserve was given (or is 0 without a GPU preset)."""
 
     stage: int
     weights: int
@@ -35,6 +38,7 @@ class StageMemory:
     timeline: StageTimeline | None = field(default=None, repr=False)
     # pinned host bytes of activation offloading (actmem.run.offload), not on the GPU
     host_memory: int = field(default=0, repr=False)
+    reserve_parts: ReserveParts | None = field(default=None, repr=False)
 
     def __post_init__(self):
         """Raises TypeError, ValueError: a stage or bytes that are not
@@ -112,6 +116,8 @@ class TrainingMemory:
 
 
 _STAGE = {"timeline": lambda name, value: optional(
-    lambda n, v: instance(n, v, StageTimeline, "stage_timeline(...)"), name, value)}
+    lambda n, v: instance(n, v, StageTimeline, "stage_timeline(...)"), name, value),
+          "reserve_parts": lambda name, value: optional(
+    lambda n, v: instance(n, v, ReserveParts, "ReserveParts(...)"), name, value)}
 _TRAINING = {"stages": lambda name, value: records(StageMemory, name, value),
              "gpu_memory": lambda name, value: optional(positive_int, name, value)}

@@ -96,17 +96,29 @@ def check_uneven_split(v_shaped: bool, schedule: str, uneven: dict) -> None:
                          "(a V); uneven splits are modelled for looped schedules only")
 
 
-def reserve_bytes(reserve: int | float, capacity: int | None) -> int:
+DEFAULT_RESERVE = "default"
+"""``reserve``'s default: the estimate of :mod:`actmem.run.reserve` on each
+stage's GPU when ``gpu_memory`` names a GPU preset, else 0."""
+
+
+def reserve_bytes(reserve: int | float | str, capacity: int | None) -> int | None:
     """``reserve`` in bytes: an int is bytes (>= 0), a float a fraction in
     [0, 1) of ``capacity`` (bytes; needed then), rounded up, taken exactly
-    as written (0.05 is 5/100).
+    as written (0.05 is 5/100); :data:`DEFAULT_RESERVE` is None (the
+    estimate, per stage: :func:`actmem.run.reserve.default_reserve`).
 
     Raises:
         TypeError, ValueError: anything else; the message names ``reserve``.
     """
+    if isinstance(reserve, str):
+        if reserve != DEFAULT_RESERVE:
+            raise ValueError(f"reserve={reserve!r}: give {DEFAULT_RESERVE!r} (the estimate "
+                             "when gpu_memory names a GPU, else 0), bytes (an int) or a "
+                             "fraction of gpu_memory (a float)")
+        return None
     if not isinstance(reserve, numbers.Real) or isinstance(reserve, numbers.Integral):
-        reserve = integer("reserve", reserve, "bytes (an int) or a fraction of "
-                                              "gpu_memory (a float)")
+        reserve = integer("reserve", reserve, "bytes (an int), a fraction of gpu_memory "
+                                              f"(a float) or {DEFAULT_RESERVE!r}")
         if reserve < 0:
             raise ValueError(f"reserve must be >= 0 bytes, got {reserve}")
         return reserve
@@ -165,11 +177,12 @@ def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
     (:func:`check_training`), FSDP2's rules, the expert sizes, the
-    context-parallel layout, the GPU and its workspaces, the layer split,
-    the schedule (its size first, then its rules, without building it), an
-    uneven split on a V, the reserve, a fused loss's chunk; then what only
-    the layers and the states check, by finding the job's shared values
-    (:func:`actmem.run.step_setup.step_setup`, kept for
+    context-parallel layout, the GPU (what it runs,
+    :func:`actmem.run.gpus.check_gpu_runs`) and its workspaces, the layer
+    split, the schedule (its size first, then its rules, without building
+    it), an uneven split on a V, the reserve and ``expandable_segments``, a
+    fused loss's chunk; then what only the layers and the states check, by
+    finding the job's shared values (:func:`actmem.run.step_setup.step_setup`, kept for
     :func:`actmem.training_memory`) and its first stage's states. A job
     that is built can be computed.
 
@@ -178,7 +191,7 @@ def check_job(job) -> None:
     """
     from ..layer.context_parallel import rank_model
     from .framework import workspace_bytes
-    from .gpus import find_gpu, gpu_capacity
+    from .gpus import check_gpu_runs, find_gpu, gpu_capacity
     from .schedule_rules import MAX_TIMELINE_OPERATIONS, check_schedule, check_size
     from .stage_split import split_layers
     from .states import expert_data_parallel
@@ -191,6 +204,7 @@ def check_job(job) -> None:
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
     gpu = find_gpu(job.gpu_memory)
+    check_gpu_runs(gpu, job.precision, job.model.flash_attention)
     workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
                     job.transformer_engine)
     uneven = {name: o[name] for name in UNEVEN}
@@ -199,6 +213,7 @@ def check_job(job) -> None:
     check_schedule(job.schedule, job.p, job.m, job.v, job.order)
     check_uneven_split(job.schedule in V_SHAPED, job.schedule, uneven)
     reserve_bytes(job.reserve, capacity)
+    flag("expandable_segments", job.expandable_segments)
     if job.loss == "fused" and job.loss_chunk_tokens is not None:
         positive_int("loss_chunk_tokens", job.loss_chunk_tokens)
     from .peak import stage_states

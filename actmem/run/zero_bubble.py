@@ -40,7 +40,9 @@ def pytorch_rounds(p: int, m: int, who: str) -> int:
 
 def interleaved_zero_bubble(p: int, m: int, v: int, i: int) -> list[Op]:
     """``ScheduleInterleavedZeroBubble._calculate_single_rank_operations``
-    (ZB-H1 for ``v = 1``): ``min((v-1)*N + p-1-i, m*v)`` warm-up forwards,
+    (the paper's ZB-1p, as PyTorch's docstring says, not its handcrafted
+    ZB-H1; Qi et al., ICLR 2024, arXiv 2401.10241):
+    ``min((v-1)*N + p-1-i, m*v)`` warm-up forwards,
     then F and I pairs; the first ``i`` of them without a W, after that each
     I is followed by the W of the oldest backward still waiting for one;
     the Ws left over run at the end (``_get_1f1b_rank_ops`` with

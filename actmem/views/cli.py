@@ -1,7 +1,8 @@
 """Command line: ``python -m actmem`` / ``actmem`` prints the worked example's table;
-``python -m actmem train --preset NAME ...`` a GPU's peak training memory
-(:mod:`actmem.train_cli`); ``python -m actmem cheatsheet FILE`` writes the
-cheat sheet (:mod:`actmem.views.cheatsheet`).
+``python -m actmem train --preset NAME ...`` (or ``--megatron-args FILE
+--world-size N``, or ``--hf-config FILE --s N``) a GPU's peak training memory
+(:mod:`actmem.views.train_cli`, :mod:`actmem.views.job_cli`);
+``python -m actmem cheatsheet FILE`` writes the cheat sheet (:mod:`actmem.views.cheatsheet`).
 
 The table: activation memory per layer, per micro-batch, per GPU, in MiB.
 
@@ -18,7 +19,7 @@ import os
 import sys
 import warnings
 
-from . import train_cli
+from . import job_cli, train_cli
 from .train_cli import count
 from ..language import LANGUAGES, get_language, set_language
 from ..layer.config import ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size
@@ -69,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="actmem", description=DESCRIPTION,
                      usage="%(prog)s [options]         the worked example's table\n"
                            "       %(prog)s train --preset NAME [options]   "
-                           "peak training memory per GPU (train --help)")
+                           "peak training memory per GPU (train --help)\n"
+                           "       %(prog)s train --megatron-args FILE --world-size N | "
+                           "--hf-config FILE --s N [options]")
     size = parser.add_argument_group("layer (paper symbols; default: s=2048 b=1 h=4096 a=32)")
     size.add_argument("-s", "--s", type=count, default=2048, help="sequence length (2048)")
     size.add_argument("-b", "--b", type=count, default=1, help="micro-batch size (1)")
@@ -179,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is not None:
         _nothing_before(parser, argv, args.command)
+    if args.command == "train":   # the model: a preset, a launch or a config.json
+        job_cli.check(parser.commands["train"], argv[argv.index("train") + 1:], args)
     run = {"train": _train, "cheatsheet": _cheatsheet}.get(args.command, _table)
     previous = get_language()
     try:

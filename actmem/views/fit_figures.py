@@ -22,6 +22,7 @@ from ..language import english, tr, translator
 from .figures import OKABE_ITO
 from .printed import event_label  # noqa: F401  (notebooks 08 and 10 import it from here)
 from .redraw import changing_only, figure_axes
+from .timeline_marks import draw_marks, legend_entries, name_transients, new_marks
 from ..run.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.timeline import CATEGORIES
@@ -39,8 +40,10 @@ PART_LABELS = {name: name.replace("_", " ") for name in PARTS}
 
 def stage_memory_figure(result: TrainingMemory, title: str = "",
                         fig: Figure | None = None) -> Figure:
-    """Stacked bars, one per pipeline stage, of every part in GiB, with the
-    GPU's capacity as a line when ``result.gpu_memory`` is set. ``fig``: a
+    """Stacked bars, one per pipeline stage, of every part in GiB (their
+    sum), the stage's peak beside it (a black bar across the stack: the
+    most alive at one moment, which the sum is not; plus the stage's
+    reserve, which the bars stack too), both written above it, and the GPU's capacity as a line when ``result.gpu_memory`` is set. ``fig``: a
     Figure this function returned, to redraw in place
     (:mod:`actmem.views.redraw`).
 
@@ -59,9 +62,17 @@ def stage_memory_figure(result: TrainingMemory, title: str = "",
             ax.bar(x, heights, bottom=bottom, color=PART_COLOURS[part],
                    edgecolor="black", linewidth=0.4, label=tr(PART_LABELS[part]))
             bottom = [b + h for b, h in zip(bottom, heights)]
+    # what must fit: the peak, plus the reserve where the bars stack one
+    peaks = [stage.peak + stage.reserve for stage in result.stages]
+    reserved = any(stage.reserve for stage in result.stages)
+    ax.hlines([to_gib(v) for v in peaks], [i - 0.45 for i in x], [i + 0.45 for i in x],
+              color="black", linewidth=2, label=tr("peak (one moment) plus the reserve")
+              if reserved else tr("peak (one moment)"))
     for i, stage in zip(x, result.stages):
-        ax.text(i, bottom[i], format_value(stage.total, "GiB"), ha="center",
-                va="bottom", fontsize=8)
+        text = tr("sum {total}\npeak + reserve {peak}") if reserved else tr("sum {total}\npeak {peak}")
+        ax.text(i, max(bottom[i], to_gib(peaks[i])), text.format(
+            total=format_value(stage.total, "GiB"), peak=format_value(peaks[i], "GiB")),
+            ha="center", va="bottom", fontsize=8)
     if result.gpu_memory is not None:
         label = tr("GPU: {size} (fits)") if result.fits else tr("GPU: {size} (does not fit)")
         ax.axhline(to_gib(result.gpu_memory), color="black", linestyle="--",
@@ -178,7 +189,9 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
     category (:data:`actmem.CATEGORIES`); the GPU's capacity as a dashed
     line when ``result.gpu_memory`` is set (and, with a reserve, a dotted
     line at capacity less the reserve: the peak must stay under it); each
-    panel's peak event marked and labelled.
+    panel's peak event marked and labelled; each backward pass shaded, each
+    loss marked along the panel's top, and each tall transient named by
+    what it is (:mod:`actmem.views.timeline_marks`).
 
     Args:
         result: from :func:`actmem.training_memory`.
@@ -190,8 +203,10 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
         stages: which stages to draw (:func:`timeline_stages`).
         fig: a Figure this function returned, to redraw in place: with as
             many panels and no measured curves (then or now), its artists
-            (one PolyCollection of stacked areas per panel, the lines, the
-            peak's label, the legend when its entries are the same) are
+            (one PolyCollection of stacked areas per panel and one of
+            backward shading, the lines, the peak's label, the legend when
+            its entries are the same) are updated, the transients' labels made
+            anew,
             updated rather than drawn anew (:mod:`actmem.views.redraw`).
 
     Raises:
@@ -235,6 +250,9 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
     # up to a tick above 5% headroom: the same limit (and the same drawn
     # axis, kept by png) for every plan under the same GPU that fits it
     axes[0].set_ylim(0, _LIMIT.tick_values(0, 1.05 * top)[-1] if top > 0 else 1)
+    height = axes[0].get_ylim()[1]
+    named = [label for panel, i in zip(state["panels"], drawn)
+             for label in name_transients(panel["marks"], panel["ax"], result.stages[i], height)]
     handles, labels = _legend_entries(axes, shown)
     if state["legend"] != labels:
         if axes[-1].get_legend() is not None:
@@ -252,7 +270,8 @@ def timeline_figure(result: TrainingMemory, title: str = "", measured=None,
     changing = [] if curves else [
         artist for panel in state["panels"] for artist in (
             panel["areas"], panel["capacity"], panel["reserve"], panel["marker"],
-            panel["note"], panel["ax"].title, *panel["ax"].spines.values())]
+            panel["note"], panel["ax"].title, panel["marks"]["spans"], panel["marks"]["losses"],
+            *panel["ax"].spines.values())] + named
     changing_only(fig, (tuple(axes[0].get_ylim()), tuple(labels), heading,
                         axes[0].get_ylabel(), axes[0].get_xlabel()), changing)
     return fig
@@ -280,7 +299,7 @@ def _new_panel(ax) -> dict:
                                              alpha=0.85, linewidth=0))
     ax.set_xticks([])  # the order is what matters, not the events' numbers
     return {"ax": ax, "areas": areas, "capacity": capacity, "reserve": reserve,
-            "marker": marker, "note": note}
+            "marker": marker, "note": note, "marks": new_marks(ax)}
 
 
 def _steps(bottom, top) -> np.ndarray:
@@ -316,6 +335,7 @@ def _timeline_panel(panel: dict, result: TrainingMemory, stage, shown: list[str]
         capacity.set_label("_capacity")
     reserve.set_label(tr("capacity less the reserve") if reserve.get_visible() else "_reserve")
     _mark_peak(panel, stage, len(events))
+    draw_marks(panel["marks"], events)
     ax.set_title(tr("stage {i}: peak {peak}").format(
         i=stage.stage, peak=format_bytes(stage.peak, "GiB")), fontsize=9)
     ax.set_xlim(-0.5, len(events) - 0.5)
@@ -341,6 +361,7 @@ def _legend_entries(axes, shown: list[str]) -> tuple[list, list]:
     once, in drawing order."""
     entries = {tr(CATEGORY_LABELS[c]): Patch(color=CATEGORY_COLOURS[c], linewidth=0)
                for c in shown}
+    entries.update(legend_entries())
     for ax in axes:
         for line in ax.lines:
             if line.get_visible() and not line.get_label().startswith("_"):

@@ -30,9 +30,12 @@ planner's other controls, so that no entry makes
   recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.offload.cpu_offload`).
 
 The job's own sizes (issue 20): the sequence length s (``--seq-length``),
-the micro-batch size b (``--micro-batch-size``) and the reserve, bytes the
-learner sets aside for what PyTorch's allocator does not see (the CUDA
-context, NCCL's buffers), :func:`actmem.training_memory`'s ``reserve``.
+the micro-batch size b (``--micro-batch-size``) and the reserve, what a
+GPU needs beyond PyTorch's peak (the CUDA context, NCCL's buffers, the
+allocator's gap), :func:`actmem.training_memory`'s ``reserve``: the default
+estimate (:mod:`actmem.run.reserve`) or a fixed number of GiB
+(:func:`reserve_options`). The GPUs offered are those that run the job's
+bf16 and the model's attention (:func:`gpu_choices`).
 s comes before t and cp in the planner: the t and cp menus are computed
 from it (t divides s under sequence parallelism; 2*cp divides s), so every
 s offered runs with the t and cp then offered.
@@ -52,6 +55,7 @@ from ..language import get_language, tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.recompute_modules import MODULES, check_for_model
+from ..run.gpus import GPUS, gpu_runs
 from ..run.offload import check_offload
 from ..validate import divisors
 
@@ -65,9 +69,11 @@ bounds s; 131072 is Llama 3.1's context, the longest the course shows)."""
 B_MAX = 16
 """Largest micro-batch size offered."""
 RESERVE_GIB = (0, 1, 2, 3, 4, 6, 8, 12, 16)
-"""Reserves offered, GiB (2^30 bytes). No default figure: the CUDA
-context's and NCCL's sizes depend on the driver, the GPU and the
-communicators, and no published number fixes them."""
+"""Fixed reserves offered after the default estimate, GiB (2^30 bytes); 0
+gives the bare peak."""
+RESERVE_DEFAULT = "default"
+"""The reserve menu's first choice: :func:`actmem.training_memory`'s default
+estimate (:mod:`actmem.run.reserve`)."""
 
 
 def menu_cache(function):
@@ -145,6 +151,26 @@ share them: ep·etp = 4·1, expert data-parallel 2')
     etp = t if etp is None else etp
     return line + tr("; the experts share them: ep·etp = {ep}·{etp}, expert data-parallel "
                      "{edp}").format(ep=ep, etp=etp, edp=world // (etp * ep * p))
+
+
+def reserve_options(tr=tr) -> list[tuple[str, int | str]]:
+    """The reserve menu: the default estimate (labelled so), then
+    :data:`RESERVE_GIB` in GiB."""
+    return [(tr("default estimate"), RESERVE_DEFAULT)] + [(f"{n} GiB", n) for n in RESERVE_GIB]
+
+
+def reserve_argument(value: int | str) -> int | str:
+    """A reserve menu value as :func:`actmem.training_memory`'s ``reserve``:
+    the default as it is, GiB as bytes."""
+    return value if value == RESERVE_DEFAULT else value * 2**30
+
+
+def gpu_choices(precision: str, flash_attention: bool) -> list[str]:
+    """The names of :data:`actmem.GPUS` that run ``precision`` and the
+    model's ``flash_attention`` (:func:`actmem.run.gpus.gpu_runs`: bf16 and
+    FlashAttention need compute capability 8.0)."""
+    return [name for name, gpu in GPUS.items()
+            if gpu_runs(gpu, precision, flash_attention) is None]
 
 
 def _runs(check, *args, **kwargs) -> bool:

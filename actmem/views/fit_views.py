@@ -10,7 +10,8 @@ layers is offered (:func:`split_keys`: the even split, Megatron-LM's
 first/last-stage layer counts, or its embedding/loss accounting); schedule, v
 and m as in notebook 05 (:func:`actmem.schedule_views.couple`); full
 recomputation's group size k divides the layers of the largest model chunk;
-the GPUs are :data:`actmem.GPUS`, with
+the GPUs are those of :data:`actmem.GPUS` that run the job (bf16, and
+FlashAttention if chosen: compute capability 8.0), with
 the capacity their driver reports. Today's levers, context parallelism (cp
 and its comm type), FP8 and the modules recomputed under selective
 recomputation, offer only what each feature's checks accept
@@ -20,7 +21,10 @@ ipywidgets and matplotlib; ``import actmem`` does not import it.
 The job's sequence length s and micro-batch size b are menus too (s a
 power of two up to the model's position limit,
 :func:`actmem.views.fit_levers.sequence_choices`; b 1 to 16), and so is
-the reserve, GiB set aside for what PyTorch's allocator does not see. The
+the reserve: the default estimate of what a GPU needs beyond PyTorch's
+peak (:mod:`actmem.run.reserve`), or a fixed number of GiB. The GPU menu
+lists the GPUs that run bf16 and the model's attention
+(:func:`actmem.views.fit_levers.gpu_choices`: not the V100s). The
 planner asks for t, p, cp and d and shows the GPUs they make, t*p*cp*d,
 rather than taking a GPU count and offering the d that fill it: a learner
 who fixes t, p and cp and doubles d sees the count double and the
@@ -43,9 +47,10 @@ import ipywidgets as widgets
 from ..language import english, tr
 from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
 from .fit_figures import event_label, timeline_figure
-from .fit_levers import (B_MAX, RESERVE_GIB, comm_arguments, comm_options, cp_choices,
-                         fp8_options, gpus_text, job_model, menu_cache, module_options,
-                         offload_choices, sequence_choices)
+from .fit_levers import (B_MAX, RESERVE_DEFAULT, RESERVE_GIB, comm_arguments, comm_options,
+                         cp_choices, fp8_options, gpu_choices, gpus_text, job_model,
+                         menu_cache, module_options, offload_choices, reserve_argument,
+                         reserve_options, sequence_choices)
 from ..run.framework import GRADIENT_BUFFERS, LOSSES
 from ..run.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
@@ -63,6 +68,8 @@ D_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 """Data-parallel sizes offered."""
 P_MAX = 64
 GPUS = tuple(GPU_PRESETS)
+GPU_RULE = ("a GPU of actmem.GPUS that runs bf16 and the model's attention: compute "
+            "capability 8.0 or newer")
 MODEL_NAMES = {"gpt2-large": "GPT-2 774M", "gpt3-175b": "GPT-3 175B",
                "22b": "22B (Korthikanti et al.)", "175b": "175B (Korthikanti et al.)",
                "530b": "530B (Korthikanti et al.)", "1t": "1T (Korthikanti et al.)",
@@ -256,8 +263,8 @@ def run_arguments(values: dict) -> dict:
     arguments (model excluded); cp, cp_comm_type (a key of
     :func:`actmem.views.fit_levers.comm_keys`), fp8 (``"off"`` or a format)
     and offload (``cpu_offloading_num_layers``) default to off, the reserve
-    (GiB) to 0, and a recompute value ``("selective", 1, modules)`` gives
-    ``recompute_modules``. s and b are the model's (:func:`planner_model`)."""
+    (GiB, or ``"default"``) to the default estimate, and a recompute value
+    ``("selective", 1, modules)`` gives ``recompute_modules``. s and b are the model's (:func:`planner_model`)."""
     recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
     moe = MODELS[values["model"]].num_experts is not None
@@ -274,7 +281,7 @@ def run_arguments(values: dict) -> dict:
                 recompute_num_layers=k, accounting=accounting, zero_stage=zero_stage,
                 distributed_optimizer=distributed, gpu_memory=values["gpu"],
                 loss=values["loss"], gradient_buffer=values["gradient_buffer"],
-                reserve=values.get("reserve", 0) * 2**30)
+                reserve=reserve_argument(values.get("reserve", RESERVE_DEFAULT)))
 
 
 def planner_model(values: dict):
@@ -365,8 +372,11 @@ class FitPlanner(_Explorer):
     ``s``, ``b``: sequence length and micro-batch size (None: the
     preset's; choosing another model takes its s), the values of
     :func:`actmem.views.fit_levers.sequence_choices` and 1 to 16;
-    ``reserve``: GiB set aside (:data:`actmem.views.fit_levers.RESERVE_GIB`),
-    :func:`actmem.training_memory`'s ``reserve``.
+    ``reserve``: ``"default"`` (the default estimate,
+    :mod:`actmem.run.reserve`) or GiB set aside
+    (:data:`actmem.views.fit_levers.RESERVE_GIB`), :func:`actmem.training_memory`'s
+    ``reserve``. ``gpu``: a GPU of :func:`actmem.views.fit_levers.gpu_choices`
+    (bf16 and FlashAttention need compute capability 8.0: no V100).
 
     Readouts: ``verdict`` (Label: the most loaded stage's peak and its
     event, the margin, fits or not; :func:`actmem.train_cli.verdict`),
@@ -385,7 +395,8 @@ class FitPlanner(_Explorer):
                  sequence_parallel=None,
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
-                 cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None, reserve=0):
+                 cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None,
+                 reserve=RESERVE_DEFAULT):
         preset = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = preset.flash_attention
@@ -458,7 +469,7 @@ class FitPlanner(_Explorer):
         c["gradient_buffer"] = _dropdown(
             "gradient_buffer", [(tr(GRADIENT_LABELS[k]), k) for k in GRADIENT_BUFFERS],
             gradient_buffer)
-        c["gpu"] = _dropdown("gpu", GPUS, gpu, "a GPU of actmem.GPUS")
+        c["gpu"] = _dropdown("gpu", gpu_options(flash_attention), gpu, GPU_RULE)
         c["reserve"] = _reserve_dropdown(reserve)
         readouts = {"verdict": TEXT, "gpus": TEXT, "stages": HTML}
         for control in c.values():   # whole labels and options in either language: each
@@ -508,6 +519,7 @@ class FitPlanner(_Explorer):
         self._keep("fp8", fp8_options(shape, t, sp, recompute, (*modules, None)[0], cp))
         self._set_options("offload", offload_choices(shape, p, recompute,
                                                      self.controls["schedule"].value))
+        self._keep("gpu", gpu_options(shape.flash_attention))
 
     def _keep(self, name: str, options: list) -> None:
         """Offer ``options`` (``(label, value)`` pairs), keeping the value if
@@ -553,17 +565,24 @@ def _offload_dropdown(choices: list[int], offload) -> "widgets.Dropdown":
     return widgets.Dropdown(options=choices, value=offload, description=tr("offloaded layers"))
 
 
+def gpu_options(flash_attention: bool) -> list[tuple[str, str]]:
+    """The GPU menu: the presets that run bf16 (the planner trains in bf16)
+    and ``flash_attention`` (:func:`actmem.views.fit_levers.gpu_choices`)."""
+    return [(name, name) for name in gpu_choices("bf16", flash_attention)]
+
+
 def _reserve_dropdown(reserve) -> "widgets.Dropdown":
-    """The reserve menu, GiB (0, which :func:`_dropdown`'s positive-integer
-    check would refuse, is none).
+    """The reserve menu: the default estimate first, then GiB (0, which
+    :func:`_dropdown`'s positive-integer check would refuse, is none).
 
     Raises:
-        ValueError: ``reserve`` is not an offered int (a bool is not).
+        ValueError: ``reserve`` is neither ``"default"`` nor an offered int
+            (a bool is not).
     """
-    if type(reserve) is not int or reserve not in RESERVE_GIB:
-        raise ValueError(f"reserve={reserve!r} is not offered; choose one of "
-                         f"{', '.join(map(str, RESERVE_GIB))} (GiB)")
-    return widgets.Dropdown(options=[(f"{n} GiB", n) for n in RESERVE_GIB], value=reserve,
+    if reserve != RESERVE_DEFAULT and (type(reserve) is not int or reserve not in RESERVE_GIB):
+        raise ValueError(f"reserve={reserve!r} is not offered; choose {RESERVE_DEFAULT!r} (the "
+                         f"estimate) or one of {', '.join(map(str, RESERVE_GIB))} (GiB)")
+    return widgets.Dropdown(options=reserve_options(tr), value=reserve,
                             description=tr("reserve"))
 
 

@@ -1,4 +1,4 @@
-"""PyTorch's pipeline engine against the simulation, as a table (notebook 05).
+"""PyTorch's pipeline engine against the simulation, as a table (notebook 05b).
 
 Measuring needs torch (:mod:`actmem.measure.pipeline`, the ``measure``
 extra); this module does not. :func:`load_measurement` measures now when
@@ -8,7 +8,7 @@ actmem.measure pipeline --json``; a test checks it against a fresh run),
 and says which of the two it returns. Where the environment variable
 :data:`CACHE_ENV` names a folder, the measurement is kept there and the
 processes that load it after the first read it instead of measuring again
-(the test suite sets it: notebook 05 runs four times, under nbval and in
+(the test suite sets it: notebook 05b runs four times, under nbval and in
 the browser, in both languages).
 """
 
@@ -80,25 +80,44 @@ def _ratio(text: str) -> str:
     return str(ratio) if ratio.denominator == 1 else f"{float(ratio):.2f}"
 
 
-def measurement_table(data: dict, tr=None) -> str:
-    """One line per measured schedule: the bytes one micro-batch's pass
-    through one chunk saves, and for every stage (first to last) the
-    measured peak over that, next to the simulated peak in flight (a pass
-    counted until its ``B`` or ``W``). With a split backward PyTorch keeps
-    bytes after ``W`` too, so the measured peak can exceed it; "agrees"
-    checks the bytes after every operation (:mod:`actmem.measure.pipeline_result`).
-    Words translated by ``tr`` (default: the current language).
+def _peaks(stages: list[dict], key: str) -> str:
+    """Each stage's largest value of ``key`` (bytes after each operation)
+    over its bytes per pass, first stage to last (:func:`_ratio`)."""
+    return " ".join(_ratio(str(Fraction(max(s[key]), s["microbatch_bytes"]))) for s in stages)
 
-    >>> print(measurement_table(stored_measurement()).splitlines()[0])
-    schedule         p  m  v  one pass (B)  measured peak / one pass   simulated  agrees
+
+def measurement_table(data: dict, tr=None) -> str:
+    """One line per measured schedule, each stage first to last in a column.
+
+    Columns: ``pass bytes``, the bytes one micro-batch's pass through one
+    chunk saves (what the first forward added); ``measured peak / pass``,
+    the most bytes alive after any operation over ``pass bytes``;
+    ``simulated peak / pass``, the same for the simulation's bytes
+    (PyTorch's order, each pass whole until its ``B`` or ``I``, then what
+    PyTorch keeps after ``I`` and after ``W``:
+    :mod:`actmem.measure.pipeline_result`); ``passes held``, the
+    simulation's peak count of passes in flight (a pass counted until its
+    ``B`` or ``W``, :meth:`actmem.PipelineSchedule.peak_in_flight`), which
+    is the simulated peak without a split backward and may lie below it
+    with one (PyTorch keeps most of a pass after ``I`` and some bytes after
+    ``W``); ``bytes agree``, whether on every stage the operations are the
+    simulation's and the measured bytes after every operation equal the
+    simulated ones. Words translated by ``tr`` (default: the current
+    language).
+
+    >>> table = measurement_table(stored_measurement()).splitlines()
+    >>> print(table[0])
+    schedule        p  m  v  pass bytes  measured peak / pass  simulated peak / pass  passes held  bytes agree
+    >>> print(table[28])
+    zbv             4  8  2      180736  8.73 9.09 9.27 9.45   8.73 9.09 9.27 9.45    8 8 8 8      yes
     """
     tr = translator() if tr is None else tr
-    lines = [tr("schedule         p  m  v  one pass (B)  measured peak / one pass   "
-                "simulated  agrees")]
+    lines = [tr("schedule        p  m  v  pass bytes  measured peak / pass  simulated peak / pass"
+                "  passes held  bytes agree")]
     for (schedule, p, m, v), stages in _cases(data).items():
-        measured = " ".join(_ratio(s["ratio"]) for s in stages)
-        simulated = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
+        held = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
         agrees = tr("yes") if all(s["agrees"] for s in stages) else tr("NO")
-        lines.append(f"{schedule:<14} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>12}"
-                     f"  {measured:<25}  {simulated:<9}  {agrees}")
+        lines.append(f"{schedule:<14} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>10}"
+                     f"  {_peaks(stages, 'alive_bytes'):<20}  {_peaks(stages, 'modelled_bytes'):<21}"
+                     f"  {held:<11}  {agrees}")
     return "\n".join(lines)

@@ -31,11 +31,14 @@ from ..run.presets import MOE_PRESETS, PRESETS
 from ..run.schedules import ORDERS, SCHEDULES
 from ..run.states import ACCOUNTINGS
 from ..units import format_bytes, format_change, format_value, parse_size
+from .job_cli import add_sources, job_json, launch_job, name, source_model
 
 
 DESCRIPTION = ("A GPU's peak training memory, stage by stage: each part in MiB, their sum, "
                "and the peak, the most bytes alive at one moment of the step; with "
-               "--gpu-memory, the margin and whether it fits.")
+               "--gpu-memory, the margin and whether it fits. The model is a preset "
+               "(--preset NAME), a Megatron-LM launch (--megatron-args FILE --world-size N) "
+               "or a Hugging Face config.json (--hf-config FILE --s N).")
 """``--help``'s text: plain text (the module docstring's markup would show)."""
 
 MAX_INT_DIGITS = 30
@@ -59,8 +62,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``train`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("train", help="peak training memory per GPU, per stage",
                               prog="actmem train", description=DESCRIPTION)
-    p.add_argument("--preset", required=True, choices=[*PRESETS, *MOE_PRESETS],
-                   help="published model shape (actmem.PRESETS, actmem.MOE_PRESETS)")
+    source = p.add_mutually_exclusive_group()   # one is needed: job_cli.check
+    source.add_argument("--preset", choices=[*PRESETS, *MOE_PRESETS],
+                        help="published model shape (actmem.PRESETS, actmem.MOE_PRESETS); "
+                             "or give --megatron-args or --hf-config")
+    add_sources(p, source)
     p.add_argument("-s", "--s", type=count, help="sequence length (the preset's)")
     p.add_argument("-b", "--b", type=count, help="micro-batch size (the preset's: 1)")
     for name, help_ in (("t", "tensor-parallel size"), ("p", "pipeline stages"),
@@ -102,8 +108,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-attention-mask", dest="attention_mask", action="store_false",
                    help="the data loader sends no b*s*s attention mask (Megatron-LM's "
                         "--no-create-attention-mask-in-dataloader)")
-    p.add_argument("--reserve", type=reserve, default="0",
-                   help="bytes or a size ('4GiB') or a fraction of --gpu-memory ('0.05')")
+    p.add_argument("--reserve", type=reserve, default="default",
+                   help="'default' (with a GPU named: an estimate of the CUDA context, NCCL's "
+                        "buffers and the allocator's gap; else 0), bytes or a size ('4GiB') "
+                        "or a fraction of --gpu-memory ('0.05'); 0: the bare peak")
     p.add_argument("--gpu-memory", help="a GPU (" + ", ".join(repr(g) for g in GPUS) +
                    "; as its driver reports it), or a size: '80GiB' (2^30 B), '80GB' "
                    "(10^9 B, less than an 80GB GPU has)")
@@ -139,10 +147,13 @@ def add_levers(p: argparse.ArgumentParser) -> None:
                         + ", ".join(LORA_TARGETS))
 
 
-def reserve(text: str) -> int | float:
-    """argparse type of ``--reserve``: bytes (``'5'``), a fraction of the
-    GPU (``'0.05'``) or a size (``'4GiB'``, :func:`actmem.parse_size`)."""
+def reserve(text: str) -> int | float | str:
+    """argparse type of ``--reserve``: ``'default'`` (the estimate,
+    :mod:`actmem.run.reserve`), bytes (``'5'``), a fraction of the GPU
+    (``'0.05'``) or a size (``'4GiB'``, :func:`actmem.parse_size`)."""
     plain = text.strip()
+    if plain == "default":
+        return plain
     if plain.isdecimal() and len(plain) <= MAX_INT_DIGITS:
         return int(plain)
     if re.fullmatch(r"\d{0,20}\.\d{1,20}", plain):
@@ -154,16 +165,21 @@ def reserve(text: str) -> int | float:
 
 
 def model(args) -> ModelConfig:
-    """The preset with the options ``--s``, ``--b``, ``--flash-attention``,
+    """The preset (or ``--hf-config``'s model, or ``--megatron-args``'s:
+    :func:`actmem.views.job_cli.source_model`) with the options ``--s``,
+    ``--b``, ``--flash-attention``,
     ``--lora-rank`` and ``--lora-targets`` applied; a learned position
     table keeps its rows whatever ``--s`` (as the planner's,
     :func:`actmem.views.fit_levers.job_model`), so a longer s than it has
     is refused."""
     from .fit_levers import job_model
 
-    preset = {**PRESETS, **MOE_PRESETS}[args.preset]
-    s, b = (getattr(args, k, None) for k in ("s", "b"))
-    return job_model(preset, preset.s if s is None else s, preset.b if b is None else b).with_(
+    base = source_model(args)   # --megatron-args or --hf-config; None for a preset
+    if base is None:
+        preset = {**PRESETS, **MOE_PRESETS}[args.preset]
+        s, b = (getattr(args, k, None) for k in ("s", "b"))
+        base = job_model(preset, preset.s if s is None else s, preset.b if b is None else b)
+    return base.with_(
         **{k: getattr(args, k) for k in ("flash_attention", "lora_rank")
            if getattr(args, k, None) is not None},
         **({"lora_targets": tuple(args.lora_targets)} if getattr(args, "lora_targets", None)
@@ -171,7 +187,10 @@ def model(args) -> ModelConfig:
 
 
 def compute(args) -> TrainingMemory:
-    """:func:`training_memory` for the parsed ``args``."""
+    """:func:`training_memory` for the parsed ``args`` (a launch's job as it is)."""
+    job = launch_job(args)
+    if job is not None:
+        return training_memory(job)
     return training_memory(
         model(args), t=args.t, p=args.p, d=args.d, ep=args.ep, etp=args.etp, m=args.m,
         schedule=args.schedule,
@@ -208,7 +227,8 @@ def verdict(result: TrainingMemory, tr=None, gpu=None) -> str:
     ``gpu_memory`` argument, to name the GPU when it is a preset.
 
     The margin is the capacity less the peak and the reserve
-    (:attr:`actmem.StageMemory.needed`)."""
+    (:attr:`actmem.StageMemory.needed`); the default reserve is shown with
+    its parts (:mod:`actmem.run.reserve`)."""
     from .printed import event_label
 
     tr = translator() if tr is None else tr
@@ -216,7 +236,14 @@ def verdict(result: TrainingMemory, tr=None, gpu=None) -> str:
     line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
         stage=top.stage, size=format_bytes(top.peak, "GiB"),
         event=event_label(top.timeline.peak.label, tr))
-    if top.reserve:
+    if top.reserve_parts is not None:
+        parts = top.reserve_parts
+        line += tr(" + reserve {size} (CUDA context {context}, NCCL {nccl}, allocator "
+                   "{allocator} GiB)").format(
+            size=format_bytes(top.reserve, "GiB"), context=format_value(parts.cuda_context,
+                                                                        "GiB"),
+            nccl=format_value(parts.nccl, "GiB"), allocator=format_value(parts.allocator, "GiB"))
+    elif top.reserve:
         line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
     if result.gpu_memory is None:
         return line + tr(" (give --gpu-memory for a verdict)")
@@ -238,7 +265,8 @@ def margin_gib(margin: int) -> str:
 
 
 def table(result: TrainingMemory, gpu=None, tr=None) -> str:
-    """Parts (rows) by stage (columns) in MiB, their sum, the peak, the
+    """Parts (rows) by stage (columns) in MiB (the default reserve's parts,
+    :class:`actmem.run.reserve.ReserveParts`, under it), their sum, the peak, the
     host memory of offloaded layers (when there is any), then the verdict
     (``gpu`` and ``tr``: as in :func:`verdict`; labels are padded by display
     width, so that Chinese ones line up too)."""
@@ -250,6 +278,11 @@ def table(result: TrainingMemory, gpu=None, tr=None) -> str:
     for part in PARTS:
         lines.append(pad(tr(part.replace("_", " ")), 24) + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
+    if all(s.reserve_parts is not None for s in result.stages):  # the default's parts
+        for label, key in ((tr("  CUDA context"), "cuda_context"),
+                           (tr("  NCCL buffers"), "nccl"), (tr("  allocator gap"), "allocator")):
+            lines.append(pad(label, 24) + "".join(
+                f"{format_value(getattr(s.reserve_parts, key)):>12}" for s in result.stages))
     rows = (("sum of the parts", "total"), ("peak (one moment)", "peak"))
     if any(s.host_memory for s in result.stages):  # pinned host buffers of offloaded layers
         rows += (("host memory (offload)", "host_memory"),)
@@ -287,7 +320,7 @@ def render(args, result: TrainingMemory) -> str:
     current language (``--lang``)."""
     timelines = ([timeline_text(s) for s in result.stages]
                  if getattr(args, "timeline", False) else [])
-    return "\n".join([f"{args.preset}: t={args.t} p={args.p} d={args.d} m={args.m} "
+    return "\n".join([f"{name(args)}: t={args.t} p={args.p} d={args.d} m={args.m} "
                       f"{args.schedule} v={args.v}" + levers_text(args), *timelines,
                       table(result, args.gpu_memory)])
 
@@ -331,4 +364,5 @@ def as_json(args, result: TrainingMemory) -> str:
                     "peak_event": s.timeline.peak.label, "events": _events(s)}
                    for s in result.stages],
         "most_loaded": result.most_loaded.stage, "gpu_memory": result.gpu_memory,
-        "gpu": gpu and gpu.name, "margin": result.margin, "fits": result.fits}, indent=2)
+        "gpu": gpu and gpu.name, "margin": result.margin, "fits": result.fits,
+        **job_json(args)}, indent=2)
