@@ -2,7 +2,7 @@
 ``jupyter lab notebooks/`` shows the lessons and no test plumbing).
 
 A notebook lists the optional modules it needs in its metadata
-(``"actmem": {"requires": ["torch"]}``; notebook 07 needs the ``measure``
+(``"actmem": {"requires": ["torch"]}``; notebook 08 needs the ``measure``
 extra). When one is missing its cells are skipped with a reason, unless the
 ``CI`` environment variable is set: in CI a missing module must fail.
 """

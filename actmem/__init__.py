@@ -84,7 +84,7 @@ _MODULES = {
     **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
                      "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
                      "stage_split", "pass_parts", "lora_states", "moe_timeline", "offload", "job",
-                     "megatron_args", "hf_config",
+                     "megatron_args", "hf_config", "placement", "parameters", "reserve",
                      "features", "step_setup"),
                     "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",

@@ -91,8 +91,8 @@ SYMBOLS = (
     Term("F", "a forward pass in a schedule chart", "前向计算", "调度图中的一次前向计算"),
     Term("B", "a backward pass in a schedule chart", "反向计算", "调度图中的一次反向计算"),
     Term("X", "a block's input", "输入", "一个模块的输入"),
-    Term("V", "attention's value tensor; in notebook 08, the vocabulary size",
-         "值矩阵 / 词表大小", "注意力的值张量；在笔记本 08 中指词表大小"),
+    Term("V", "attention's value tensor; in notebook 09, the vocabulary size",
+         "值矩阵 / 词表大小", "注意力的值张量；在笔记本 09 中指词表大小"),
 )
 """The paper's symbols, those the notebooks add (v, g, f, d, M, k, N) and
 the letters they name things with."""

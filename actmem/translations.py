@@ -43,6 +43,7 @@ ZH = {
     # controls
     "FlashAttention": "FlashAttention",
     "sequence parallel": "序列并行",
+    "attention mask from the data loader": "数据加载器生成注意力掩码",
     "recompute": "重计算",
     "dropout": "dropout",
     "layer": "层",
@@ -453,7 +454,7 @@ ZH = {
     "keeps silu(gate), one more 2sbf.":
         "账本按 Megatron 的融合 SwiGLU 计算（gate、up、fc2 输入）；eager 模式的乘积还会保存 "
         "silu(gate)，多一个 2sbf。",
-    # ---- fits: notebook 08's title
+    # ---- fits: notebook 09's title
     "LLaMA-2-7B, t=2, p=2, d=2, m=8 on A100 80GB GPUs": "LLaMA-2-7B，t=2，p=2，d=2，m=8，A100 80GB GPU",
     "LLaMA-3-8B, s=131072, t=8, cp=2 on H100 80GB SXM GPUs": "LLaMA-3-8B，s=131072，t=8，cp=2，H100 80GB SXM GPU",
     # ---- cheat sheet (actmem.views.cheatsheet)
@@ -607,7 +608,7 @@ ZH = {
         "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
     # ---- answers (actmem.views.answers)
     "Show the numbers behind the answers": "显示答案背后的数字",
-    # ---- printed conclusions of notebooks 03, 04, 06, 07 (numbers filled in by the cell)
+    # ---- printed conclusions of notebooks 03, 04, 07, 08 (numbers filled in by the cell)
     "Show the result": "显示结果",
     "Takeaway: at t=2 each GPU keeps the fixed {fixed} whole, half of the split tensors "
     "({intermediate}) and half of the heads ({attention_map}).":
@@ -629,7 +630,7 @@ ZH = {
     "is {extra} bytes of LayerNorm statistics.":
         "要点：账本的 {rows} 行在每个 rank 上都测得分毫不差（{equal}）；唯一的额外项是 "
         "LayerNorm 统计量的 {extra} 字节。",
-    # printed conclusions of notebooks 05 and 08
+    # printed conclusions of notebooks 05 and 09
     "Takeaway: under GPipe every stage holds all m={m} micro-batches at its peak: {held} per "
     "stage ({m} x {layers} layers x {M}).":
         "要点：GPipe 下每一级在峰值时都保存全部 m={m} 个微批次：每级 {held}"
@@ -640,15 +641,15 @@ ZH = {
     "(next sections) keeps more, except when m = p.":
         "要点：1F1B 下无论 p 取多少，首级都保存 L*M(t) = {whole}；交错式调度（后面几节）"
         "保存得更多，m = p 时除外。",
-    "Takeaway: the {size} of layer activations is one of these parts; notebook 08 puts a "
+    "Takeaway: the {size} of layer activations is one of these parts; notebook 09 puts a "
     "number on every part, stage by stage, and finds the moment each GPU peaks.":
-        "要点：{size} 的层激活只是其中一项；笔记本 08 会逐级为每一项给出数字，"
+        "要点：{size} 的层激活只是其中一项；笔记本 09 会逐级为每一项给出数字，"
         "并找出每块 GPU 达到峰值的时刻。",
     "Takeaway: stage {stage} is the most loaded (it holds p={p} micro-batches of {layers} "
     "layers); its peak leaves {margin} of an A100's 80 GiB.":
         "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
         "峰值之外还剩 {margin}（A100 共 80 GiB）。",
-    # ---- notebook 08's per-stage lines and common mistakes (printed, not drawn)
+    # ---- notebook 09's per-stage lines and common mistakes (printed, not drawn)
     "stage {stage}: {events} events; sum of the parts {total}, peak {peak} at '{event}'":
         "第 {stage} 级：{events} 个事件；各部分之和 {total}，峰值 {peak}，出现在“{event}”",
     "a GPU's name is not a size: an A100 80GB has {a100}; '80GB' read as 80 x 10^9 bytes is {decimal}":
@@ -665,9 +666,9 @@ ZH = {
     "with m=64 under 1F1B stage 0 still holds p=2 passes: {size} (as with m=8)":
         "m（每个优化器步的微批次数）不是 peak_in_flight（一个流水线级在同一时刻保存的微批次数）："
         "m=64 时，1F1B 下第 0 级仍只保存 p=2 个微批次的激活：{size}（与 m=8 时相同）",
-    # ---- notebook 07: each variant's expectation after its title
+    # ---- notebook 08: each variant's expectation after its title
     "{title}: {expect}": "{title}：{expect}",
-    # ---- notebook 06's variant explorer: readouts with full-width punctuation
+    # ---- notebook 07's variant explorer: readouts with full-width punctuation
     ", ": "，",
     "{total} ({parts})": "{total}（{parts}）",
     "{change} MiB ({share})": "{change} MiB（{share}）",
@@ -805,7 +806,7 @@ ZH = {
         "3. p=8，v=4，m=12，N=12：首级 {} 个块计算，{}",
     "4. {name!s}, m={m}: bubble {bubble}, first stage {size}":
         "4. {name!s}，m={m}：气泡 {bubble}，首级 {size}",
-    # notebook 05b
+    # notebook 06
     "1. {name!s}, p=8, m=16: bubble {bubble}, last stage {last}":
         "1. {name!s}，p=8，m=16：气泡 {bubble}，末级 {last}",
     "2. DualPipe, p=8: GPU 2 keeps stages 2 and {mirror}; {n} micro-batches x {layers} layers = {size}":
@@ -816,7 +817,7 @@ ZH = {
         " = W 之后保留的 {k} x {after_w} B",
     "4. layers 7 10 10 5: peaks {peaks} GiB; most loaded stage {stage}, {less} less than with 9 9 9 5":
         "4. 各级层数 7 10 10 5：峰值 {peaks} GiB；负载最重的是第 {stage} 级，比 9 9 9 5 时少 {less}",
-    # notebook 06
+    # notebook 07
     "all six ledger totals equal Table 2's closed forms (exact bytes)":
         "六行的账本总量都与表 2 的闭式公式相等（逐字节一致）",
     "removed {removed} of {total} = {share:.1%}": "{total} 中去掉了 {removed} = {share:.1%}",
@@ -842,7 +843,7 @@ ZH = {
     "SwiGLU, f={f} (default):  {size} ({change})": "SwiGLU，f={f}（默认）：   {size}，差 {change}",
     "2. {part} of {whole}": "2. {whole} 中的 {part}",
     "3. {part} of {whole}": "3. 相对 {whole}：{part}",
-    # notebook 07 (and actmem.measure.report)
+    # notebook 08 (and actmem.measure.report)
     "{} {} ranks at t = 2": "{} t = 2 时共 {} 个 rank",
     "t={t} rank {rank}: every row exact: {exact};": "t={t} rank {rank}：每一行都完全一致：{exact}；",
     "mask dtypes:": "掩码的 dtype：",
@@ -883,7 +884,7 @@ ZH = {
     "a copy of K (scaled)": "K 的一份副本（已缩放）",
     "a copy of V": "V 的一份副本",
     "not in the ledger": "不在账本中",
-    # notebook 08
+    # notebook 09
     "one layer, split by t: {} | whole on every rank: {}": "每层按 t 切分的部分：{} | 每个 rank 上完整保存的部分：{}",
     "{L} layers x {layer:,} + embedding {embedding:,} + output layer {output:,} + final norm {norm:,}":
         "{L} 层 x {layer:,} + 嵌入层 {embedding:,} + 输出层 {output:,} + 最终归一化层 {norm:,}",
@@ -953,7 +954,7 @@ ZH = {
     "and in actmem)":
         "它固定加 5%，并按每元素 2 字节计 logits（Megatron-LM 的损失函数和 actmem 都按 fp32 计）",
     "it leaves out the last stage, which holds the output layer": "它不看末级，而输出层在末级上",
-    # notebook 09
+    # notebook 11
     "2. {gpu} | 80 x 10^9 bytes: {size} | too little by {short}":
         "2. {gpu} | 80 x 10^9 字节：{size} | 少了 {short}",
     "4. stage {stage}: {parameters:.2f} B parameters, model states {states}, activations held "
@@ -961,7 +962,7 @@ ZH = {
         "4. 第 {stage} 级：参数量 {parameters:.2f} B，模型状态 {states}，保存的激活 {held}，"
         "峰值 {peak}（{event}）",
     "   capacity {} | most loaded: stage {} | to spare: {}": "   容量 {} | 负载最重：第 {} 级 | 余量：{}",
-    # notebook 10
+    # notebook 12
     "s = {s}, L = {L}, {n:,} parameters; {gpu}: {size}": "s = {s}，L = {L}，{n:,} 个参数；{gpu}：{size}",
     "peak": "峰值",
     "t=8, recompute={recompute!r}: activations held {held}, rebuilt during backward {rebuilt}, "
@@ -1002,7 +1003,7 @@ ZH = {
     "event": "事件",
     "stage {stage}: {events} events, MiB per GPU (* peak: {peak})":
         "第 {stage} 级：{events} 个事件，每卡 MiB（* 峰值：{peak}）",
-    # ---- notebook 11: your job as you launch it
+    # ---- notebook 13: your job as you launch it
     "parallelism": "并行方式",
     "precision": "精度",
     "recomputation": "重计算",
@@ -1034,7 +1035,7 @@ ZH = {
     "peak (one moment) plus the reserve": "峰值（同一时刻）加预留",
     "sum {total}\npeak {peak}": "总和 {total}\n峰值 {peak}",
     "sum {total}\npeak + reserve {peak}": "总和 {total}\n峰值 + 预留 {peak}",
-    # notebook 08b's check on a GPU (actmem.measure.gpu_check)
+    # notebook 10's check on a GPU (actmem.measure.gpu_check)
     "Runs one training step of '{config}' on CUDA, reads torch.cuda.max_memory_allocated() "
     "and max_memory_reserved(), and records a memory snapshot for "
     "https://pytorch.org/memory_viz; {conf} narrows reserved over allocated.":

@@ -26,7 +26,7 @@ round trip drifts by 10 ms and more over a run on a shared machine, and a
 long notebook makes every round trip slower). In the same cell, so that a
 click on either does not make another cell the active one, which costs
 JupyterLab about 55 ms of the page's time (a checkbox floor of 71 ms
-against 16 ms in the same cell, notebook 08). A notebook of its own
+against 16 ms in the same cell, notebook 09). A notebook of its own
 measures the floor before and after the notebooks too (drift check, and the
 summary over all notebooks). readout/floor says how much of the latency is
 actmem's work (compute, draw, PNG) rather than the round trip.

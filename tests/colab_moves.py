@@ -3,7 +3,7 @@
 Run by tests/test_colab_kernel.py twice: in a virtual environment with
 Colab's ipywidgets 7.7.1 and IPython 7.34, and in the project's (ipywidgets 8).
 For each explorer of the notebooks (built with its defaults, which are the
-notebooks' arguments; MeasureExplorer of notebook 07 needs measured results and
+notebooks' arguments; MeasureExplorer of notebook 08 needs measured results and
 is left out), every control is set, in turn, to every value it offers at that
 moment (``.value = v``), and the readouts' text is recorded after each move.
 Figures are drawn once per explorer (the first); later moves skip matplotlib

@@ -18,7 +18,7 @@ nbval cells share their kernel. Two changes to loadfile, here:
 With ``-n 0`` (or ``-o addopts=...``, which drops the options above) every
 test runs in one process, in this order.
 
-One measurement of PyTorch's pipelines per run: notebook 05 measures them
+One measurement of PyTorch's pipelines per run: notebook 06 measures them
 (about 40 s) under nbval and in the browser suite, in both languages; the
 controller names a new folder in ``ACTMEM_MEASURE_CACHE``
 (:data:`actmem.views.pipeline_measured.CACHE_ENV`), which the workers, their

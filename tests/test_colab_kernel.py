@@ -10,7 +10,7 @@ numpy, matplotlib and actmem are not installed again. tests/colab_moves.py
 then moves every offered value of every control of every notebook explorer
 there and, at the same time, in the project's venv (ipywidgets 8); nothing
 may raise or warn, and every readout after every move must be the same in
-both. (MeasureExplorer, notebook 07, needs measured results: not moved.)
+both. (MeasureExplorer, notebook 08, needs measured results: not moved.)
 """
 
 import json

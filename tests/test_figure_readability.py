@@ -105,7 +105,7 @@ def test_boxes_too_narrow_get_no_numbers_and_the_title_says_so():
 def test_notebook_05_points_to_08_instead_of_a_box_diagram(name):
     cells = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))["cells"]
     code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    assert any("notebook 08 puts a number on every part" in c for c in code)
+    assert any("notebook 09 puts a number on every part" in c for c in code)
 
 
 def image(fig) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Notebook 08's planner, figures and the comparison with Megatron-LM's
+"""Notebook 09's planner, figures and the comparison with Megatron-LM's
 estimator: menus offer only valid runs, readouts state training_memory."""
 
 from fractions import Fraction

@@ -1,4 +1,4 @@
-"""Notebook 08b's "Check it on your GPU" (actmem.measure.gpu_check): the
+"""Notebook 10's "Check it on your GPU" (actmem.measure.gpu_check): the
 comparison's arithmetic, and the path without CUDA, which runs nothing and
 says so (tests never need a GPU). Skipped without torch unless CI is set."""
 

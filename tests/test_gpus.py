@@ -149,6 +149,21 @@ def test_only_volta_is_refused():
     assert gpus.gpu_runs(None, "bf16", True) is None   # a size, not a GPU
 
 
+def test_fp8_needs_compute_capability_8_9():
+    """Transformer Engine's check_fp8_support: 9.0 and newer run FP8, below
+    8.9 nothing does (A100 8.0, V100 7.0); the L4, L40S and RTX 4090 are 8.9."""
+    import actmem
+    runs = {name for name, gpu in GPUS.items() if not gpus.gpu_runs(gpu, "fp32", False, "e4m3")}
+    assert runs == set(GPUS) - {"A100 40GB", "A100 80GB", "V100 16GB", "V100 32GB"}
+    with pytest.raises(ValueError, match=r"^fp8='hybrid' does not run on gpu_memory='A100 80GB' "
+                                         r"\(compute capability 8\.0\): Transformer Engine's "
+                                         r"FP8 needs compute capability 8\.9 \(Ada\) or newer "
+                                         r".*check_fp8_support.*; use fp8=None or a newer GPU$"):
+        actmem.training_memory(actmem.PRESETS["llama2-7b"], fp8="hybrid", gpu_memory="A100 80GB")
+    assert actmem.training_memory(actmem.PRESETS["llama2-7b"], fp8="hybrid",
+                                  gpu_memory="L4").gpu_memory == 23034 * MiB
+
+
 def test_the_planner_offers_only_gpus_that_run_the_job():
     from actmem.views.fit_levers import gpu_choices
     from actmem.views.fit_views import FitPlanner

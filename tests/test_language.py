@@ -374,14 +374,14 @@ def _labels_from_data() -> set[str]:
     from actmem.views.answers import SUMMARY
     model = actmem.PRESETS["llama2-7b"]
     labels = {SUMMARY, variant_views.BASELINE, *_strings_in(ROOT / "actmem" / "measure"),
-              # printed by notebook 08: Megatron-LM's differences, a pass's parts, the
+              # printed by notebook 09: Megatron-LM's differences, a pass's parts, the
               # timeline's categories (dict keys)
               *_strings_in(ROOT / "actmem" / "run" / "megatron_estimate.py"),
               *actmem.pass_parts.embedding_activations(model),
               *actmem.pass_parts.output_activations(model), *actmem.CATEGORIES,
               *actmem.PLACEMENTS, *actmem.GROUPS, *KINDS,
               *actmem.RECOMPUTE, *actmem.RECOMPUTE_MODULES, *fit_views.STATES,
-              *actmem.job.GROUPS,   # notebook 11 prints a job's options by group
+              *actmem.job.GROUPS,   # notebook 13 prints a job's options by group
               *schedule_figures.TITLES.values(),
               *fit_figures.CATEGORY_LABELS.values(), *fit_views.LOSS_LABELS.values(),
               # the timeline's transients, named from their events (views.timeline_marks)

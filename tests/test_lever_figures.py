@@ -1,4 +1,4 @@
-"""Notebook 10's lever figure (issue 38, teaching-review.md (d) 9): one
+"""Notebook 12's lever figure (issue 38, teaching-review.md (d) 9): one
 stacked bar per lever setting whose bands are the most loaded GPU's bytes
 at its peak, by category, as training_memory gives them; readable (titles,
 labels of at least 9 pt) in English and in Chinese."""

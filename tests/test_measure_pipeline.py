@@ -1,6 +1,6 @@
 """PyTorch's pipeline engine (GPipe, 1F1B, interleaved 1F1B, interleaved zero
 bubble, ZBV, DualPipeV and looped BFS over gloo) against
-actmem.simulate_schedule, stage by stage, and the stored copy notebook 05
+actmem.simulate_schedule, stage by stage, and the stored copy notebook 06
 shows without torch. Skipped without torch unless CI is set."""
 
 import json
@@ -25,7 +25,7 @@ LAYERNORM_STATS = 512
 @pytest.fixture(scope="module")
 def data():
     """The run's measurement (:func:`pipeline.measurement`): made here, or
-    earlier in the run by notebook 05, which loads it the same way
+    earlier in the run by notebook 06, which loads it the same way
     (``ACTMEM_MEASURE_CACHE``, tests/conftest.py)."""
     source, measured = load_measurement()
     assert source.startswith("measured on this machine with torch")

@@ -1,4 +1,4 @@
-"""The stored PyTorch pipeline measurement (shown by notebook 05b without
+"""The stored PyTorch pipeline measurement (shown by notebook 06 without
 torch) still agrees with today's simulation; no torch needed."""
 
 from fractions import Fraction

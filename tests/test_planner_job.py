@@ -1,4 +1,4 @@
-"""Notebook 08's planner: the job's s, b and reserve, the GPUs it uses
+"""Notebook 09's planner: the job's s, b and reserve, the GPUs it uses
 (issue 20), and its kept results (issue 19: the same numbers, computed once)."""
 
 import pytest

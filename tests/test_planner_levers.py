@@ -1,4 +1,4 @@
-"""Notebook 08's planner with today's levers (issue 23 item 10): cp and its
+"""Notebook 09's planner with today's levers (issue 23 item 10): cp and its
 comm type, FP8 and named-module recomputation are offered only where
 training_memory runs them, and the readouts state training_memory."""
 
@@ -11,7 +11,7 @@ from actmem.views.fit_views import (MODELS, STATES, FitPlanner, expert_choices,
 from actmem.views.train_cli import verdict
 
 L7 = PRESETS["llama2-7b"]
-BASE = dict(p=1, d=1, m=1, schedule="1f1b", v=1, split="even", gpu="A100 80GB",
+BASE = dict(p=1, d=1, m=1, schedule="1f1b", v=1, split="even", gpu="H100 80GB SXM",
             states=STATES["Megatron-LM (18 B/param)"], loss="vocab_parallel",
             gradient_buffer="persistent")
 
@@ -67,7 +67,7 @@ def test_every_offered_combination_runs(name, cps):
 
 
 def test_menus_narrow_with_the_other_controls():
-    x = FitPlanner(model="llama2-70b", t=8, p=2, d=1, m=4)
+    x = FitPlanner(model="llama2-70b", t=8, p=2, d=1, m=4, gpu="H100 80GB SXM")
     assert list(x.controls["cp"].options) == [1, 2, 4, 8, 16, 32]
     assert x.controls["fp8"].options == (("off", "off"), ("e4m3", "e4m3"), ("hybrid", "hybrid"))
     x.controls["cp"].value = 2  # 8 key/value heads over t=8: one per rank, none for a2a
@@ -96,14 +96,29 @@ def test_fp8_is_offered_where_transformer_engines_dimensions_hold():
         assert fit_levers.fp8_choices(L7, t, False, "none") == [None, "e4m3", "hybrid"]
     odd = L7.with_(ffn_hidden_size=11000)
     assert fit_levers.fp8_choices(odd, 2, False, "none") == [None]
-    x = FitPlanner(fp8="hybrid", recompute=("selective", 1, ["core_attn", "mlp"]))
+    x = FitPlanner(fp8="hybrid", recompute=("selective", 1, ["core_attn", "mlp"]),
+                   gpu="H100 80GB SXM")
     assert x.result().stages[0].peak == training_memory(
-        L7, t=2, p=2, d=2, m=8, fp8="hybrid", recompute="selective", gpu_memory="A100 80GB",
+        L7, t=2, p=2, d=2, m=8, fp8="hybrid", recompute="selective", gpu_memory="H100 80GB SXM",
         recompute_modules=["core_attn", "mlp"]).stages[0].peak
 
 
+def test_fp8_is_offered_only_on_gpus_that_run_it():
+    """Transformer Engine runs FP8 from compute capability 8.9 (check_fp8_support):
+    the A100 (8.0) offers off only, the L4 (8.9) and the H100 (9.0) the formats;
+    moving to an A100 turns FP8 off."""
+    x = FitPlanner(gpu="H100 80GB SXM", fp8="e4m3")
+    assert [v for _, v in x.controls["fp8"].options] == ["off", "e4m3", "hybrid"]
+    x.controls["gpu"].value = "A100 80GB"
+    assert x.controls["fp8"].options == (("off", "off"),) and x.controls["fp8"].value == "off"
+    x.controls["gpu"].value = "L4"
+    assert [v for _, v in x.controls["fp8"].options] == ["off", "e4m3", "hybrid"]
+    with pytest.raises(ValueError, match="fp8='e4m3' is not offered"):
+        FitPlanner(gpu="A100 80GB", fp8="e4m3")
+
+
 def test_the_readouts_state_training_memory_for_the_levers():
-    x = FitPlanner(t=2, p=2, d=2, m=8)
+    x = FitPlanner(t=2, p=2, d=2, m=8, gpu="H100 80GB SXM")
     for name, value, direct in [
             ("cp", 4, dict(cp=4)),
             ("cp_comm_type", "a2a", dict(cp=4, cp_comm_type="a2a")),
@@ -116,8 +131,8 @@ def test_the_readouts_state_training_memory_for_the_levers():
             ("fp8", "hybrid", dict(recompute="selective", recompute_modules=["core_attn", "mlp"],
                                    fp8="hybrid"))]:
         x.controls[name].value = value
-        result = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="A100 80GB", **direct)
-        assert x.readouts["verdict"].value == verdict(result, gpu="A100 80GB"), name
+        result = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="H100 80GB SXM", **direct)
+        assert x.readouts["verdict"].value == verdict(result, gpu="H100 80GB SXM"), name
 
 
 def test_the_levers_remove_the_bytes_they_should():
@@ -125,7 +140,7 @@ def test_the_levers_remove_the_bytes_they_should():
     stage: p2p at cp=2 halves every layer row (each holds s/cp tokens);
     a2a keeps the attention output before the all-to-all back, 2(s/cp)h/t
     bytes more per layer; FP8 keeps the four linear inputs in 1 byte."""
-    x = FitPlanner(t=2, p=1, d=1, m=1)
+    x = FitPlanner(t=2, p=1, d=1, m=1, gpu="H100 80GB SXM")
 
     def layers():
         return x.result().stages[0].layer_activations

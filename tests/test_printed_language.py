@@ -1,4 +1,4 @@
-"""What notebooks 07 and 08 print for a learner (issue 20): Chinese in the
+"""What notebooks 08 and 09 print for a learner (issue 20): Chinese in the
 Chinese notebooks, each variant's title rather than its code key.
 
 Read from the executed notebooks, which nbval keeps equal to a fresh run."""
@@ -23,11 +23,11 @@ def printed(path: Path, marker: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name, marker, count", [
-    ("08_will_it_fit.ipynb", "mistakes = (", 3),
-    ("08b_what_is_alive_when.ipynb", "mistakes = (", 2),
-    ("08b_what_is_alive_when.ipynb", "sum of the parts {total}", 2)])
+    ("09_will_it_fit.ipynb", "mistakes = (", 3),
+    ("10_what_is_alive_when.ipynb", "mistakes = (", 2),
+    ("10_what_is_alive_when.ipynb", "sum of the parts {total}", 2)])
 def test_notebook_08_prints_chinese_in_chinese(name, marker, count):
-    """Notebook 08 in two parts (issue 38): its common mistakes, and the timeline's
+    """Notebook 09 in two parts (issue 38): its common mistakes, and the timeline's
     sum-against-peak lines, which went to 08b."""
     lines = printed(ROOT / "notebooks" / "zh" / name, marker)
     assert len(lines) == count
@@ -51,7 +51,7 @@ def test_notebook_07_expectations_start_with_the_variant_title(folder):
     from actmem.language import translator
     VARIANTS = measured_variants()
     tr = translator("zh" if folder else "en")
-    lines = printed(ROOT / "notebooks" / folder / "07_measure_it.ipynb", "VARIANTS[name].expect")
+    lines = printed(ROOT / "notebooks" / folder / "08_measure_it.ipynb", "VARIANTS[name].expect")
     expectations = lines[-len(VARIANTS):]
     for name, line in zip(VARIANTS, expectations):
         assert line.startswith(tr(VARIANTS[name].title) + ("：" if folder else ": ")), line

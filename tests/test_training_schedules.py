@@ -38,7 +38,7 @@ def test_weight_rows_are_the_linear_inputs_of_the_ledger():
 def test_a_split_backward_holds_between_1f1b_and_whole_passes_until_w():
     """PyTorch's interleaved zero bubble at v=1 (interleaved-zb: the paper's
     ZB-1p, not its handcrafted ZB-H1): every stage counts p passes until their
-    W (notebook 05b), but from I to W a pass keeps only W's rows; so the last
+    W (notebook 06), but from I to W a pass keeps only W's rows; so the last
     stage holds more than under 1F1B and less than p whole passes."""
     one = training_memory(L7, schedule="1f1b", **RUN).stages
     zb = training_memory(L7, schedule="interleaved-zb", **RUN).stages

@@ -1,4 +1,4 @@
-"""Notebook 06's views: valid choices, text tables, the stacked figure and
+"""Notebook 07's views: valid choices, text tables, the stacked figure and
 the VariantExplorer, whose readouts must equal the pure functions."""
 
 import itertools

@@ -14,7 +14,7 @@ The calls, deduplicated by their text:
 * every call the English notebooks make, their explorers' first drawing
   included (each code cell run in one in-process IPython shell; notebook
   07, the PyTorch measurement, makes none);
-* each planner of the notebooks (notebooks 08 and 10 build them) walked
+* each planner of the notebooks (notebooks 09 and 12 build them) walked
   control by control: every offered value of each control, from the
   planner's own settings;
 * every preset (dense and MoE) under every schedule, m = 8 and the first

@@ -3,8 +3,8 @@
     python tools/refresh_notebooks.py [NOTEBOOK ...]     # default: every notebook, both languages
     python tools/refresh_notebooks.py --learner-only    # learner/ only, nothing executed
 
-First it checks what the run needs, before it writes anything: torch (notebook 07 measures
-with it, and notebook 05 shows a stored measurement instead of a live one without it, so
+First it checks what the run needs, before it writes anything: torch (notebook 08 measures
+with it, and notebook 06 shows a stored measurement instead of a live one without it, so
 its outputs would change), nbclient and a ``python3`` kernel. Then it runs each notebook in a
 fresh kernel, in the notebook's own folder, as ``jupyter nbconvert --to notebook --execute
 --inplace --ExecutePreprocessor.record_timing=False`` did, one line per notebook. Only when
@@ -26,7 +26,7 @@ from actmem.learner import LEARNER, NOTEBOOKS, course_notebooks, write_learner_b
 
 TORCH = ".venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 TIMEOUT = 600
-"""Seconds one cell may run (notebook 07's measurement takes about 35 s of CPU)."""
+"""Seconds one cell may run (notebook 08's measurement takes about 35 s of CPU)."""
 
 
 def missing() -> list[str]:
@@ -35,8 +35,8 @@ def missing() -> list[str]:
     try:
         import torch  # noqa: F401
     except Exception as error:  # ImportError, or a broken install
-        problems.append(f"torch is not importable ({error}): notebook 07 measures with it and "
-                        f"notebook 05 measures live with it. Install it: {TORCH}")
+        problems.append(f"torch is not importable ({error}): notebook 08 measures with it and "
+                        f"notebook 06 measures live with it. Install it: {TORCH}")
     try:
         from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
         import nbclient  # noqa: F401

@@ -6,7 +6,7 @@ sec. 4.2.2; selective and full recomputation, sec. 5; Table 2) and of
 later practice (FlashAttention, grouped-query attention, SwiGLU, no
 dropout) is a change to the rows of :func:`actmem.ledger`. Matching two
 results row by row, by ``key``, shows that change tensor by tensor, in
-exact bytes per GPU. Taught in notebook 06 ("what each trick removes").
+exact bytes per GPU. Taught in notebook 07 ("what each trick removes").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Megatron tensor parallelism over gloo, :mod:`.parallel`, :mod:`.launch`)
 runs under ``torch.autograd.graph.saved_tensors_hooks`` (:mod:`.saved`);
 every saved storage is set against the ledger row it belongs to
 (:mod:`.compare`), for the paper's layer and each variant
-(:mod:`.variants`). Notebook: ``notebooks/07_measure_it.ipynb``. Command
+(:mod:`.variants`). Notebook: ``notebooks/08_measure_it.ipynb``. Command
 line: ``python -m actmem.measure --json``.
 
 Needs PyTorch (the optional ``measure`` extra: torch==2.13.0, a CPU build

@@ -1,6 +1,6 @@
 """Check the prediction on your GPU: one whole step measured by CUDA's allocator.
 
-Notebook 08b's "Check it on your GPU" cell. :func:`check_on_gpu` runs the
+Notebook 10's "Check it on your GPU" cell. :func:`check_on_gpu` runs the
 project's whole-step measurement (:func:`actmem.measure.step.measure` with
 ``device="cuda"``: the small GPT of :mod:`.step_model`, one optimizer step
 of two micro-batches) and sets beside ``training_memory``'s prediction for

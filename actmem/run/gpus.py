@@ -181,44 +181,50 @@ def find_gpu(gpu_memory: str | int | GPU | None) -> GPU | None:
     return None
 
 
-AMPERE = (8, 0)
-"""The compute capability bf16 and FlashAttention need."""
-NEEDS_AMPERE = {
-    "precision": ("bf16 needs compute capability 8.0 (Ampere) or newer: PyTorch's "
-                  "torch.cuda.is_bf16_supported(including_emulation=False) is False below "
-                  "it (torch/cuda/__init__.py)"),
-    "flash_attention": ("FlashAttention needs compute capability 8.0 (Ampere) or newer "
-                        "(Dao-AILab/flash-attention's README; Volta is not supported: "
-                        "Dao-AILab/flash-attention#148)"),
+NEEDS = {
+    "precision": ((8, 0), "bf16 needs compute capability 8.0 (Ampere) or newer: PyTorch's "
+                          "torch.cuda.is_bf16_supported(including_emulation=False) is False "
+                          "below it (torch/cuda/__init__.py)"),
+    "flash_attention": ((8, 0), "FlashAttention needs compute capability 8.0 (Ampere) or newer "
+                                "(Dao-AILab/flash-attention's README; Volta is not supported: "
+                                "Dao-AILab/flash-attention#148)"),
+    "fp8": ((8, 9), "Transformer Engine's FP8 needs compute capability 8.9 (Ada) or newer "
+                    "(transformer_engine/pytorch/fp8.py: check_fp8_support, 'Device compute "
+                    "capability 8.9 or higher required for FP8 execution.')"),
 }
-"""Why each option needs compute capability 8.0, with the source."""
+"""The compute capability each option needs, and why, with the source."""
+INSTEAD = {"precision": "precision='fp32'", "flash_attention": "flash_attention=False",
+           "fp8": "fp8=None"}
 
 
-def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool) -> str | None:
-    """The option that ``gpu`` cannot run, ``"precision"`` (bf16 or
-    autocast's bf16) or ``"flash_attention"``, or None when it runs both
-    (always for None, a size, or an AMD GPU, whose capability is None)."""
-    if gpu is None or gpu.compute_capability is None or gpu.compute_capability >= AMPERE:
+def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
+             fp8: str | None = None) -> str | None:
+    """The first option of :data:`NEEDS` that ``gpu`` cannot run:
+    ``"precision"`` (bf16, or autocast's bf16), ``"flash_attention"`` or
+    ``"fp8"`` (any FP8 format); None when it runs them all (always for None,
+    a size, or an AMD GPU, whose capability is None)."""
+    if gpu is None or gpu.compute_capability is None:
         return None
-    if precision in ("bf16", "autocast"):
-        return "precision"
-    return "flash_attention" if flash_attention else None
+    asked = {"precision": precision in ("bf16", "autocast"),
+             "flash_attention": flash_attention, "fp8": fp8 is not None}
+    return next((option for option, (needed, _) in NEEDS.items()
+                 if asked[option] and gpu.compute_capability < needed), None)
 
 
-def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool) -> None:
-    """Refuse bf16 (``precision="bf16"`` or ``"autocast"``, which computes
-    in bf16) and FlashAttention (the model's ``flash_attention``) on a GPU
-    below compute capability 8.0 (:data:`NEEDS_AMPERE` says why).
+def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
+                   fp8: str | None = None) -> None:
+    """Refuse what ``gpu`` cannot run (:data:`NEEDS`): bf16
+    (``precision="bf16"`` or ``"autocast"``, which computes in bf16) and
+    FlashAttention (the model's ``flash_attention``) below compute
+    capability 8.0, FP8 below 8.9.
 
     Raises:
         ValueError: naming the GPU, the option, its value and why.
     """
-    option = gpu_runs(gpu, precision, flash_attention)
+    option = gpu_runs(gpu, precision, flash_attention, fp8)
     if option is not None:
-        value = precision if option == "precision" else flash_attention
-        other = ("use precision='fp32'" if option == "precision"
-                 else "use flash_attention=False")
+        value = {"precision": precision, "flash_attention": flash_attention, "fp8": fp8}[option]
         raise ValueError(
             f"{option}={value!r} does not run on gpu_memory={gpu.name!r} (compute capability "
-            f"{'.'.join(map(str, gpu.compute_capability))}): {NEEDS_AMPERE[option]}; "
-            f"{other} or a newer GPU")
+            f"{'.'.join(map(str, gpu.compute_capability))}): {NEEDS[option][1]}; "
+            f"use {INSTEAD[option]} or a newer GPU")

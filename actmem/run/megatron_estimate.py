@@ -1,4 +1,4 @@
-"""Megatron-LM's own estimate, restated, to compare with actmem's (notebook 08).
+"""Megatron-LM's own estimate, restated, to compare with actmem's (notebook 09).
 
 Megatron-LM ships ``megatron/training/theoretical_memory_usage.py``. Its
 facts and formulas are restated here (its code is not copied) as they

@@ -44,7 +44,8 @@ class StepSetup:
         fp8: the FP8 format, or None.
         plan: the schedule's operations. split: layers per stage and chunk.
         capacity: the GPU's bytes, or None. workspace: persistent workspaces.
-        reserve: bytes set aside on every GPU.
+        reserve: bytes set aside on every GPU, or None for the default
+            estimate, made per stage (:func:`actmem.run.reserve.default_reserve`).
         layer_options: the job's other options of every layer
             (:meth:`actmem.ModelConfig.layer`).
         first, last: what the first and the last chunk of the model keep
@@ -68,7 +69,7 @@ class StepSetup:
     split: tuple
     capacity: int | None
     workspace: int
-    reserve: int
+    reserve: int | None
     layer_options: dict
     first: dict
     last: dict

@@ -6,7 +6,8 @@ counts micro-batches a stage holds at one moment, not gradient-accumulation
 steps; ``L*M/p`` (one micro-batch per stage) is not the peak. How many a
 stage holds follows from the pipeline schedule: :mod:`actmem.schedules`. Parameters,
 gradients, optimizer states, the embedding, output layer and loss, buffers
-and allocator overhead are extra (notebook 05).
+and allocator overhead are extra (notebook 05 lists them; notebook 09 adds them up,
+with a reserve for what PyTorch's allocator does not count).
 """
 
 from __future__ import annotations

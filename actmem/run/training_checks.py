@@ -204,7 +204,7 @@ def check_job(job) -> None:
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
     gpu = find_gpu(job.gpu_memory)
-    check_gpu_runs(gpu, job.precision, job.model.flash_attention)
+    check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
     workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
                     job.transformer_engine)
     uneven = {name: o[name] for name in UNEVEN}

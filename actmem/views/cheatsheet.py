@@ -1,5 +1,5 @@
 """The cheat sheet of training memory, page 1: the activation formulas of
-notebooks 01-06, the model states, the logits and the peak of notebook 08,
+notebooks 01-07, the model states, the logits and the peak of notebook 09,
 a fit checklist, and the common mistakes with what each one costs.
 
 Nothing here is typed-in arithmetic: every number comes from the ledger,
@@ -41,14 +41,14 @@ __all__ = ["WORKED", "GPT3", "Mistake", "formulas", "states_and_peak", "checklis
 WORKED = dict(s=2048, b=1, h=4096, a=32)
 """The worked example's layer (notebook 04)."""
 GPT3 = {**{k: getattr(PRESETS["gpt3-175b"], k) for k in ("s", "b", "h", "a")}, "t": 8}
-"""GPT-3 175B's layer at t = 8 (the paper's Table 2, notebook 06)."""
+"""GPT-3 175B's layer at t = 8 (the paper's Table 2, notebook 07)."""
 LLAMA2, LLAMA3 = PRESETS["llama2-7b"], PRESETS["llama3-8b"]
 """LLaMA-2 7B (model states, the peak) and LLaMA-3 8B (a 128k vocabulary)."""
 GPU = "A100 80GB"
 """The GPU of the label lesson and of the checklist's case (a preset of
 :data:`actmem.GPUS`)."""
 FIT = dict(t=2, p=2, d=2, m=8)
-"""The checklist's case: LLaMA-2 7B on A100 80GB GPUs (notebook 08)."""
+"""The checklist's case: LLaMA-2 7B on A100 80GB GPUs (notebook 09)."""
 PIPELINE = dict(p=4, m=8)
 """The case of the mistake "the first stage is the most loaded": LLaMA-3 8B
 with full recomputation, whose last stage holds the output layer and the

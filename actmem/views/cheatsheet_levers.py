@@ -8,7 +8,7 @@ and a worked number from the ledger (:func:`actmem.ledger_rows`), the model
 states (:func:`actmem.model_states`), the step's peak
 (:func:`actmem.training_memory`) or the attention's exchange buffers
 (:mod:`actmem.run.cp_timeline`); nothing is typed in. :func:`levers`
-gives the rows, :func:`levers_markdown` a Markdown table for notebook 09,
+gives the rows, :func:`levers_markdown` a Markdown table for notebook 11,
 :func:`levers_figure` the A4 page, and :func:`write_sheet` both pages of the
 sheet into one file (``python -m actmem cheatsheet FILE``).
 """
@@ -33,7 +33,7 @@ from .cheatsheet import ACCENT, INK, PAGE, _Page, _tr, cheat_sheet_figure
 __all__ = ["levers", "levers_markdown", "levers_figure", "write_sheet"]
 
 LONG = PRESETS["llama3-8b"].with_(s=131072)
-"""The long-context case (notebook 10): LLaMA-3 8B at s = 131072."""
+"""The long-context case (notebook 12): LLaMA-3 8B at s = 131072."""
 LLAMA2, MIXTRAL = PRESETS["llama2-7b"], MOE_PRESETS["mixtral-8x7b"]
 DEEPSEEK = MOE_PRESETS["deepseek-v3"].with_(s=4096)
 """DeepSeek-V3 (multi-latent attention) at s = 4096."""

@@ -394,4 +394,4 @@ TRAINING_MEMORY_PARTS = (
 )
 """What a training GPU's memory holds besides (and including) the layers'
 activations, as notebook 05 lists them. Only the first activation entry is
-the formula; notebook 08 puts a number on each."""
+the formula; notebook 09 puts a number on each."""

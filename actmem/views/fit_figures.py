@@ -1,4 +1,4 @@
-"""Figures for notebook 08, "Will it fit?": stages against the GPU, what
+"""Figures for notebook 09, "Will it fit?": stages against the GPU, what
 is alive when during one training step (the timeline), and full
 recomputation's peak against the group size k.
 
@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..language import english, tr, translator
 from .figures import OKABE_ITO
-from .printed import event_label  # noqa: F401  (notebooks 08 and 10 import it from here)
+from .printed import event_label  # noqa: F401  (notebooks 09 and 12 import it from here)
 from .redraw import changing_only, figure_axes
 from .timeline_marks import draw_marks, legend_entries, name_transients, new_marks
 from ..run.model import ModelConfig

@@ -291,10 +291,15 @@ def fp8_choices(model, t: int, sequence_parallel: bool, recompute: str,
 
 
 @menu_cache
-def fp8_options(*args, **kwargs) -> list[tuple[str, str]]:
+def fp8_options(*args, gpu: str | None = None, **kwargs) -> list[tuple[str, str]]:
     """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`, off
-    as ``"off"`` (an ipywidgets menu shows the value None as no selection)."""
-    return [(tr("off"), "off") if f is None else (f, f) for f in fp8_choices(*args, **kwargs)]
+    as ``"off"`` (an ipywidgets menu shows the value None as no selection);
+    off only on a ``gpu`` (a preset name) that cannot run FP8
+    (:func:`actmem.run.gpus.gpu_runs`: compute capability below 8.9)."""
+    choices = fp8_choices(*args, **kwargs)
+    if gpu_runs(GPUS.get(gpu), "fp32", False, "e4m3") is not None:
+        choices = [None]
+    return [(tr("off"), "off") if f is None else (f, f) for f in choices]
 
 
 @menu_cache

@@ -1,4 +1,4 @@
-"""Notebook 08's planner: pick a model, a parallel layout, the framework's
+"""Notebook 09's planner: pick a model, a parallel layout, the framework's
 choices and a GPU; see every stage's parts, its peak (the most alive at one
 moment of the step, and the event that sets it), the timeline of the first,
 the last and the most loaded stage, and a fits / does-not-fit verdict.
@@ -263,7 +263,9 @@ def run_arguments(values: dict) -> dict:
     arguments (model excluded); cp, cp_comm_type (a key of
     :func:`actmem.views.fit_levers.comm_keys`), fp8 (``"off"`` or a format)
     and offload (``cpu_offloading_num_layers``) default to off, the reserve
-    (GiB, or ``"default"``) to the default estimate, and a recompute value
+    (GiB, or ``"default"``) to the default estimate, attention_mask
+    (``create_attention_mask_in_dataloader``) to Megatron-LM's default, on,
+    and a recompute value
     ``("selective", 1, modules)`` gives ``recompute_modules``. s and b are the model's (:func:`planner_model`)."""
     recompute, k, *modules = values["recompute"]
     accounting, zero_stage, distributed = values["states"]
@@ -271,7 +273,8 @@ def run_arguments(values: dict) -> dict:
     levers = dict(cp=values.get("cp", 1), **comm_arguments(values.get("cp_comm_type", "p2p")),
                   fp8=None if values.get("fp8", "off") == "off" else values["fp8"],
                   recompute_modules=list(modules[0]) if modules else None,
-                  cpu_offloading_num_layers=values.get("offload", 0))
+                  cpu_offloading_num_layers=values.get("offload", 0),
+                  create_attention_mask_in_dataloader=values.get("attention_mask", True))
     return dict(**split_arguments(values["split"]), **levers,
                 ep=values.get("ep", 1) if moe else 1,
                 etp=values.get("etp") if moe else None,
@@ -369,6 +372,9 @@ class FitPlanner(_Explorer):
     p = 1, no recomputation, 1F1B, a dense model): the values of
     :mod:`actmem.views.fit_levers`.
 
+    ``attention_mask``: Megatron-LM's ``--create-attention-mask-in-dataloader``
+    (on by default; a b x s x s boolean mask per micro-batch; long-context
+    launches turn it off with ``--no-create-attention-mask-in-dataloader``).
     ``s``, ``b``: sequence length and micro-batch size (None: the
     preset's; choosing another model takes its s), the values of
     :func:`actmem.views.fit_levers.sequence_choices` and 1 to 16;
@@ -396,7 +402,7 @@ class FitPlanner(_Explorer):
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
                  cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None,
-                 reserve=RESERVE_DEFAULT):
+                 reserve=RESERVE_DEFAULT, attention_mask=True):
         preset = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = preset.flash_attention
@@ -456,14 +462,17 @@ class FitPlanner(_Explorer):
             _largest_chunk(shape.L, p, v, split), trained, t, sequence_parallel), recompute,
             "k divides the largest chunk's layers")
         c["fp8"] = _dropdown("fp8", fp8_options(trained, t, sequence_parallel, recompute[0],
-                                                (*recompute[2:], None)[0], cp), fp8,
-                             "Transformer Engine's FP8 dimensions, dense layers, cp=1")
+                                                (*recompute[2:], None)[0], cp, gpu=gpu), fp8,
+                             "Transformer Engine's FP8 dimensions, dense layers, cp=1, a GPU "
+                             "of compute capability 8.9 or newer")
         c["offload"] = _offload_dropdown(offload_choices(shape, p, recompute[0], schedule),
                                          offload)
         c["flash_attention"] = widgets.Checkbox(value=flash_attention,
                                                 description=tr("FlashAttention"))
         c["sequence_parallel"] = widgets.Checkbox(value=sequence_parallel,
                                                   description=tr("sequence parallel"))
+        c["attention_mask"] = widgets.Checkbox(value=flag("attention_mask", attention_mask),
+                                               description=tr("attention mask from the data loader"))
         c["states"] = _dropdown("states", [(tr(k), k) for k in STATES], states)
         c["loss"] = _dropdown("loss", [(tr(LOSS_LABELS[k]), k) for k in LOSSES], loss)
         c["gradient_buffer"] = _dropdown(
@@ -480,7 +489,7 @@ class FitPlanner(_Explorer):
                 for row in (
             ("model", "t", "p", "d", "ep", "etp"), ("s", "b", "split"),
             ("schedule", "v", "m", "recompute"), ("cp", "cp_comm_type", "fp8", "offload"),
-            ("flash_attention", "sequence_parallel", "states"),
+            ("flash_attention", "sequence_parallel", "attention_mask", "states"),
             ("loss", "gradient_buffer", "gpu", "reserve"))]
         super().__init__(c, readouts, image=True, layout=rows)
 
@@ -516,10 +525,11 @@ class FitPlanner(_Explorer):
                           prefer=split if split in keys else _default_split(keys))
         recompute, _, *modules = self._set_options("recompute", recompute_options(
             _largest_chunk(shape.L, p, v, self.controls["split"].value), shape, t, sp))
-        self._keep("fp8", fp8_options(shape, t, sp, recompute, (*modules, None)[0], cp))
+        self._keep("gpu", gpu_options(shape.flash_attention))
+        self._keep("fp8", fp8_options(shape, t, sp, recompute, (*modules, None)[0], cp,
+                                      gpu=self.controls["gpu"].value))
         self._set_options("offload", offload_choices(shape, p, recompute,
                                                      self.controls["schedule"].value))
-        self._keep("gpu", gpu_options(shape.flash_attention))
 
     def _keep(self, name: str, options: list) -> None:
         """Offer ``options`` (``(label, value)`` pairs), keeping the value if

@@ -1,4 +1,4 @@
-"""Figures for notebook 10, "Today's jobs": which part of a GPU's peak each
+"""Figures for notebook 12, "Today's jobs": which part of a GPU's peak each
 lever moves.
 
 :func:`lever_figure` draws one stacked bar per lever setting: the most
@@ -13,7 +13,7 @@ outside PyTorch's allocator), when it sets one, is stacked on top, hatched:
 the bar's top is then what must fit. The GPU's capacity is a dashed line.
 
 Bars are to scale in GiB (2^30 bytes); the colours and legend labels are
-notebook 08's timeline's (:data:`actmem.views.fit_figures.CATEGORY_COLOURS`,
+notebook 09's timeline's (:data:`actmem.views.fit_figures.CATEGORY_COLOURS`,
 Okabe-Ito), every label goes through :func:`actmem.language.tr`, and every
 number comes from :func:`actmem.training_memory`.
 """

@@ -1,4 +1,4 @@
-"""PyTorch's pipeline engine against the simulation, as a table (notebook 05b).
+"""PyTorch's pipeline engine against the simulation, as a table (notebook 06).
 
 Measuring needs torch (:mod:`actmem.measure.pipeline`, the ``measure``
 extra); this module does not. :func:`load_measurement` measures now when
@@ -8,7 +8,7 @@ actmem.measure pipeline --json``; a test checks it against a fresh run),
 and says which of the two it returns. Where the environment variable
 :data:`CACHE_ENV` names a folder, the measurement is kept there and the
 processes that load it after the first read it instead of measuring again
-(the test suite sets it: notebook 05b runs four times, under nbval and in
+(the test suite sets it: notebook 06 runs four times, under nbval and in
 the browser, in both languages).
 """
 

@@ -1,4 +1,4 @@
-"""Views for notebook 06, "what each trick removes": a stacked-bar figure,
+"""Views for notebook 07, "what each trick removes": a stacked-bar figure,
 text and HTML tables, and an explorer whose controls toggle every storage
 option and show, row by row, what it removes, shrinks, grows or adds.
 

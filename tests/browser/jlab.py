@@ -52,8 +52,8 @@ VISIBLE_NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 
 SERVER_START_S = 90
 RUN_ALL_S = 900
-"""A wait, not a speed assert: notebook 05's Run All was still busy after 300 s
-in a fresh-clone run of the whole suite (two workers) at load 10-19 on 2 cores."""
+"""A wait, not a speed assert: the pipeline notebook's Run All (it measures) was still busy
+after 300 s in a fresh-clone run of the whole suite (two workers) at load 10-19 on 2 cores."""
 SETTLE_S = 20
 
 # JupyterLab user settings for the temporary server: every cell in the DOM
