@@ -221,11 +221,13 @@ def test_markdown_keeps_the_structure_symbols_and_numbers(pair):
         assert not lacking, f"{where}: numbers {sorted(lacking)} missing"
 
 
-def test_links_point_to_the_chinese_track(pair):
-    """Colab and Binder open the Chinese notebook (its learner version,
-    learner/zh/); relative links resolve."""
+def test_links_point_to_the_chinese_track(request, pair):
+    """Colab and Binder open this Chinese notebook (its learner version,
+    learner/zh/NAME); relative links resolve."""
     _, zh = pair
+    name = request.node.callspec.params["pair"]
     first = zh.cells[0].source
+    assert f"/learner/zh/{name})" in first and f"labpath=learner%2Fzh%2F{name})" in first
     for cell in zh.cells:
         if cell.cell_type != "markdown":
             continue
