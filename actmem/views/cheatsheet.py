@@ -176,8 +176,8 @@ def checklist(tr=None) -> list[str]:
            "once, not m); the logits on the last stage"),
         tr("Peak: the largest moment of each stage's step, on the most loaded stage (first "
            "or last)"),
-        tr("Keep a reserve for what the allocator does not see (context, communication "
-           "buffers, fragmentation)"),
+        tr("Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
+           "the allocator's cached blocks)"),
         tr("LLaMA-2 7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
            "{margin} to spare").format(**FIT, gpu=gpu.name, stage=worst.stage,
                                        peak=format_bytes(worst.peak, "GiB"),
@@ -219,7 +219,7 @@ def mistakes(tr=None) -> list[Mistake]:
     pipeline = training_memory(LLAMA3, **PIPELINE, recompute="full").stages
     first, last = pipeline[0], max(pipeline, key=lambda stage: stage.peak)
     rows = [
-        Mistake(tr("forgetting the optimizer states (2 bytes per parameter)"),
+        Mistake(tr("counting only the bf16 weights (2 bytes per parameter)"),
                 states.total - states.weights,
                 tr("LLaMA-2 7B's model states under Megatron-LM: {total}, not the {weights} "
                    "of its bf16 weights").format(total=format_bytes(states.total, "GiB"),

@@ -292,6 +292,24 @@ def table(result: TrainingMemory, gpu=None, tr=None) -> str:
     return "\n".join(lines + [verdict(result, tr, gpu)])
 
 
+def communicators_text(stage: StageMemory, tr=None) -> str:
+    """The NCCL communicators whose buffers the default reserve counted on
+    ``stage`` (:func:`actmem.run.reserve.communicators`), named in the
+    language of ``tr`` (default the current one); empty without them."""
+    tr = translator() if tr is None else tr
+    names = {"tensor": tr("tensor-parallel group"), "data": tr("data-parallel group"),
+             "gradient norm": tr("gradient-norm group"), "pipeline": tr("pipeline neighbours"),
+             "embedding": tr("embedding group"), "context": tr("context-parallel group"),
+             "expert": tr("expert-parallel group"), "expert tensor": tr("expert tensor group"),
+             "expert data": tr("expert data group"),
+             "expert gradient norm": tr("expert gradient-norm group"),
+             "fp8 amax": tr("FP8 amax group")}
+    used = stage.reserve_parts.communicators if stage.reserve_parts else ()
+    comma = "、" if tr("tensor-parallel group") != "tensor-parallel group" else ", "
+    return tr("NCCL communicators counted: {names}").format(
+        names=comma.join(names[n] for n in used)) if used else ""
+
+
 def timeline_text(stage: StageMemory, tr=None) -> str:
     """One stage's events, one line each: the operation (``F3``, ``B0``;
     blank before the step and for the optimizer), the total and each
