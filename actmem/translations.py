@@ -329,6 +329,19 @@ ZH = {
         " + 预留 {size}（CUDA 上下文 {context}，NCCL {nccl}，分配器 {allocator} GiB）",
     "default estimate": "默认估计",
     "  CUDA context": "  CUDA 上下文",
+    "tensor-parallel group": "张量并行组",
+    "data-parallel group": "数据并行组",
+    "gradient-norm group": "梯度范数组",
+    "pipeline neighbours": "流水线相邻级",
+    "embedding group": "嵌入层组",
+    "context-parallel group": "上下文并行组",
+    "expert-parallel group": "专家并行组",
+    "expert tensor group": "专家张量并行组",
+    "expert data group": "专家数据并行组",
+    "expert gradient-norm group": "专家梯度范数组",
+    "FP8 amax group": "FP8 amax 归约组",
+    "NCCL communicators counted: {names}": "计入的 NCCL 通信组：{names}",
+    "cf=2.0: peak + reserve - GPU = {}": "cf=2.0：峰值 + 预留 - GPU 显存 = {}",
     "  NCCL buffers": "  NCCL 缓冲区",
     "  allocator gap": "  分配器碎片",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
@@ -558,13 +571,13 @@ ZH = {
         "激活：L/p 层 x M x peak_in_flight（一个流水线级同时保存的微批次数，不是 m）；末级还要加上 logits",
     "Peak: the largest moment of each stage's step, on the most loaded stage (first or last)":
         "峰值：取每一级在一步训练中最大的时刻，看负载最重的那一级（首级或末级）",
-    "Keep a reserve for what the allocator does not see (context, communication buffers, "
-    "fragmentation)":
-        "为分配器看不到的部分预留余量（运行时上下文、通信缓冲区、显存碎片）",
+    "Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
+    "the allocator's cached blocks)":
+        "为峰值之外 GPU 还需要的显存留出预留（CUDA 上下文、NCCL 缓冲区、分配器缓存着的内存块）",
     "LLaMA-2 7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
     "{margin} to spare":
         "LLaMA-2 7B，t={t}，p={p}，d={d}，m={m}，{gpu}：第 {stage} 级峰值 {peak}，余量 {margin}",
-    "forgetting the optimizer states (2 bytes per parameter)": "忘了优化器状态（只算每参数 2 字节）",
+    "counting only the bf16 weights (2 bytes per parameter)": "只算了 bf16 权重（每参数 2 字节）",
     "LLaMA-2 7B's model states under Megatron-LM: {total}, not the {weights} of its bf16 "
     "weights":
         "LLaMA-2 7B 在 Megatron-LM 下的模型状态是 {total}，而不只是 bf16 权重的 {weights}",
