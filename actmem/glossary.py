@@ -91,8 +91,16 @@ SYMBOLS = (
     Term("F", "a forward pass in a schedule chart", "前向计算", "调度图中的一次前向计算"),
     Term("B", "a backward pass in a schedule chart", "反向计算", "调度图中的一次反向计算"),
     Term("X", "a block's input", "输入", "一个模块的输入"),
-    Term("V", "attention's value tensor; in notebook 09, the vocabulary size",
-         "值矩阵 / 词表大小", "注意力的值张量；在笔记本 09 中指词表大小"),
+    Term("V", "attention's value tensor; where logits are counted (notebooks 06, 09, 10, 12), "
+         "the vocabulary size",
+         "值矩阵 / 词表大小", "注意力的值张量；在讲 logits 的地方（笔记本 06、09、10、12）指词表大小"),
+    Term("T", "routed token copies one GPU's experts run in a mixture-of-experts layer: "
+         "N*k*etp/t under balanced routing (N = s*b tokens, k experts each)",
+         "专家处理的路由 token 副本数", "一块 GPU 上的专家在一个混合专家层中处理的路由 token 副本数："
+         "均衡路由时为 N*k*etp/t（N = s*b 个 token，每个 token 选 k 个专家）"),
+    Term("c", "capacity factor: the tokens an expert takes, as a multiple of its share under "
+         "balanced routing (--moe-expert-capacity-factor)", "容量因子",
+         "一个专家接收的 token 数是均衡路由下其份额的多少倍（--moe-expert-capacity-factor）"),
 )
 """The paper's symbols, those the notebooks add (v, g, f, d, M, k, N) and
 the letters they name things with."""
@@ -120,7 +128,7 @@ TERMS = (
     Term("context parallelism", "each of cp GPUs keeps s/cp tokens of every activation; "
          "only the core attention exchanges keys and values (p2p: a ring; allgather) or "
          "heads (a2a: Ulysses all-to-all)", "上下文并行",
-         "cp 张卡各保存每个激活的 s/cp 个 token；只有核心注意力交换 K、V（p2p 环形传递、"
+         "cp 块 GPU 各保存每个激活的 s/cp 个 token；只有核心注意力交换 K、V（p2p 环形传递、"
          "allgather 全收集）或注意力头（a2a：Ulysses 全对全）",
          ("p2p", "a2a", "allgather", "a2a+p2p")),
     Term("pipeline parallelism", "consecutive layers on different GPUs (stages)",
@@ -236,7 +244,7 @@ TERMS = (
          "交错的模型块按广度优先运行：所有微批次先过完一个块，再进入下一个块",
          ("looped-bfs",)),
     Term("uneven pipeline split", "stages with different numbers of layers, to relieve the "
-         "first or last stage", "非均匀流水线切分", "各级层数不同，用来减轻首级或末级的负担"),
+         "first or last stage", "不均匀流水线切分", "各级层数不同，用来减轻首级或末级的负担"),
     Term("LoRA", "fine-tuning that freezes every weight and trains low-rank adapters "
          "(X A^T) B^T of rank r on chosen linear layers (lora_rank, lora_targets)",
          "低秩适配（LoRA）", "冻结全部权重，只在选定的线性层上训练秩为 r 的低秩适配器 "
@@ -252,7 +260,7 @@ TERMS = (
          "MLP 换成 E 个专家的层；路由器把每个 token 送往其中 k 个专家（num_experts、moe_router_topk）"),
     Term("expert parallelism", "each of ep GPUs holds E/ep experts of every MoE layer: it "
          "divides the experts' weights and gradients, not the activations", "专家并行（EP）",
-         "ep 张卡各持有每个 MoE 层的 E/ep 个专家：切分专家的权重和梯度，不切分激活"),
+         "ep 块 GPU 各持有每个 MoE 层的 E/ep 个专家：切分专家的权重和梯度，不切分激活"),
     Term("named-module recomputation", "recompute chosen modules of each layer (Megatron-LM's "
          "recompute_modules: core_attn, mlp, layernorm, moe_act, ...)", "按模块重计算",
          "只重计算每层中选定的模块（Megatron-LM 的 recompute_modules：core_attn、mlp、"
@@ -268,7 +276,7 @@ TERMS = (
          "Adam states sharded over d; each layer's bf16 parameters all-gathered just before "
          "its forward and its backward, the next layer's prefetched, gradients "
          "reduce-scattered (use_torch_fsdp2)", "FSDP2（PyTorch 全分片数据并行）",
-         "PyTorch 的 fully_shard（实际运行中的 ZeRO-3）：fp32 参数、梯度和 Adam 状态分到 d 张卡上；"
+         "PyTorch 的 fully_shard（实际运行中的 ZeRO-3）：fp32 参数、梯度和 Adam 状态分到 d 块 GPU 上；"
          "每层的 bf16 参数在其前向和反向之前才 all-gather，并预取下一层的参数；梯度做 reduce-scatter"
          "（use_torch_fsdp2）", ("use_torch_fsdp2",)),
     Term("reshard_after_forward", "FSDP2's choice: free a layer's gathered parameters after "

@@ -172,6 +172,13 @@ ZH = {
     "kernel workspaces": "算子临时空间（workspace）",
     "allocator overhead and fragmentation": "内存分配开销与显存碎片",
     # ---- schedules (actmem.views.schedule_figures, schedule_views)
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved": "交错式",
+    "interleaved-zb": "交错式零气泡",
+    "zbv": "ZBV（V 形零气泡）",
+    "dualpipev": "DualPipeV",
+    "looped-bfs": "循环广度优先",
     "GPipe": "GPipe",
     "1F1B": "1F1B",
     "interleaved 1F1B": "交错式 1F1B",
@@ -432,6 +439,7 @@ ZH = {
         "（{exact}/{rows} 行完全一致），额外项 {extras} B",
     "The paper's layer: ledger and measurement": "论文中的层：账本与实测",
     "the paper's layer (sec. 4.1)": "论文中的层（第 4.1 节）",
+    "the paper's layer": "论文中的层",
     "dropout masks as F.dropout keeps them on CPU": "F.dropout 在 CPU 上保存的 dropout 掩码",
     "selective recomputation (checkpointed core attention)": "选择性重计算（对核心注意力做检查点）",
     "full recomputation (checkpointed layer)": "完全重计算（对整层做检查点）",
@@ -439,6 +447,7 @@ ZH = {
     "scaled_dot_product_attention, no dropout": "scaled_dot_product_attention，无 dropout",
     "scaled_dot_product_attention with dropout": "scaled_dot_product_attention，带 dropout",
     "grouped-query attention, 2 key/value heads": "分组查询注意力，2 个 KV 头",
+    "grouped-query attention": "分组查询注意力",
     "eager (unfused) SwiGLU MLP": "eager（未融合）SwiGLU MLP",
     "Every ledger row is measured exactly; the only extras are the LayerNorm statistics.":
         "账本的每一行都与实测完全一致；唯一的额外项是 LayerNorm 的统计量。",
@@ -486,31 +495,31 @@ ZH = {
     "every activation row at s/cp tokens per GPU; weights and gradients whole; the distributed optimizer shards over d·cp; the attention exchanges K and V (p2p: cp ring buffers and per-step outputs, alive inside it)":
         "每个激活行每卡只有 s/cp 个 token；权重与梯度完整保存；分布式优化器在 d·cp 上分片；注意力交换 K 和 V（p2p：cp 个环形缓冲区和每步输出，只在注意力内部存活）",
     "the experts' weights and gradients over ep·etp GPUs, their optimizer over the expert data-parallel group; router and norms whole; token dispatch buffers inside each MoE layer":
-        "专家的权重与梯度分到 ep·etp 张卡上，其优化器状态在专家数据并行组上分片；路由器与归一化完整保存；每个 MoE 层内部有 token 分发缓冲区",
+        "专家的权重与梯度分到 ep·etp 块 GPU 上，其优化器状态在专家数据并行组上分片；路由器与归一化完整保存；每个 MoE 层内部有 token 分发缓冲区",
     "the linear layers' saved inputs in 1 byte plus a 4-byte scale; FlashAttention's output stays 16-bit; the model states gain FP8 weight copies (and their transposes on Hopper)":
         "线性层保存的输入每元素 1 字节，外加一个 4 字节缩放因子；FlashAttention 的输出仍为 16 位；模型状态多出 FP8 权重副本（Hopper 上还有其转置）",
     "saves the latent projections' inputs (q_lora_rank, kv_lora_rank) and still every head's Q, K, V at qk_head_dim + qk_pos_emb_head_dim":
         "保存潜在投影的输入（q_lora_rank、kv_lora_rank），并且每个头仍保存宽度为 qk_head_dim + qk_pos_emb_head_dim 的 Q、K、V",
     "each named module drops the rows its checkpoint covers; the backward rebuilds one module at a time":
         "每个指定的模块丢弃其检查点覆盖的行；反向时一次重建一个模块",
-    "LLaMA-3 8B, s={s}: a layer keeps {one} at cp=1, {eight} at cp=8, plus {ring} inside its attention; optimizer {o1} -> {o8}":
-        "LLaMA-3 8B，s={s}：cp=1 时每层保存 {one}，cp=8 时 {eight}，注意力内部另有 {ring}；优化器状态 {o1} -> {o8}",
+    "LLaMA-3-8B, s={s}: a layer keeps {one} at cp=1, {eight} at cp=8, plus {ring} inside its attention; optimizer {o1} -> {o8}":
+        "LLaMA-3-8B，s={s}：cp=1 时每层保存 {one}，cp=8 时 {eight}，注意力内部另有 {ring}；优化器状态 {o1} -> {o8}",
     "Mixtral 8x7B, d={d}: weights {w1} at ep=1, {w8} at ep={d}; gradients {g1} -> {g8}":
         "Mixtral 8x7B，d={d}：ep=1 时权重 {w1}，ep={d} 时 {w8}；梯度 {g1} -> {g8}",
-    "LLaMA-2 7B: a layer keeps {a} -> {b}; weights {w} -> {wf}":
-        "LLaMA-2 7B：每层保存 {a} -> {b}；权重 {w} -> {wf}",
+    "LLaMA-2-7B: a layer keeps {a} -> {b}; weights {w} -> {wf}":
+        "LLaMA-2-7B：每层保存 {a} -> {b}；权重 {w} -> {wf}",
     "frozen weights: {w} bytes, no gradient, no optimizer state; adapters: {w} + {g} + {o} bytes per parameter; each adapter keeps its input":
         "冻结的权重：{w} 字节，无梯度，无优化器状态；适配器：每个参数 {w} + {g} + {o} 字节；每个适配器保存其输入",
-    "LLaMA-2 7B, rank {r} on {targets}: peak {a} -> {b}":
-        "LLaMA-2 7B，在 {targets} 上秩 {r}：峰值 {a} -> {b}",
+    "LLaMA-2-7B, rank {r} on {targets}: peak {a} -> {b}":
+        "LLaMA-2-7B，在 {targets} 上秩 {r}：峰值 {a} -> {b}",
     "the first n layers' saved tensors of at least {n} elements go to pinned host memory while the pass waits; the newest layer stays":
         "前 n 层中至少 {n} 个元素的已保存张量在等待反向时放到锁页主机内存；最新的一层留在 GPU 上",
-    "LLaMA-2 7B, {n} layers: peak {a} -> {b}, {host} on the host":
-        "LLaMA-2 7B，卸载 {n} 层：峰值 {a} -> {b}，主机上 {host}",
+    "LLaMA-2-7B, {n} layers: peak {a} -> {b}, {host} on the host":
+        "LLaMA-2-7B，卸载 {n} 层：峰值 {a} -> {b}，主机上 {host}",
     "DeepSeek-V3, a dense layer at s={s} ({a} heads of {d}): {value}":
         "DeepSeek-V3，s={s} 时一个稠密层（{a} 个头，每头宽 {d}）：{value}",
-    "LLaMA-2 7B, {names}: a layer keeps {kept} instead of {full}, rebuilds {ws} at once":
-        "LLaMA-2 7B，{names}：每层保存 {kept}（原为 {full}），一次重建 {ws}",
+    "LLaMA-2-7B, {names}: a layer keeps {kept} instead of {full}, rebuilds {ws} at once":
+        "LLaMA-2-7B，{names}：每层保存 {kept}（原为 {full}），一次重建 {ws}",
     "lever":
         "手段",
     "what it does to the bytes":
@@ -542,7 +551,7 @@ ZH = {
     "GPipe: every stage holds all m micro-batches": "GPipe：每一级都保存全部 m 个微批次",
     "interleaved 1F1B first stage (m >= 2p)": "交错式 1F1B 的首级（m ≥ 2p）",
     "bubble: GPipe and 1F1B; interleaved": "气泡：GPipe 和 1F1B；交错式",
-    "LLaMA-2 7B ({n} B): {value}": "LLaMA-2 7B（参数量 {n} B）：{value}",
+    "LLaMA-2-7B ({n} B): {value}": "LLaMA-2-7B（参数量 {n} B）：{value}",
     "bytes per parameter, ZeRO's mixed-precision Adam: fp16 weights, fp16 gradients, fp32 "
     "weights and Adam moments":
         "每参数字节数，ZeRO 的混合精度 Adam：fp16 权重、fp16 梯度、fp32 权重副本及 Adam 的一阶、二阶矩（动量与方差）",
@@ -555,13 +564,13 @@ ZH = {
     "when Megatron's loss also holds the bf16 logits":
         "末级的 logits：损失函数以 fp32 保存；括号内是计算损失的那一刻，此时 Megatron 的损失函数"
         "还同时保留着 bf16 的 logits",
-    "LLaMA-3 8B, s={s}, V={V}: {kept} ({at_loss})": "LLaMA-3 8B，s={s}，V={V}：{kept}（{at_loss}）",
+    "LLaMA-3-8B, s={s}, V={V}: {kept} ({at_loss})": "LLaMA-3-8B，s={s}，V={V}：{kept}（{at_loss}）",
     "peak = the largest moment": "峰值 = 最大的那一刻",
     "of the step's timeline, not the sum of the parts: weights, gradients and activations "
     "are not all alive at once":
         "取一步训练的显存时间线上最大的时刻，而不是各部分之和：权重、梯度和激活不会同时全部存在",
-    "LLaMA-2 7B, gradients freed after each step: peak {peak}, parts {parts}":
-        "LLaMA-2 7B，每步结束后释放梯度：峰值 {peak}，各部分之和 {parts}",
+    "LLaMA-2-7B, gradients freed after each step: peak {peak}, parts {parts}":
+        "LLaMA-2-7B，每步结束后释放梯度：峰值 {peak}，各部分之和 {parts}",
     "Capacity: what the driver reports, {gpu} = {mib} MiB = {gib}":
         "容量：以驱动报告的为准，{gpu} = {mib} MiB = {gib}",
     "Model states: bytes per parameter x the stage's parameters, / d where sharded":
@@ -574,26 +583,26 @@ ZH = {
     "Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
     "the allocator's cached blocks)":
         "为峰值之外 GPU 还需要的显存留出预留（CUDA 上下文、NCCL 缓冲区、分配器缓存着的内存块）",
-    "LLaMA-2 7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
+    "LLaMA-2-7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
     "{margin} to spare":
-        "LLaMA-2 7B，t={t}，p={p}，d={d}，m={m}，{gpu}：第 {stage} 级峰值 {peak}，余量 {margin}",
+        "LLaMA-2-7B，t={t}，p={p}，d={d}，m={m}，{gpu}：第 {stage} 级峰值 {peak}，余量 {margin}",
     "counting only the bf16 weights (2 bytes per parameter)": "只算了 bf16 权重（每参数 2 字节）",
-    "LLaMA-2 7B's model states under Megatron-LM: {total}, not the {weights} of its bf16 "
+    "LLaMA-2-7B's model states under Megatron-LM: {total}, not the {weights} of its bf16 "
     "weights":
-        "LLaMA-2 7B 在 Megatron-LM 下的模型状态是 {total}，而不只是 bf16 权重的 {weights}",
+        "LLaMA-2-7B 在 Megatron-LM 下的模型状态是 {total}，而不只是 bf16 权重的 {weights}",
     "micro-batches per step taken as in flight": "把每步的微批次数当成在途微批次数",
     "with m=64 per step, 1F1B's first stage holds {held} (peak_in_flight = p = {p}), not "
     "{all} (all 64, as GPipe)":
         "每步 m=64 时，1F1B 的首级保存 {held}（peak_in_flight = p = {p}），而不是 {all}"
         "（像 GPipe 那样全部 64 个）",
     "believing ZeRO-3 shards the activations": "以为 ZeRO-3 也切分激活",
-    "it shards model states only: LLaMA-2 7B at d={d} keeps {held} of activations on every "
+    "it shards model states only: LLaMA-2-7B at d={d} keeps {held} of activations on every "
     "GPU, not {shard}":
-        "它只切分模型状态：d={d} 时 LLaMA-2 7B 每卡仍保存 {held} 激活，而不是 {shard}",
+        "它只切分模型状态：d={d} 时 LLaMA-2-7B 每卡仍保存 {held} 激活，而不是 {shard}",
     "forgetting the fp32 logits at a 128k vocabulary": "词表 128k 时忘了 fp32 的 logits",
-    "LLaMA-3 8B (s={s}, V={V}, t=1): the loss keeps {kept} for the backward and holds "
+    "LLaMA-3-8B (s={s}, V={V}, t=1): the loss keeps {kept} for the backward and holds "
     "{at_loss} at its peak":
-        "LLaMA-3 8B（s={s}，V={V}，t=1）：损失函数为反向计算保存 {kept}，在它的峰值时占 {at_loss}",
+        "LLaMA-3-8B（s={s}，V={V}，t=1）：损失函数为反向计算保存 {kept}，在它的峰值时占 {at_loss}",
     "reading a GPU's \"{label}GB\" as {label} x 10^9 bytes":
         "把 GPU 标称的“{label}GB”当成 {label} x 10^9 字节",
     "{gpu} reports {mib} MiB = {gib}; {label} x 10^9 bytes is only {decimal}":
@@ -602,9 +611,9 @@ ZH = {
     "1F1B's first stage holds L·M = {whole} (worked example, L={L}, p={p}), not L·M/p = {naive}":
         "1F1B 的首级保存 L·M = {whole}（算例，L={L}，p={p}），而不是 L·M/p = {naive}",
     "assuming the first stage is the most loaded": "以为首级的负载总是最重",
-    "LLaMA-3 8B, p={p}, m={m}, full recomputation: stage {last} peaks at {peak} (output layer "
+    "LLaMA-3-8B, p={p}, m={m}, full recomputation: stage {last} peaks at {peak} (output layer "
     "and logits), stage 0 at {first}":
-        "LLaMA-3 8B，p={p}，m={m}，完全重计算：第 {last} 级（输出层和 logits）峰值 {peak}，"
+        "LLaMA-3-8B，p={p}，m={m}，完全重计算：第 {last} 级（输出层和 logits）峰值 {peak}，"
         "首级（第 0 级）只有 {first}",
     "forgetting the attention map with FlashAttention off": "关闭 FlashAttention 时忘了注意力矩阵",
     "5as²b/t = {map} per layer in the worked example (t=8): {total} for L={L} layers":
@@ -614,8 +623,8 @@ ZH = {
     "at t=8, {without} without them":
         "三个掩码加上注意力 dropout 的输出：算例在 t=8 时每层保存 {kept}，去掉它们后是 {without}",
     "SwiGLU at the wrong width": "SwiGLU 用错了宽度",
-    "LLaMA-2 70B's f=28672 keeps {published} per layer; the default width {f} gives {default}":
-        "LLaMA-2 70B 的 f=28672 每层保存 {published}；默认宽度 {f} 得到 {default}",
+    "LLaMA-2-70B's f=28672 keeps {published} per layer; the default width {f} gives {default}":
+        "LLaMA-2-70B 的 f=28672 每层保存 {published}；默认宽度 {f} 得到 {default}",
     "selective recomputation on top of FlashAttention": "在 FlashAttention 之上再做选择性重计算",
     "saves only the log-sum-exp: {saved} of {total} (worked example, t=8)":
         "只省下 log-sum-exp：{total} 中的 {saved}（算例，t=8）",
@@ -641,7 +650,7 @@ ZH = {
         "序列并行把这一层从 {tp} 降到 {sp}。",
     "Takeaway: all {rows} ledger rows measured exactly on every rank ({equal}); the only extra "
     "is {extra} bytes of LayerNorm statistics.":
-        "要点：账本的 {rows} 行在每个 rank 上都测得分毫不差（{equal}）；唯一的额外项是 "
+        "要点：账本的 {rows} 行在每个 rank 上都测得分毫不差（全部一致：{equal}）；唯一的额外项是 "
         "LayerNorm 统计量的 {extra} 字节。",
     # printed conclusions of notebooks 05 and 09
     "Takeaway: under GPipe every stage holds all m={m} micro-batches at its peak: {held} per "
@@ -776,7 +785,8 @@ ZH = {
         "m={m:>2}：首级 = {ratio} x L*M(t)；系数适用：{holds}",
     "schedule      m  v  bubble  first stage": "调度          m  v    气泡  首级",
     "schedule         v  bubble  passes held (until B or W)  first stage":
-        "调度             v    气泡  保存的计算数（直到 B 或 W） 首级",
+        "调度                v    气泡  保存的块计算数（直到 B 或 W） 首级",
+    "{:<15} {:>2} {:>7.1%}  {:<27} {}": "{:<18} {:>2} {:>7.1%}  {:<29} {}",
     "measured on this machine with torch {version}": "在本机实测（torch {version}）",
     "STORED result (torch {version}); torch is not installed here, so nothing was measured now":
         "已存的结果（torch {version}）；这里没有安装 torch，所以这次没有实测",
@@ -805,7 +815,7 @@ ZH = {
     "last stage of 5 layers: the most loaded GPU needs {less} less; stage 0 needs {more} "
     "more for its one extra layer":
         "末级只放 5 层时：负载最重的 GPU 少用 {less}；第 0 级多了一层，多用 {more}",
-    "Megatron-LM, default N = p:": "Megatron-LM，默认 N = p：",
+    "Megatron-LM, default N = p:": "Megatron-LM（默认 N = p）报错：",
     "Megatron-LM with N = 6: stage 0 holds {} chunk passes; PyTorch order: {} ; same operations: {}":
         "Megatron-LM，N = 6：第 0 级保存 {} 个块计算；PyTorch 的顺序：{}；操作完全相同：{}",
     "closed form with groups of 6: {} ; with groups of p = 4 at m = 8: {}":
@@ -817,11 +827,11 @@ ZH = {
         "3. p=8，v=4，m={m}：首级 {size}；系数 {factor} 适用：{holds}",
     "3. p=8, v=4, m=12, N=12: first stage {} chunk passes, {}":
         "3. p=8，v=4，m=12，N=12：首级 {} 个块计算，{}",
-    "4. {name!s}, m={m}: bubble {bubble}, first stage {size}":
-        "4. {name!s}，m={m}：气泡 {bubble}，首级 {size}",
+    "4. {name}, m={m}: bubble {bubble}, first stage {size}":
+        "4. {name}，m={m}：气泡 {bubble}，首级 {size}",
     # notebook 06
-    "1. {name!s}, p=8, m=16: bubble {bubble}, last stage {last}":
-        "1. {name!s}，p=8，m=16：气泡 {bubble}，末级 {last}",
+    "1. {name}, p=8, m=16: bubble {bubble}, last stage {last}":
+        "1. {name}，p=8，m=16：气泡 {bubble}，末级 {last}",
     "2. DualPipe, p=8: GPU 2 keeps stages 2 and {mirror}; {n} micro-batches x {layers} layers = {size}":
         "2. DualPipe，p=8：GPU 2 保存第 2 级和第 {mirror} 级；{n} 个微批次 x {layers} 层 = {size}",
     "3. ZBV, p=4, m=8, last stage: peak {peak} B = {held} B held until W + {extra} B "
@@ -857,7 +867,7 @@ ZH = {
     "2. {part} of {whole}": "2. {whole} 中的 {part}",
     "3. {part} of {whole}": "3. 相对 {whole}：{part}",
     # notebook 08 (and actmem.measure.report)
-    "{} {} ranks at t = 2": "{} t = 2 时共 {} 个 rank",
+    "{} {} ranks at t = 2": "变体齐全：{}；t = 2 时共 {} 个 rank",
     "t={t} rank {rank}: every row exact: {exact};": "t={t} rank {rank}：每一行都完全一致：{exact}；",
     "mask dtypes:": "掩码的 dtype：",
     "ledger at t=1: {} bytes; at t=2: {} bytes per rank": "账本：t=1 时 {} 字节；t=2 时每个 rank {} 字节",
@@ -866,14 +876,17 @@ ZH = {
     "same function as t = 1 (max error < 1e-5):": "与 t = 1 时计算的是同一个函数（最大误差 < 1e-5）：",
     "rank {rank}: mask equal on both ranks:": "rank {rank}：两个 rank 上的掩码是否相同：",
     "t=2 rank 1 equals rank 0 in every variant:": "每个变体中 t=2 的 rank 1 都与 rank 0 相同：",
-    "{name!s}: rows that differ: {differ}": "{name!s}：不一致的行：{differ}",
-    "{name!s}: rows that differ: none": "{name!s}：没有不一致的行",
+    "{variant}: no row differs": "{variant}：没有不一致的行",
+    "{variant}: rows that differ: {rows}": "{variant}，不一致的行：{rows}",
+    "{row}: ledger {ledger} B, measured {measured} B ({dtype})":
+        "{row}，账本 {ledger} B，实测 {measured} B（{dtype}）",
+    "nothing saved": "未保存",
     "\n{name!s} extras:\n{table!s}": "\n{name!s} 的额外项：\n{table!s}",
     "elements;": "个元素；",
     "bytes": "字节",
     "1. ledger groups at t={t}:": "1. t={t} 时账本的各组：",
     "2. {} bytes of extras per rank at t=2; {} at t=1": "2. t=2 时每个 rank 的额外项：{} 字节；t=1 时 {}",
-    "2. silu(gate) per rank:": "2. 每个 rank 上的 silu(gate)：",
+    "2. silu(gate) per rank:": "2. 每个 rank 上的 silu(gate) 字节数（按 t 分列）：",
     "row": "行",
     "variant": "变体",
     "ledger t={t} r{rank}": "账本 t={t} r{rank}",
@@ -938,7 +951,7 @@ ZH = {
     "part (MiB per GPU)": "各部分（每卡 MiB）",
     "b={b} FlashAttention={flash!s:<5} loss={loss!s:<14} {bytes}-byte logits: peak {peak} at "
     "'{event}': {verdict}":
-        "b={b} FlashAttention={flash!s:<5} loss={loss!s:<14} {bytes} 字节 logits：峰值 {peak}，"
+        "b={b} flash_attention={flash!s:<5} loss={loss!s:<14} {bytes} 字节 logits：峰值 {peak}，"
         "出现在“{event}”：{verdict}",
     "does not fit": "放不下",
     "run           states actmem   Megatron  activations actmem   Megatron  (MiB, stage 0)":
@@ -951,7 +964,7 @@ ZH = {
     "it divides the token ids by t (every rank keeps those whole)":
         "它把 token ID 也除以 t（其实每个 rank 都完整保存它们）",
     "it counts 1/p of the final norm on the first stage (the last stage holds it)":
-        "它在第一级上计入了最终归一化层的 1/p（其实最终归一化层在最后一级上）",
+        "它在首级上计入了最终归一化层的 1/p（其实最终归一化层在末级上）",
     "without sequence parallelism + selective recomputation its per-layer term sbh(10 + 24/t) "
     "drops the attention map 5as^2b/t":
         "不开序列并行 + 选择性重计算时，它的每层公式 sbh(10 + 24/t) 漏掉了注意力矩阵项 5as^2b/t",
@@ -985,6 +998,12 @@ ZH = {
     "t={t}, cp={cp} ({n} GPUs)": "t={t}，cp={cp}（{n} 块 GPU）",
     "{} B/element, {}": "每元素 {} B，{}",
     "(new)": "（新增）",
+    "{key!s:16} {was:>24} -> {now}": "{key!s:36} {was:>20} -> {now}",
+    "input of the QKV projection (FP8)": "QKV 投影的输入（FP8）",
+    "input of the output projection (FP8)": "输出投影的输入（FP8）",
+    "input of the MLP's first linear (FP8)": "MLP 第一个线性层的输入（FP8）",
+    "input of the MLP's second linear (FP8)": "MLP 第二个线性层的输入（FP8）",
+    "FP8 scale inverses of the saved inputs (fp32)": "所存输入的 FP8 缩放因子倒数（fp32）",
     "t=8 (start)": "t=8（起点）",
     "core_attn, mlp": "核心注意力、MLP",
     "core_attn, mlp, layernorm": "核心注意力、MLP、LayerNorm",
@@ -1022,6 +1041,9 @@ ZH = {
     "recomputation": "重计算",
     "framework": "框架选项",
     "is refused": "被拒绝",
+    "{t} {same} {size}": "t={t}：与公式一致：{same}，{size}",
+    "{holds_for_every_row}": "表中每一行都满足这个式子：{holds_for_every_row}",
+    "{name}: {mib} MiB ({gib} GiB)": "{name}：{mib} MiB（{gib} GiB）",
     "{n} arguments on {gpus} GPUs": "{n} 个参数，{gpus} 块 GPU",
     "Megatron-LM's CI measured {measured}: actmem is {error:+.2%} off":
         "Megatron-LM 的 CI 实测为 {measured}：actmem 的偏差为 {error:+.2%}",
@@ -1080,7 +1102,7 @@ MESSAGES = {
     "m={m}: Megatron-LM's interleaved schedule with the default microbatch_group_size (N = p) "
     "needs m to be a multiple of p={p}; microbatch_group_size=N with p <= N <= m and m mod N = 0 "
     "or >= p lifts that (e.g. N={n})":
-        "m={m}：在默认的 microbatch_group_size（N = p）下，Megatron-LM 的交错式调度要求 m 是 "
+        "m={m} 时，在默认的 microbatch_group_size（N = p）下，Megatron-LM 的交错式调度要求 m 是 "
         "p={p} 的整数倍；改设 microbatch_group_size=N（p <= N <= m，且 m mod N = 0 或 >= p）"
         "即可解除这一限制（例如 N={n}）",
     "fp8={fp8} is modelled for dense models; this model has num_experts={n}: use fp8=None":
@@ -1094,6 +1116,7 @@ MESSAGES = {
     "upcasts to float32 and keeps {role} (4 bytes/element).":
         "CPU 上带 dropout 的 scaled_dot_product_attention 没有融合 kernel：它退回 math 后端，"
         "提升为 float32，并保存 {role}（每元素 4 字节）。",
+    "--{flag} True": "--{flag}（设为 True）",
     "{who} et al. {year} ({paper}), Table {table} and model card: {count} parameters":
         "{who} 等人 {year}（{paper}），表 {table} 与模型卡：{count} 个参数",
 }

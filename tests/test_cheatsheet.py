@@ -87,7 +87,7 @@ def test_cheat_sheet_states_model_states_logits_and_the_peak():
     # Megatron's loss: fp32 logits kept (4sbV), the bf16 logits beside them at the loss (6sbV)
     sbv = 8192 * 128256
     assert rows["4·s·b·V/t  (6·s·b·V/t)"] == (
-        f"LLaMA-3 8B, s=8192, V=128256: {actmem.format_bytes(4 * sbv, 'GiB')} "
+        f"LLaMA-3-8B, s=8192, V=128256: {actmem.format_bytes(4 * sbv, 'GiB')} "
         f"({actmem.format_bytes(6 * sbv, 'GiB')})")
     peak = actmem.training_memory(actmem.PRESETS["llama2-7b"],
                                   gradient_buffer="backward").stages[0]

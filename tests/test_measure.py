@@ -268,3 +268,33 @@ def test_variants_table_has_one_line_per_variant_with_exact_counts(t1, t2):
                      "110592", "110592", "15/15", "512"]
     assert lines[2].split() == ["full", "8192", "8192", "1/1", "0",
                                 "8192", "8192", "1/1", "0"]
+
+
+def test_tables_name_rows_and_variants_in_chinese_and_keep_keys_in_english(t1, t2, zh):
+    """Review M1: in Chinese the comparison and variant tables name a row as the figure does
+    (the ledger's name) and a variant by its title; the numbers stay."""
+    from actmem.language import english
+    from actmem.measure.report import differing_rows, table, variants_table
+
+    paper = {1: [t1["paper"]], 2: t2["paper"]}
+    chinese, plain = table(paper).splitlines(), table(paper, tr=english).splitlines()
+    assert chinese[1].startswith("第一个 LayerNorm 的输入") and plain[1].startswith("attn_norm_input")
+    assert _code_keys(table(paper), t1["paper"].rows) == []
+    assert [line.split()[-6:] for line in chinese[1:]] == [line.split()[-6:] for line in plain[1:]]
+    results = {n: {1: [t1[n]], 2: t2[n]} for n in ("paper", "cpu_dropout")}
+    lines = variants_table(results).splitlines()
+    assert lines[2].startswith("F.dropout 在 CPU 上保存的 dropout 掩码")
+    assert lines[2].split()[-8:] == ["180224", "196608", "12/15", "512",
+                                     "110592", "122880", "12/15", "512"]
+    assert differing_rows("cpu_dropout", t1["cpu_dropout"], tr=english) == (
+        "cpu_dropout: rows that differ: [('attn_dropout_mask', 8192, 16384, 'bfloat16'), "
+        "('attn_out_dropout_mask', 4096, 8192, 'bfloat16'), "
+        "('mlp_out_dropout_mask', 4096, 8192, 'bfloat16')]")
+    assert differing_rows("cpu_dropout", t1["cpu_dropout"]) == (
+        "F.dropout 在 CPU 上保存的 dropout 掩码，不一致的行："
+        "注意力 dropout 掩码，账本 8192 B，实测 16384 B（bfloat16）；"
+        "注意力模块之后的 dropout 掩码，账本 4096 B，实测 8192 B（bfloat16）；"
+        "MLP 模块之后的 dropout 掩码，账本 4096 B，实测 8192 B（bfloat16）")
+    assert differing_rows("paper", t1["paper"], tr=english) == "paper: rows that differ: none"
+    assert differing_rows("paper", t1["paper"]) == "论文中的层：没有不一致的行"
+    assert variants_table(results).splitlines()[1].startswith("论文中的层  ")

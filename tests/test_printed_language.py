@@ -174,3 +174,55 @@ def test_the_chinese_track_prints_chinese():
     assert total > 500, total
     assert chinese / total >= TARGET, f"{chinese}/{total}:\n" + "\n".join(english)
     assert min(shares.values()) >= LEAST_PER_NOTEBOOK, shares
+
+
+# ---------------------------------------------------------------- review of the Chinese track
+# (M2, L8, L10): an option set in code reads as code, a yes/no answer as 是/否; lists and
+# options print without Python's brackets; a label's parts follow a colon.
+
+def test_options_read_as_code_and_answers_as_chinese(capsys):
+    from actmem.views.printed import fmt, say
+
+    english = (fmt("sequence_parallel={sp}: fixed term per GPU {size}", sp=False, size="80 MiB"),
+               fmt("{holds_for_every_row}", holds_for_every_row=True),
+               fmt("1. {} -> {!c}", "选择性重计算", ("selective",)),
+               fmt("2. p=8, m=4: {} for stages 0, 4, 7; bubble {}", ["2944 MiB", "736 MiB"], "7/4"))
+    assert english == ("sequence_parallel=False: fixed term per GPU 80 MiB", "True",
+                       "1. 选择性重计算 -> ('selective',)",
+                       "2. p=8, m=4: ['2944 MiB', '736 MiB'] for stages 0, 4, 7; bubble 7/4")
+    say("loss of micro-batch 0", {"weights": "3 MiB"})
+    assert capsys.readouterr().out == "loss of micro-batch 0 {'weights': '3 MiB'}\n"
+    actmem.set_language("zh")
+    try:
+        chinese = (fmt("sequence_parallel={sp}: fixed term per GPU {size}", sp=False, size="80 MiB"),
+                   fmt("{holds_for_every_row}", holds_for_every_row=True),
+                   fmt("1. {} -> {!c}", "选择性重计算", ("selective",)),
+                   fmt("2. p=8, m=4: {} for stages 0, 4, 7; bubble {}", ["2944 MiB", "736 MiB"],
+                       "7/4"),
+                   fmt("recompute_modules={}: peak", ["mlp"]))
+        say("loss of micro-batch 0", {"weights": "3 MiB", "gradients": "6 MiB"})
+        say("3.", {"t": 8, "p": 4, "sequence_parallel": True}, "->", "fits")
+        say("   ", {"weights": "3 MiB"})
+        say("2. silu(gate) per rank:", {1: [16384], 2: [8192, 8192]})
+    finally:
+        actmem.set_language("en")
+    assert chinese == ("sequence_parallel=False：每卡固定项 80 MiB", "表中每一行都满足这个式子：是",
+                       "1. 选择性重计算 -> selective",
+                       "2. p=8，m=4：第 0、4、7 级分别为 2944 MiB、736 MiB；气泡 7/4",
+                       "recompute_modules=['mlp']: peak")
+    assert capsys.readouterr().out.splitlines() == [
+        "微批次 0 的损失：权重：3 MiB，梯度：6 MiB",
+        "3. t=8, p=4, sequence_parallel=True -> 放得下",
+        "    权重：3 MiB",
+        "2. 每个 rank 上的 silu(gate) 字节数（按 t 分列）：1：16384；2：8192、8192"]
+
+
+def test_a_gpu_prints_chinese_punctuation_in_chinese():
+    gpu = actmem.GPUS["H100 80GB SXM"]
+    actmem.set_language("zh")
+    try:
+        chinese = str(gpu)
+    finally:
+        actmem.set_language("en")
+    assert chinese == "H100 80GB SXM：81559 MiB（79.65 GiB）"
+    assert str(gpu) == "H100 80GB SXM: 81559 MiB (79.65 GiB)"

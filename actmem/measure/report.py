@@ -42,7 +42,9 @@ def table(by_t: dict[int, list[Comparison]], tr=None) -> str:
 
     ``by_t`` maps t to the comparisons of its ranks (same variant); words
     translated by ``tr`` (:mod:`actmem.language`; default: the current
-    language), row keys and numbers as they are.
+    language), numbers as they are. Rows are named by their ledger key
+    (``qkv_input``) in English and by the ledger's name in Chinese
+    (``QKV 投影的输入``), as :func:`.figure.comparison_figure` labels them.
     """
     tr = translator() if tr is None else tr
     cols = [(t, c) for t, ranks in sorted(by_t.items()) for c in ranks]
@@ -53,8 +55,8 @@ def table(by_t: dict[int, list[Comparison]], tr=None) -> str:
     lines = [head]
     for key in keys:
         found = [next((r for r in c.rows if r.key == key), None) for _, c in cols]
-        group = next(r.group for r in found if r)
-        lines.append([key, tr(group)] + [
+        first = next(r for r in found if r)
+        lines.append([_row_label(first, tr), tr(first.group)] + [
             "-" if r is None else str(v) for r in found
             for v in ((r.ledger_bytes, r.measured_bytes) if r else (0, 0))])
     lines.append([tr("extras (not in ledger)"), ""] + [
@@ -63,6 +65,45 @@ def table(by_t: dict[int, list[Comparison]], tr=None) -> str:
         v for _, c in cols for v in (str(c.ledger_total),
                                      str(c.measured_rows_total + c.extras_total))])
     return _aligned(lines, 2)
+
+
+def _row_label(row, tr) -> str:
+    """A row as the tables name it: its key in English, its name in ``tr``'s language."""
+    return row.key if tr is english else tr(row.name)
+
+
+SHORT_TITLES = {"paper": "the paper's layer", "gqa": "grouped-query attention"}
+"""Variants whose title holds a number (a section, a head count): a table names
+them without it, so that it does not stand among the measured numbers (and a
+Chinese line keeps the numbers of its English one, which names the key)."""
+
+
+def _variant_label(name: str, tr) -> str:
+    """A variant as the tables name it: its key in English (``cpu_dropout``),
+    its title in ``tr``'s language (:data:`.VARIANTS`, :data:`SHORT_TITLES`)."""
+    return name if tr is english else tr(SHORT_TITLES.get(name, VARIANTS[name].title))
+
+
+def differing_rows(name: str, c: Comparison, tr=None) -> str:
+    """One line: the rows of variant ``name``'s comparison ``c`` whose
+    measured bytes differ from the ledger's. In English the variant's key
+    and ``(key, ledger bytes, measured bytes, measured dtype)`` per row;
+    in Chinese (``tr``, default the current language) the variant's title
+    and a sentence per row, with the same numbers.
+    """
+    tr = translator() if tr is None else tr
+    differ = [r for r in c.rows if not r.exact]
+    if tr is english:
+        found = [(r.key, r.ledger_bytes, r.measured_bytes, r.measured_dtype) for r in differ]
+        return f"{name}: rows that differ: {found if found else 'none'}"
+    variant = _variant_label(name, tr)
+    if not differ:
+        return tr("{variant}: no row differs").format(variant=variant)
+    rows = [tr("{row}: ledger {ledger} B, measured {measured} B ({dtype})").format(
+        row=tr(r.name), ledger=r.ledger_bytes, measured=r.measured_bytes,
+        dtype=r.measured_dtype or tr("nothing saved")) for r in differ]
+    return tr("{variant}: rows that differ: {rows}").format(
+        variant=variant, rows=tr(SUMMARY_JOIN).join(rows))
 
 
 def extras_table(c: Comparison, tr=None) -> str:
@@ -83,7 +124,8 @@ def variants_table(results: dict[str, dict[int, list[Comparison]]],
     ledger bytes, bytes measured for the ledger rows, exact rows, extras;
     headings translated by ``tr`` (default: the current language).
 
-    ``results`` maps a variant name to ``{t: [comparison per rank]}``.
+    ``results`` maps a variant name to ``{t: [comparison per rank]}``;
+    a variant is named by its key in English and by its title in Chinese.
     """
     tr = translator() if tr is None else tr
     ts = sorted(next(iter(results.values())))
@@ -91,7 +133,7 @@ def variants_table(results: dict[str, dict[int, list[Comparison]]],
                               ("ledger t={t}", "measured t={t}", "exact t={t}", "extras t={t}")]
     lines = [head]
     for name, by_t in results.items():
-        line = [name]
+        line = [_variant_label(name, tr)]
         for t in ts:
             c = by_t[t][min(rank, len(by_t[t]) - 1)]
             exact = sum(r.exact for r in c.rows)

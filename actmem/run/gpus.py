@@ -64,9 +64,14 @@ class GPU:
         check_fields(self, _GPU_FIELDS)
 
     def __str__(self) -> str:
-        """E.g. ``'H100 80GB SXM: 81559 MiB (79.65 GiB)'``."""
-        return (f"{self.name}: {format_value(self.memory, 'MiB')} MiB "
-                f"({format_value(self.memory, 'GiB')} GiB)")
+        """E.g. ``'H100 80GB SXM: 81559 MiB (79.65 GiB)'``; in a Chinese notebook
+        (:func:`actmem.set_language`) with Chinese punctuation,
+        ``'H100 80GB SXM：81559 MiB（79.65 GiB）'``, the same numbers."""
+        from ..language import tr
+
+        return tr("{name}: {mib} MiB ({gib} GiB)").format(
+            name=self.name, mib=format_value(self.memory, "MiB"),
+            gib=format_value(self.memory, "GiB"))
 
 
 _MODAL = ("https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (Modal's table of "

@@ -43,14 +43,14 @@ WORKED = dict(s=2048, b=1, h=4096, a=32)
 GPT3 = {**{k: getattr(PRESETS["gpt3-175b"], k) for k in ("s", "b", "h", "a")}, "t": 8}
 """GPT-3 175B's layer at t = 8 (the paper's Table 2, notebook 07)."""
 LLAMA2, LLAMA3 = PRESETS["llama2-7b"], PRESETS["llama3-8b"]
-"""LLaMA-2 7B (model states, the peak) and LLaMA-3 8B (a 128k vocabulary)."""
+"""LLaMA-2-7B (model states, the peak) and LLaMA-3-8B (a 128k vocabulary)."""
 GPU = "A100 80GB"
 """The GPU of the label lesson and of the checklist's case (a preset of
 :data:`actmem.GPUS`)."""
 FIT = dict(t=2, p=2, d=2, m=8)
-"""The checklist's case: LLaMA-2 7B on A100 80GB GPUs (notebook 09)."""
+"""The checklist's case: LLaMA-2-7B on A100 80GB GPUs (notebook 09)."""
 PIPELINE = dict(p=4, m=8)
-"""The case of the mistake "the first stage is the most loaded": LLaMA-3 8B
+"""The case of the mistake "the first stage is the most loaded": LLaMA-3-8B
 with full recomputation, whose last stage holds the output layer and the
 logits."""
 GiB, MiB = 2**30, 2**20
@@ -117,7 +117,7 @@ def _logits(model=LLAMA3) -> dict[str, int]:
 
 
 def _plain_pytorch_peak():
-    """LLaMA-2 7B on one GPU with plain PyTorch's gradients (freed each step)."""
+    """LLaMA-2-7B on one GPU with plain PyTorch's gradients (freed each step)."""
     return training_memory(LLAMA2, gradient_buffer="backward").stages[0]
 
 
@@ -126,7 +126,7 @@ def states_and_peak(tr=None) -> list[tuple[str, str, str]]:
     ``(formula, when it holds, one worked number)`` rows."""
     tr = _tr(tr)
     (zw, zg, zo), (mw, mg, mo) = BYTES_PER_PARAMETER["zero"], BYTES_PER_PARAMETER["megatron"]
-    name = tr("LLaMA-2 7B ({n} B): {value}")
+    name = tr("LLaMA-2-7B ({n} B): {value}")
     d = 8
     tokens_vocab = LLAMA3.s * LLAMA3.b * LLAMA3.padded_vocab(1)
     loss = _logits()
@@ -150,20 +150,20 @@ def states_and_peak(tr=None) -> list[tuple[str, str, str]]:
         (f"{kept}·s·b·V/t  ({at_loss}·s·b·V/t)",
          tr("logits on the last stage, kept in fp32 by the loss; in parentheses the loss "
             "moment, when Megatron's loss also holds the bf16 logits"),
-         tr("LLaMA-3 8B, s={s}, V={V}: {kept} ({at_loss})").format(
+         tr("LLaMA-3-8B, s={s}, V={V}: {kept} ({at_loss})").format(
              s=LLAMA3.s, V=LLAMA3.padded_vocab(1), kept=_size(loss["saved"]),
              at_loss=_size(loss["forward"]))),
         (tr("peak = the largest moment"),
          tr("of the step's timeline, not the sum of the parts: weights, gradients and "
             "activations are not all alive at once"),
-         tr("LLaMA-2 7B, gradients freed after each step: peak {peak}, parts {parts}").format(
+         tr("LLaMA-2-7B, gradients freed after each step: peak {peak}, parts {parts}").format(
              peak=format_bytes(peak.peak, "GiB"), parts=format_bytes(peak.total, "GiB"))),
     ]
 
 
 def checklist(tr=None) -> list[str]:
     """Does a configuration fit? The steps, in order, the last one worked
-    for LLaMA-2 7B with :data:`FIT` on :data:`GPU`."""
+    for LLaMA-2-7B with :data:`FIT` on :data:`GPU`."""
     tr = _tr(tr)
     gpu = GPUS[GPU]
     result = training_memory(LLAMA2, **FIT, gpu_memory=GPU)
@@ -178,7 +178,7 @@ def checklist(tr=None) -> list[str]:
            "or last)"),
         tr("Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
            "the allocator's cached blocks)"),
-        tr("LLaMA-2 7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
+        tr("LLaMA-2-7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
            "{margin} to spare").format(**FIT, gpu=gpu.name, stage=worst.stage,
                                        peak=format_bytes(worst.peak, "GiB"),
                                        margin=format_bytes(result.margin, "GiB")),
@@ -221,7 +221,7 @@ def mistakes(tr=None) -> list[Mistake]:
     rows = [
         Mistake(tr("counting only the bf16 weights (2 bytes per parameter)"),
                 states.total - states.weights,
-                tr("LLaMA-2 7B's model states under Megatron-LM: {total}, not the {weights} "
+                tr("LLaMA-2-7B's model states under Megatron-LM: {total}, not the {weights} "
                    "of its bf16 weights").format(total=format_bytes(states.total, "GiB"),
                                                  weights=format_bytes(states.weights, "GiB"))),
         Mistake(tr("micro-batches per step taken as in flight"), all_64 - one_f_one_b,
@@ -230,11 +230,11 @@ def mistakes(tr=None) -> list[Mistake]:
                     held=format_bytes(one_f_one_b, "GiB"), p=p,
                     all=format_bytes(all_64, "GiB"))),
         Mistake(tr("believing ZeRO-3 shards the activations"), held - held // d,
-                tr("it shards model states only: LLaMA-2 7B at d={d} keeps {held} of "
+                tr("it shards model states only: LLaMA-2-7B at d={d} keeps {held} of "
                    "activations on every GPU, not {shard}").format(
                     d=d, held=format_bytes(held, "GiB"), shard=format_bytes(held // d, "GiB"))),
         Mistake(tr("forgetting the fp32 logits at a 128k vocabulary"), loss["forward"],
-                tr("LLaMA-3 8B (s={s}, V={V}, t=1): the loss keeps {kept} for the backward "
+                tr("LLaMA-3-8B (s={s}, V={V}, t=1): the loss keeps {kept} for the backward "
                    "and holds {at_loss} at its peak").format(
                     s=LLAMA3.s, V=LLAMA3.padded_vocab(1), kept=_size(loss["saved"]),
                     at_loss=_size(loss["forward"]))),
@@ -250,7 +250,7 @@ def mistakes(tr=None) -> list[Mistake]:
                    "not L·M/p = {naive}").format(whole=format_bytes(whole, "GiB"), L=L, p=p,
                                                  naive=format_bytes(whole // p, "GiB"))),
         Mistake(tr("assuming the first stage is the most loaded"), last.peak - first.peak,
-                tr("LLaMA-3 8B, p={p}, m={m}, full recomputation: stage {last} peaks at {peak} "
+                tr("LLaMA-3-8B, p={p}, m={m}, full recomputation: stage {last} peaks at {peak} "
                    "(output layer and logits), stage 0 at {first}").format(
                     **PIPELINE, last=last.stage, peak=format_bytes(last.peak, "GiB"),
                     first=format_bytes(first.peak, "GiB"))),
@@ -264,7 +264,7 @@ def mistakes(tr=None) -> list[Mistake]:
                    "{kept} per layer at t=8, {without} without them").format(
                     kept=format_bytes(m8.total), without=format_bytes(no_dropout.total))),
         Mistake(tr("SwiGLU at the wrong width"), published.total - default.total,
-                tr("LLaMA-2 70B's f=28672 keeps {published} per layer; the default width {f} "
+                tr("LLaMA-2-70B's f=28672 keeps {published} per layer; the default width {f} "
                    "gives {default}").format(published=format_bytes(published.total),
                                              f=default.config.f,
                                              default=format_bytes(default.total))),

@@ -33,7 +33,7 @@ from .cheatsheet import ACCENT, INK, PAGE, _Page, _tr, cheat_sheet_figure
 __all__ = ["levers", "levers_markdown", "levers_figure", "write_sheet"]
 
 LONG = PRESETS["llama3-8b"].with_(s=131072)
-"""The long-context case (notebook 12): LLaMA-3 8B at s = 131072."""
+"""The long-context case (notebook 12): LLaMA-3-8B at s = 131072."""
 LLAMA2, MIXTRAL = PRESETS["llama2-7b"], MOE_PRESETS["mixtral-8x7b"]
 DEEPSEEK = MOE_PRESETS["deepseek-v3"].with_(s=4096)
 """DeepSeek-V3 (multi-latent attention) at s = 4096."""
@@ -69,7 +69,7 @@ def _cp(tr) -> tuple[str, str, str]:
             tr("every activation row at s/cp tokens per GPU; weights and gradients whole; the "
                "distributed optimizer shards over d·cp; the attention exchanges K and V "
                "(p2p: cp ring buffers and per-step outputs, alive inside it)"),
-            tr("LLaMA-3 8B, s={s}: a layer keeps {one} at cp=1, {eight} at cp=8, plus {ring} "
+            tr("LLaMA-3-8B, s={s}: a layer keeps {one} at cp=1, {eight} at cp=8, plus {ring} "
                "inside its attention; optimizer {o1} -> {o8}").format(
                 s=LONG.s, one=_gib(_layer(LONG)), eight=_gib(_layer(LONG, cp=8)),
                 ring=_gib(sum(ring.values())), o1=_gib(one), o8=_gib(eight)))
@@ -94,7 +94,7 @@ def _fp8(tr) -> tuple[str, str, str]:
             tr("the linear layers' saved inputs in 1 byte plus a 4-byte scale; FlashAttention's "
                "output stays 16-bit; the model states gain FP8 weight copies (and their "
                "transposes on Hopper)"),
-            tr("LLaMA-2 7B: a layer keeps {a} -> {b}; weights {w} -> {wf}").format(
+            tr("LLaMA-2-7B: a layer keeps {a} -> {b}; weights {w} -> {wf}").format(
                 a=_mib(_layer(LLAMA2)), b=_mib(_layer(LLAMA2, fp8="e4m3")),
                 w=_gib(plain.weights), wf=_gib(fp8.weights)))
 
@@ -107,7 +107,7 @@ def _lora(tr) -> tuple[str, str, str]:
             tr("frozen weights: {w} bytes, no gradient, no optimizer state; adapters: "
                "{w} + {g} + {o} bytes per parameter; each adapter keeps its input").format(
                 w=w, g=g, o=o),
-            tr("LLaMA-2 7B, rank {r} on {targets}: peak {a} -> {b}").format(
+            tr("LLaMA-2-7B, rank {r} on {targets}: peak {a} -> {b}").format(
                 r=LORA["lora_rank"], targets=_listing(LORA["lora_targets"], tr),
                 a=_gib(full.peak), b=_gib(lora.peak)))
 
@@ -119,7 +119,7 @@ def _offload(tr) -> tuple[str, str, str]:
             tr("the first n layers' saved tensors of at least {n} elements go to pinned host "
                "memory while the pass waits; the newest layer stays").format(
                 n=f"{OFFLOAD_MIN_ELEMENTS:,}"),
-            tr("LLaMA-2 7B, {n} layers: peak {a} -> {b}, {host} on the host").format(
+            tr("LLaMA-2-7B, {n} layers: peak {a} -> {b}, {host} on the host").format(
                 n=OFFLOADED, a=_gib(plain.peak), b=_gib(off.peak), host=_gib(off.host_memory)))
 
 
@@ -138,7 +138,7 @@ def _modules(tr) -> tuple[str, str, str]:
     return ("recompute_modules  (--recompute-modules)",
             tr("each named module drops the rows its checkpoint covers; the backward rebuilds "
                "one module at a time"),
-            tr("LLaMA-2 7B, {names}: a layer keeps {kept} instead of {full}, rebuilds {ws} at "
+            tr("LLaMA-2-7B, {names}: a layer keeps {kept} instead of {full}, rebuilds {ws} at "
                "once").format(names=" + ".join(MODULES), kept=_mib(_layer(
                    LLAMA2, recompute_modules=MODULES)), full=_mib(_layer(LLAMA2)),
                    ws=_mib(working_set(c))))

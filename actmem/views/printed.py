@@ -36,7 +36,8 @@ from functools import lru_cache
 
 from ..language import english, get_language, tr, translator
 
-__all__ = ["event_label", "fmt", "listing", "message", "pad", "say", "translate", "width"]
+__all__ = ["event_label", "fmt", "listing", "message", "pad", "row_name", "say", "translate",
+           "width"]
 
 FULL_WIDTH_PUNCTUATION = "：；，、。！？（）“”‘’《》【】"
 """Chinese punctuation: :func:`say` puts no space beside it (Chinese
@@ -152,10 +153,15 @@ class _Formatter(string.Formatter):
     by display width (see :func:`fmt`)."""
 
     def convert_field(self, value, conversion):
+        if conversion == "c":
+            return _as_code(value)
+        if conversion == "o":   # an option's value (see fmt)
+            return value if _is_number(value) else str(value)
         if conversion is None and isinstance(value, str):
             return translate(value)
         if conversion is None and get_language() == "zh" and (
-                value is None or isinstance(value, bool) or type(value) is dict):
+                value is None or isinstance(value, bool) or type(value) is dict
+                or _is_listing(value)):
             return _chinese(value)
         return super().convert_field(value, conversion)
 
@@ -175,10 +181,52 @@ def fmt(template: str, /, *args, **fields) -> str:
     """``tr(template).format(*args, **fields)``, with every plain string field
     translated (:func:`translate`) and padded to its width in display columns
     (:func:`pad`); ``{x!r}`` and ``{x!s}`` keep the value untranslated, as a
-    code name. In Chinese a bool, None or dict field reads as :func:`say`
-    prints it (是/否, 无, ``t=8, p=2``). Numbers are formatted as
-    ``str.format`` formats them."""
-    return _FORMATTER.vformat(tr(template), args, fields)
+    code name. In Chinese a bool, None, dict or list field reads as :func:`say`
+    prints it (是/否, 无, ``t=8, p=2``, ``甲、乙``); a field written as an
+    option's value (right after ``name=``, as in ``"sequence_parallel={sp}"``)
+    reads as code instead, the value as ``print`` prints it in English
+    (``sequence_parallel=False``, ``recompute_modules=['mlp']``); a field
+    converted with ``!c`` reads as code too, a list or tuple of names joined
+    by ``, `` (``selective``). Numbers are formatted as ``str.format``
+    formats them.
+
+    >>> fmt("sequence_parallel={sp}: {n} MiB", sp=False, n=80)
+    'sequence_parallel=False: 80 MiB'
+    """
+    template = tr(template)
+    if get_language() == "zh":
+        template = _OPTION_FIELD.sub(r"\1{\2!o\3}", template)
+    return _FORMATTER.vformat(template, args, fields)
+
+
+_OPTION_FIELD = re.compile(r"(?<![\w{])([A-Za-z_]\w*=)\{(\w*)((?::[^{}!]*)?)\}")
+"""A field right after ``name=`` with no conversion: an option's value, printed as code."""
+
+
+def _as_code(value):
+    """A field converted with ``!c``: a number as it is (its format spec
+    applies), a list or tuple of names joined by ``, `` in Chinese, anything
+    else as ``print`` prints it."""
+    if _is_number(value):
+        return value
+    if get_language() == "zh" and type(value) in (list, tuple) and value and all(
+            isinstance(x, str) for x in value):
+        return ", ".join(value)
+    return str(value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_listing(value) -> bool:
+    """A list, tuple or set of labels, or a list or set of numbers (not bools;
+    a tuple of numbers is a shape and keeps its parentheses): printed as a
+    list in Chinese (:func:`listing`)."""
+    kind = type(value)
+    return kind in (list, tuple, set, frozenset) and bool(value) and (
+        all(isinstance(x, str) for x in value)
+        or (kind is not tuple and all(_is_number(x) for x in value)))
 
 
 def _said(value) -> str:
@@ -186,8 +234,10 @@ def _said(value) -> str:
     translated; in Chinese also a bool as 是/否, None as 无, options (a dict
     keyed by names of :class:`actmem.Job` and :class:`actmem.ModelConfig`
     fields) as the keyword arguments that set them (``t=8, sequence_parallel=True``), a dict keyed
-    by labels as ``标签：值`` pairs, and a list, tuple or set of labels as a list
-    (:func:`listing`); anything else as ``print`` prints it."""
+    by labels as ``标签：值`` pairs (``；`` between them where a value is a list),
+    a list, tuple or set of labels and a list or set of numbers as a list
+    (:func:`listing`: ``2944 MiB、736 MiB``; a tuple of numbers, a shape,
+    keeps its parentheses); anything else as ``print`` prints it."""
     if isinstance(value, (str, BaseException)):
         return translate(value)
     if get_language() == "en":
@@ -215,8 +265,10 @@ def _chinese(value) -> str:
     if type(value) is dict:
         if all(isinstance(k, str) and k in _option_names() for k in value):
             return ", ".join(f"{k}={v!r}" for k, v in value.items())   # options, as code
-        return "，".join(f"{translate(k)}：{_said(v)}" for k, v in value.items())
-    if type(value) in (list, tuple, set, frozenset) and all(isinstance(x, str) for x in value):
+        pairs = [f"{translate(k)}：{_said(v)}" for k, v in value.items()]
+        nested = any("，" in p or "、" in p for p in pairs)   # a value is itself a list
+        return ("；" if nested else "，").join(pairs)
+    if _is_listing(value) or (type(value) in (list, tuple, set, frozenset) and not value):
         return listing(sorted(value) if isinstance(value, (set, frozenset)) else value)
     return str(value)
 
@@ -228,10 +280,30 @@ def say(*values, sep: str = " ", end: str = "\n", file=None, flush: bool = False
     tuple, set or dict too. No space is put beside Chinese punctuation
     (:data:`FULL_WIDTH_PUNCTUATION`), so ``say("ledger agrees:", True)``
     prints ``账本与公式一致：是`` in Chinese and ``ledger agrees: True`` in
-    English."""
+    English. In Chinese a dict that follows a label ending in a word comes
+    after a colon: ``say("loss of micro-batch 0", parts)`` prints
+    ``微批次 0 的损失：权重：...``."""
     texts = [_said(v) for v in values]
     out = texts[:1]
-    for before, text in zip(texts, texts[1:]):
+    for before, value, text in zip(texts, values[1:], texts[1:]):
         tight = (before[-1:] in FULL_WIDTH_PUNCTUATION or text[:1] in FULL_WIDTH_PUNCTUATION)
+        if sep == " " and type(value) is dict and _names_it(before):
+            out.append("：" + text)   # a label, then what it holds
+            continue
         out.append(("" if tight and sep == " " else sep) + text)
     print("".join(out), end=end, file=sys.stdout if file is None else file, flush=flush)
+
+
+def _names_it(text: str) -> bool:
+    """``text`` (Chinese) ends in a word (a Han character, a letter or a
+    digit): a label that what follows it belongs to."""
+    return get_language() == "zh" and bool(text.strip()) and (
+        text[-1:].isalnum() or bool(re.match(r"[\u3400-\u9fff]", text[-1:])))
+
+
+def row_name(row) -> str:
+    """A ledger row (:class:`actmem.layer.ledger.Row`, or a measured
+    comparison's row) as a printed table names it: its key
+    (``qkv_input``) in English, its name in the current language in
+    Chinese (``QKV 投影的输入``), as the ledger's figures draw it."""
+    return row.key if get_language() == "en" else translate(row.name)
