@@ -332,8 +332,9 @@ ZH = {
     "most loaded: stage {stage}, peak {size} at '{event}'":
         "负载最重：第 {stage} 级，峰值 {size}，出现在“{event}”",
     " + reserve {size}": " + 预留 {size}",
-    " + reserve {size} (CUDA context {context}, NCCL {nccl}, allocator {allocator} GiB)":
-        " + 预留 {size}（CUDA 上下文 {context}，NCCL {nccl}，分配器 {allocator} GiB）",
+    " + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, allocator {allocator} GiB)":
+        " + 预留 {size}（驱动 {driver}，CUDA 上下文 {context}，NCCL {nccl}，分配器 {allocator} GiB）",
+    "  driver-reserved": "  驱动保留",
     "default estimate": "默认估计",
     "  CUDA context": "  CUDA 上下文",
     "tensor-parallel group": "张量并行组",
@@ -348,7 +349,7 @@ ZH = {
     "expert gradient-norm group": "专家梯度范数组",
     "FP8 amax group": "FP8 amax 归约组",
     "NCCL communicators counted: {names}": "计入的 NCCL 通信组：{names}",
-    "cf=2.0: peak + reserve - GPU = {}": "cf=2.0：峰值 + 预留 - GPU 显存 = {}",
+    "c=2.0: peak + reserve - GPU = {}": "c=2.0：峰值 + 预留 - GPU 显存 = {}",
     "  NCCL buffers": "  NCCL 缓冲区",
     "  allocator gap": "  分配器碎片",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
@@ -668,9 +669,9 @@ ZH = {
         "要点：{size} 的层激活只是其中一项；笔记本 09 会逐级为每一项给出数字，"
         "并找出每块 GPU 达到峰值的时刻。",
     "Takeaway: stage {stage} is the most loaded (it holds p={p} micro-batches of {layers} "
-    "layers); its peak leaves {margin} of an A100's 80 GiB.":
+    "layers); its peak and reserve leave {margin} of an A100's 80 GiB.":
         "要点：第 {stage} 级负载最重（它保存 p={p} 个微批次，每个 {layers} 层）；"
-        "峰值之外还剩 {margin}（A100 共 80 GiB）。",
+        "峰值和预留之外还剩 {margin}（A100 共 80 GiB）。",
     # ---- notebook 09's per-stage lines and common mistakes (printed, not drawn)
     "stage {stage}: {events} events; sum of the parts {total}, peak {peak} at '{event}'":
         "第 {stage} 级：{events} 个事件；各部分之和 {total}，峰值 {peak}，出现在“{event}”",
@@ -790,8 +791,8 @@ ZH = {
     "measured on this machine with torch {version}": "在本机实测（torch {version}）",
     "STORED result (torch {version}); torch is not installed here, so nothing was measured now":
         "已存的结果（torch {version}）；这里没有安装 torch，所以这次没有实测",
-    "schedule        p  m  v  pass bytes  measured peak / pass  simulated peak / pass  passes held  bytes agree":
-        "调度            p  m  v    单次字节  实测峰值 / 单次       模拟峰值 / 单次        保存次数     字节一致",
+    "p  m  v  pass bytes  measured peak / pass  simulated peak / pass  passes held  bytes agree":
+        "p  m  v    单次字节  实测峰值 / 单次       模拟峰值 / 单次        块计算数     字节一致",
     "yes": "是",
     "NO": "否！",
     "W reads: {rows!s} = {w} of {total} per layer": "W 读取：{rows!s} = {w}（每层共 {total}）",
@@ -1044,13 +1045,13 @@ ZH = {
     "{t} {same} {size}": "t={t}：与公式一致：{same}，{size}",
     "{holds_for_every_row}": "表中每一行都满足这个式子：{holds_for_every_row}",
     "{name}: {mib} MiB ({gib} GiB)": "{name}：{mib} MiB（{gib} GiB）",
-    "{n} arguments on {gpus} GPUs": "{n} 个参数，{gpus} 块 GPU",
+    "{n} arguments on {gpus} GPUs": "启动参数共 {n} 项，{gpus} 块 GPU",
     "Megatron-LM's CI measured {measured}: actmem is {error:+.2%} off":
         "Megatron-LM 的 CI 实测为 {measured}：actmem 的偏差为 {error:+.2%}",
     "Megatron-LM's CI run gpt3_7b_tp4_pp1 on H100 80GB GPUs":
         "Megatron-LM 的 CI 运行 gpt3_7b_tp4_pp1（H100 80GB GPU）",
     "Megatron-LM's arguments: {modelled} modelled, {neutral} memory-neutral, {refused} refused":
-        "Megatron-LM 的参数：{modelled} 个已建模，{neutral} 个与显存无关，{refused} 个被拒绝",
+        "Megatron-LM 的启动参数：{modelled} 项已建模，{neutral} 项与显存无关，{refused} 项被拒绝",
     "LLaMA-3-8B from its config.json: {n:,} parameters, as the preset":
         "由 config.json 得到的 LLaMA-3-8B：{n:,} 个参数，与预设相同",
     "1. fusion on: peak {a}, off: {b} ({c})": "1. 开启融合：峰值 {a}；关闭：{b}（{c}）",

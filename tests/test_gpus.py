@@ -132,9 +132,10 @@ def test_volta_refuses_flash_attention_and_runs_fp32_without_it():
     model = actmem.PRESETS["llama2-7b"]
     assert model.flash_attention
     with pytest.raises(ValueError, match=_v100_refusal("flash_attention", True, "V100 32GB")
-                       + r"FlashAttention needs compute capability 8\.0 \(Ampere\) or newer "
-                       r"\(Dao-AILab/flash-attention's README; Volta is not supported: "
-                       r"Dao-AILab/flash-attention#148\); use flash_attention=False"):
+                       + r"FlashAttention-2 needs compute capability 8\.0 \(Ampere\) or newer "
+                       r"\(Dao-AILab/flash-attention's README; FlashAttention 1 also ran on "
+                       r"Turing, 7\.5, and neither on Volta: Dao-AILab/flash-attention#148\); "
+                       r"use flash_attention=False"):
         actmem.training_memory(model, precision="fp32", gpu_memory="V100 32GB")
     r = actmem.training_memory(model.with_(flash_attention=False), precision="fp32",
                                gpu_memory="V100 32GB")

@@ -13,6 +13,7 @@ from actmem.views.train_cli import verdict
 MIB, GIB = 2**20, 2**30
 L7 = PRESETS["llama2-7b"]
 CONTEXT, SLACK = 512 * MIB, 20 * MIB
+DRIVER = {"A100 80GB": 768 * MIB, "H100 80GB SXM": 550 * MIB}   # nvidia-smi's total less CUDA's
 RING_TREE = 16 * 2 * 10 * MIB   # a collective communicator: 16 channels x ring and tree
 NVLS = 256 * MIB                # NVLink SHARP on an H100 SXM, groups of > 2 GPUs
 PEER = 32 * 10 * MIB            # a send/receive peer over NVLink: 32 channels
@@ -28,7 +29,8 @@ def test_one_gpu_has_a_context_and_an_allocator_gap_and_no_nccl():
     parts = stage.reserve_parts
     assert parts.communicators == () and parts.nccl == 0
     assert parts.cuda_context == CONTEXT and parts.allocator == gap(stage.peak)
-    assert stage.reserve == parts.total == CONTEXT + gap(stage.peak)
+    assert parts.driver == DRIVER["A100 80GB"]
+    assert stage.reserve == parts.total == DRIVER["A100 80GB"] + CONTEXT + gap(stage.peak)
     assert stage.needed == stage.peak + stage.reserve
     expandable = training_memory(L7, gpu_memory="A100 80GB", expandable_segments=True)
     assert expandable.stages[0].reserve_parts.allocator == gap(stage.peak, 3)
@@ -42,7 +44,7 @@ def test_t2_p2_d2_on_h100_counts_four_communicators():
         assert parts.communicators == ("tensor", "data", "gradient norm", "pipeline")
         # tensor (2), data (2), gradient norm over t*p = 4 GPUs (NVLS), one pipeline peer
         assert parts.nccl == RING_TREE + RING_TREE + (RING_TREE + NVLS) + PEER == 1536 * MIB
-        assert stage.reserve == CONTEXT + 1536 * MIB + gap(stage.peak)
+        assert stage.reserve == DRIVER["H100 80GB SXM"] + CONTEXT + 1536 * MIB + gap(stage.peak)
     bare = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="H100 80GB SXM", reserve=0)
     assert [s.peak for s in bare.stages] == [s.peak for s in r.stages]
     assert bare.margin - r.margin == r.most_loaded.reserve
@@ -112,13 +114,14 @@ def test_the_cli_prints_the_parts_beside_the_peak(capsys):
     r = training_memory(L7, t=2, p=2, d=2, m=8, gpu_memory="H100 80GB SXM")
     assert main(CASE) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[10].split() == ["CUDA", "context", "512", "512"]
-    assert out[11].split() == ["NCCL", "buffers", "1536", "1536"]
-    assert out[12].split() == ["allocator", "gap"] + [
+    assert out[10].split() == ["driver-reserved", "550", "550"]
+    assert out[11].split() == ["CUDA", "context", "512", "512"]
+    assert out[12].split() == ["NCCL", "buffers", "1536", "1536"]
+    assert out[13].split() == ["allocator", "gap"] + [
         f"{gap(s.peak) / MIB:.2f}" for s in r.stages]
     top = r.most_loaded
     allocator = round(gap(top.peak) / GIB, 2)
-    assert f"' + reserve {round(top.reserve / GIB, 2)} GiB (CUDA context 0.5, NCCL 1.5, " \
+    assert f"' + reserve {round(top.reserve / GIB, 2)} GiB (driver 0.54, CUDA context 0.5, NCCL 1.5, " \
            f"allocator {allocator} GiB), of 79.65 GiB (H100 80GB SXM)" in out[-1]
     assert main([*CASE, "--reserve", "0"]) == 0
     assert "reserve" not in capsys.readouterr().out.splitlines()[-1]
@@ -131,4 +134,13 @@ def test_the_verdict_names_the_parts_in_chinese():
         line = verdict(r, gpu="H100 80GB SXM")
     finally:
         actmem.set_language("en")
-    assert "（CUDA 上下文 0.5，NCCL 1.5，分配器 " in line and "预留" in line
+    assert "（驱动 0.54，CUDA 上下文 0.5，NCCL 1.5，分配器 " in line and "预留" in line
+
+
+def test_the_driver_part_is_nvidia_smis_total_less_cudas():
+    """Published CUDA totals (PyTorch's 'total capacity'): H100 80GB 79.11 GiB of
+    81559 MiB; a GPU with none published takes the largest gap of the others."""
+    from actmem.run.reserve import DRIVER, DRIVER_UNKNOWN, driver_reserved
+    assert 81559 * MIB - driver_reserved("H100 80GB SXM") == pytest.approx(79.11 * GIB, abs=MIB)
+    assert 81920 * MIB - driver_reserved("A100 80GB") == pytest.approx(79.25 * GIB, abs=MIB)
+    assert driver_reserved("H200") == DRIVER_UNKNOWN == max(DRIVER.values()) == 768 * MIB

@@ -190,8 +190,9 @@ NEEDS = {
     "precision": ((8, 0), "bf16 needs compute capability 8.0 (Ampere) or newer: PyTorch's "
                           "torch.cuda.is_bf16_supported(including_emulation=False) is False "
                           "below it (torch/cuda/__init__.py)"),
-    "flash_attention": ((8, 0), "FlashAttention needs compute capability 8.0 (Ampere) or newer "
-                                "(Dao-AILab/flash-attention's README; Volta is not supported: "
+    "flash_attention": ((8, 0), "FlashAttention-2 needs compute capability 8.0 (Ampere) or "
+                                "newer (Dao-AILab/flash-attention's README; FlashAttention 1 also "
+                                "ran on Turing, 7.5, and neither on Volta: "
                                 "Dao-AILab/flash-attention#148)"),
     "fp8": ((8, 9), "Transformer Engine's FP8 needs compute capability 8.9 (Ada) or newer "
                     "(transformer_engine/pytorch/fp8.py: check_fp8_support, 'Device compute "

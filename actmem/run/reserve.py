@@ -1,11 +1,12 @@
 """The default reserve: what a GPU uses beyond ``torch.cuda.max_memory_allocated()``.
 
 :func:`actmem.training_memory`'s peak is what PyTorch's caching allocator
-hands out. A GPU needs more: (1) the CUDA context, (2) NCCL's buffers, which
+hands out. A GPU needs more: (0) what its driver keeps (CUDA's total is
+less than ``nvidia-smi``'s), (1) the CUDA context, (2) NCCL's buffers, which
 the allocator never sees, and (3) the allocator's gap between the memory it
 has reserved from CUDA and the memory it has handed out. With a GPU preset
 named and ``reserve="default"`` (the default), each pipeline stage's reserve
-is :func:`default_reserve`, the sum of these three parts, each a function
+is :func:`default_reserve`, the sum of these four parts, each a function
 below with its source. The research behind every constant, and which are
 judgement, is in ``docs/reserve-sources.md``.
 
@@ -26,6 +27,12 @@ from typing import NamedTuple
 from .record_fields import check_fields
 
 MiB = 2**20
+DRIVER = {"A100 40GB": 621 * MiB, "A100 80GB": 768 * MiB, "H100 80GB SXM": 550 * MiB,
+          "RTX 4090": 316 * MiB, "V100 32GB": 266 * MiB}
+"""``nvidia-smi``'s total less CUDA's, bytes, by GPU preset: the largest gap
+published (:func:`driver_reserved` gives the sources)."""
+DRIVER_UNKNOWN = max(DRIVER.values())
+"""A GPU with no published gap: the largest of the others (judgement)."""
 CUDA_CONTEXT = 512 * MiB
 """The CUDA context with lazy module loading, bytes (0.5 GiB)."""
 CONNECTION = 10 * MiB
@@ -59,12 +66,14 @@ class ReserveParts:
     """One GPU's default reserve by part, bytes (:func:`default_reserve`).
 
     Attributes:
+        driver: :func:`driver_reserved`.
         cuda_context: :func:`cuda_context`.
         nccl: :func:`nccl_buffers` of ``communicators``.
         allocator: :func:`allocator_gap`.
         communicators: the names of the communicators counted.
     """
 
+    driver: int
     cuda_context: int
     nccl: int
     allocator: int
@@ -77,8 +86,22 @@ class ReserveParts:
 
     @property
     def total(self) -> int:
-        """The three parts added, bytes."""
-        return self.cuda_context + self.nccl + self.allocator
+        """The four parts added, bytes."""
+        return self.driver + self.cuda_context + self.nccl + self.allocator
+
+
+def driver_reserved(gpu_name: str) -> int:
+    """What the driver keeps of a GPU, bytes: ``nvidia-smi``'s total (the
+    presets' memory) less CUDA's (``cudaMemGetInfo``, the "total capacity"
+    PyTorch's out-of-memory message prints), which no process can allocate.
+    Published pairs, the largest gap kept per GPU: A100 40GB 40339 MiB
+    (bottlerocket-os/bottlerocket PR #3873) and 39.50 GiB (TianheWu/CoSeR#10);
+    A100 80GB 79.35 GiB (Instruction-Tuning-with-GPT-4/GPT-4-LLM#16) and
+    79.25 GiB (levihsu/OOTDiffusion#235); H100 80GB 79.11 GiB
+    (vllm-project/vllm#27508); RTX 4090 23.68 GiB (zai-org/CogVideo#36); V100
+    32GB 31.74 GiB (haotian-liu/LLaVA#812). The gap depends on the driver and
+    ECC; for a GPU with none published, :data:`DRIVER_UNKNOWN` (judgement)."""
+    return DRIVER.get(gpu_name, DRIVER_UNKNOWN)
 
 
 def cuda_context() -> int:
@@ -226,14 +249,15 @@ def allocator_gap(peak: int, expandable_segments: bool = False,
 def default_reserve(job, stage: int, peak: int, gpu) -> ReserveParts:
     """Pipeline stage ``stage``'s default reserve on ``gpu`` (a
     :class:`actmem.run.gpus.GPU` preset), at its peak of ``peak`` bytes:
-    :func:`cuda_context`, :func:`nccl_buffers` of :func:`communicators` and
+    :func:`driver_reserved`, :func:`cuda_context`, :func:`nccl_buffers` of
+    :func:`communicators` and
     :func:`allocator_gap` (with ``job.expandable_segments``, at most what
     the GPU has left). The sources are NVIDIA's and PyTorch's; on the AMD
     MI300X the same figures stand in for HIP's context and RCCL (NCCL's
     port), unmeasured."""
     used = communicators(job, stage)
-    context, nccl = cuda_context(), nccl_buffers(used, gpu.name)
-    return ReserveParts(context, nccl,
+    driver, context, nccl = driver_reserved(gpu.name), cuda_context(), nccl_buffers(used, gpu.name)
+    return ReserveParts(driver, context, nccl,
                         allocator_gap(peak, job.expandable_segments,
-                                      gpu.memory - context - nccl),
+                                      gpu.memory - driver - context - nccl),
                         tuple(c.name for c in used))

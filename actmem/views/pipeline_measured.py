@@ -111,13 +111,17 @@ def measurement_table(data: dict, tr=None) -> str:
     >>> print(table[28])
     zbv             4  8  2      180736  8.73 9.09 9.27 9.45   8.73 9.09 9.27 9.45    8 8 8 8      yes
     """
+    from .printed import pad, width
+
     tr = translator() if tr is None else tr
-    lines = [tr("schedule        p  m  v  pass bytes  measured peak / pass  simulated peak / pass"
-                "  passes held  bytes agree")]
-    for (schedule, p, m, v), stages in _cases(data).items():
+    cases = _cases(data)
+    first = max(14, *(width(tr(schedule)) for schedule, *_ in cases))   # Chinese names are wider
+    lines = [pad(tr("schedule"), first) + "  " + tr(
+        "p  m  v  pass bytes  measured peak / pass  simulated peak / pass  passes held  bytes agree")]
+    for (schedule, p, m, v), stages in cases.items():
         held = " ".join(str(s["simulated_peak_in_flight"]) for s in stages)
         agrees = tr("yes") if all(s["agrees"] for s in stages) else tr("NO")
-        lines.append(f"{schedule:<14} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>10}"
+        lines.append(f"{pad(tr(schedule), first)} {p:>2} {m:>2} {v:>2}  {stages[0]['microbatch_bytes']:>10}"
                      f"  {_peaks(stages, 'alive_bytes'):<20}  {_peaks(stages, 'modelled_bytes'):<21}"
                      f"  {held:<11}  {agrees}")
     return "\n".join(lines)

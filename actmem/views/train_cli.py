@@ -238,10 +238,10 @@ def verdict(result: TrainingMemory, tr=None, gpu=None) -> str:
         event=event_label(top.timeline.peak.label, tr))
     if top.reserve_parts is not None:
         parts = top.reserve_parts
-        line += tr(" + reserve {size} (CUDA context {context}, NCCL {nccl}, allocator "
-                   "{allocator} GiB)").format(
-            size=format_bytes(top.reserve, "GiB"), context=format_value(parts.cuda_context,
-                                                                        "GiB"),
+        line += tr(" + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, "
+                   "allocator {allocator} GiB)").format(
+            size=format_bytes(top.reserve, "GiB"), driver=format_value(parts.driver, "GiB"),
+            context=format_value(parts.cuda_context, "GiB"),
             nccl=format_value(parts.nccl, "GiB"), allocator=format_value(parts.allocator, "GiB"))
     elif top.reserve:
         line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
@@ -279,16 +279,17 @@ def table(result: TrainingMemory, gpu=None, tr=None) -> str:
         lines.append(pad(tr(part.replace("_", " ")), 24) + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
     if all(s.reserve_parts is not None for s in result.stages):  # the default's parts
-        for label, key in ((tr("  CUDA context"), "cuda_context"),
+        for label, key in ((tr("  driver-reserved"), "driver"), (tr("  CUDA context"), "cuda_context"),
                            (tr("  NCCL buffers"), "nccl"), (tr("  allocator gap"), "allocator")):
             lines.append(pad(label, 24) + "".join(
                 f"{format_value(getattr(s.reserve_parts, key)):>12}" for s in result.stages))
-    rows = (("sum of the parts", "total"), ("peak (one moment)", "peak"))
+    rows = (("sum of the parts", lambda s: s.total - s.reserve),   # the reserve apart, as
+            ("peak (one moment)", lambda s: s.peak))                  # the peak leaves it out
     if any(s.host_memory for s in result.stages):  # pinned host buffers of offloaded layers
-        rows += (("host memory (offload)", "host_memory"),)
-    for name, key in rows:
+        rows += (("host memory (offload)", lambda s: s.host_memory),)
+    for name, value in rows:
         lines.append(pad(tr(name), 24) + "".join(
-            f"{format_value(getattr(s, key)):>12}" for s in result.stages))
+            f"{format_value(value(s)):>12}" for s in result.stages))
     return "\n".join(lines + [verdict(result, tr, gpu)])
 
 
