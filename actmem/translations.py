@@ -581,9 +581,9 @@ ZH = {
         "激活：L/p 层 x M x peak_in_flight（一个流水线级同时保存的微批次数，不是 m）；末级还要加上 logits",
     "Peak: the largest moment of each stage's step, on the most loaded stage (first or last)":
         "峰值：取每一级在一步训练中最大的时刻，看负载最重的那一级（首级或末级）",
-    "Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
-    "the allocator's cached blocks)":
-        "为峰值之外 GPU 还需要的显存留出预留（CUDA 上下文、NCCL 缓冲区、分配器缓存着的内存块）",
+    "Keep a reserve for what a GPU needs beyond the peak (what the driver keeps, CUDA "
+    "context, NCCL buffers, the allocator's cached blocks)":
+        "为峰值之外 GPU 还需要的显存留出预留（驱动保留的部分、CUDA 上下文、NCCL 缓冲区、分配器缓存着的内存块）",
     "LLaMA-2-7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
     "{margin} to spare":
         "LLaMA-2-7B，t={t}，p={p}，d={d}，m={m}，{gpu}：第 {stage} 级峰值 {peak}，余量 {margin}",
@@ -980,6 +980,7 @@ ZH = {
     "it adds a fixed 5% and counts the logits at 2 bytes (fp32 in Megatron-LM's cross-entropy "
     "and in actmem)":
         "它固定加 5%，并按每元素 2 字节计 logits（Megatron-LM 的损失函数和 actmem 都按 fp32 计）",
+    "it adds a fixed 5%": "它固定加 5%",
     "it leaves out the last stage, which holds the output layer": "它不看末级，而输出层在末级上",
     # notebook 11
     "2. {gpu} | 80 x 10^9 bytes: {size} | too little by {short}":

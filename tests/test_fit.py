@@ -372,3 +372,13 @@ def test_megatron_differences_name_the_token_ids_only_where_it_divides_them():
     paper = megatron_estimate.differences(big, t=8, p=8, sequence_parallel=True,
                                           recompute="selective")
     assert "it divides the token ids by t (every rank keeps those whole)" in paper
+
+
+def test_megatron_counts_the_logits_only_without_pipelining():
+    """theoretical_memory_usage.py at d98e8a64 adds the output layer's logits
+    (step 8, "if args.pipeline_model_parallel_size == 1"), so the 2-byte logits
+    are a reason at p = 1 only; the fixed 5 % at every p."""
+    llama = PRESETS["llama2-7b"]
+    one, two = (megatron_estimate.differences(llama, t=2, p=p) for p in (1, 2))
+    assert any("logits at 2 bytes" in r for r in one)
+    assert not any("logits" in r for r in two) and "it adds a fixed 5%" in two

@@ -176,8 +176,8 @@ def checklist(tr=None) -> list[str]:
            "once, not m); the logits on the last stage"),
         tr("Peak: the largest moment of each stage's step, on the most loaded stage (first "
            "or last)"),
-        tr("Keep a reserve for what a GPU needs beyond the peak (CUDA context, NCCL buffers, "
-           "the allocator's cached blocks)"),
+        tr("Keep a reserve for what a GPU needs beyond the peak (what the driver keeps, CUDA "
+           "context, NCCL buffers, the allocator's cached blocks)"),
         tr("LLaMA-2-7B, t={t}, p={p}, d={d}, m={m} on {gpu}: stage {stage} peaks at {peak}, "
            "{margin} to spare").format(**FIT, gpu=gpu.name, stage=worst.stage,
                                        peak=format_bytes(worst.peak, "GiB"),

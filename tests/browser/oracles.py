@@ -150,7 +150,15 @@ def _fit_planner(layer, v, image, tr):
     line = tr("most loaded: stage {stage}, peak {size} at '{event}'").format(
         stage=top.stage, size=format_bytes(top.peak, "GiB"),
         event=event_label(top.timeline.peak.label, tr))
-    if top.reserve:
+    parts = top.reserve_parts   # the default reserve, part by part (actmem.run.reserve)
+    if parts is not None:
+        line += tr(" + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, "
+                   "allocator {allocator} GiB)").format(
+            size=format_bytes(top.reserve, "GiB"), driver=actmem.format_value(parts.driver, "GiB"),
+            context=actmem.format_value(parts.cuda_context, "GiB"),
+            nccl=actmem.format_value(parts.nccl, "GiB"),
+            allocator=actmem.format_value(parts.allocator, "GiB"))
+    elif top.reserve:
         line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
     gpu = tr("{size} ({gpu})").format(size=format_bytes(result.gpu_memory, "GiB"),
                                       gpu=values["gpu"])
