@@ -91,12 +91,13 @@ def test_the_chinese_table_heading_lines_up_with_the_english_one():
     data = pipeline_measured.stored_measurement()
     rows = {language: pipeline_measured.measurement_table(data, translator(language)).splitlines()
             for language in ("en", "zh")}
-    row = rows["en"][28]                       # zbv 4 8 2
-    starts = [row.index("180736") + 6, row.index("8.73"), row.index("8.73", 45),
-              row.index("8 8 8 8"), row.index("yes")]
-    for language, words in (("en", ("pass bytes", "measured", "simulated", "passes held",
-                                    "bytes agree")),
-                            ("zh", ("单次字节", "实测", "模拟", "保存次数", "字节一致"))):
+    for language, words, yes in (
+            ("en", ("pass bytes", "measured", "simulated", "passes held", "bytes agree"), "yes"),
+            ("zh", ("单次字节", "实测", "模拟", "块计算数", "字节一致"), "是")):
+        row = rows[language][28]                   # zbv 4 8 2 (its name is wider in Chinese)
+        starts = [width(row[:i]) for i in (row.index("180736") + 6, row.index("8.73"),
+                                           row.index("8.73", row.index("8.73") + 5),
+                                           row.index("8 8 8 8"), row.index(yes))]
         head = rows[language][0]
         at = [width(head[:head.index(w)]) for w in words]
         assert [at[0] + width(words[0]), *at[1:]] == starts, language
