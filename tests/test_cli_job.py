@@ -20,6 +20,7 @@ from actmem.run.megatron_args import ci_runs
 from actmem.views.cli import main
 from actmem.views.job_cli import read_launch
 from actmem.views.train_cli import table, timeline_text
+from test_cli import error_of   # the one-line error a CLI call exits 2 with
 
 RUNS = ci_runs()
 LLAMA2 = Path(__file__).parent / "hf_configs" / "llama2-7b.json"
@@ -60,16 +61,6 @@ def python_result(name: str):
 def json_of(argv, capsys) -> dict:
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
-
-
-def error_of(argv, capsys) -> str:
-    """The one-line error ``main(argv)`` exits 2 with."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
-    assert "Traceback" not in err
-    return err
 
 
 # Megatron-LM's derivations (arguments.py, validate_args), by hand: tp4_pp1 runs
