@@ -74,6 +74,8 @@ ZH = {
     "input of the MLP's second linear": "MLP 第二个线性层的输入",
     "dropout mask after the MLP block": "MLP 模块之后的 dropout 掩码",
     "softmax log-sum-exp (fp32)": "softmax 的 log-sum-exp（fp32）",
+    "attention output in flash-attn's layout (beside Transformer Engine's contiguous copy)":
+        "flash-attn 布局下的注意力输出（Transformer Engine 另有一份连续副本）",
     "SwiGLU gate projection output": "SwiGLU gate 投影的输出",
     "SwiGLU up projection output": "SwiGLU up 投影的输出",
     "layer input (checkpoint for recomputation)": "层的输入（重计算用的检查点）",
@@ -107,6 +109,9 @@ ZH = {
         "MLP 第二个线性层的权重梯度：dW = X^T dY",
     "FlashAttention backward: rebuilds P = exp(S - lse) tile by tile from Q and K":
         "FlashAttention 反向：由 Q 和 K 逐块重建 P = exp(S - lse)",
+    "FlashAttention backward: D = rowsum(dO * O) reads the output in flash-attn's own layout "
+    "(b, s, a, d)": "FlashAttention 反向：D = rowsum(dO * O) 读取 flash-attn 自身布局 (b, s, a, d) "
+                    "下的输出",
     "SwiGLU backward: d(up) = dY * silu(gate) and d(gate) = dY * up * silu'(gate) need the gate":
         "SwiGLU 反向：d(up) = dY * silu(gate) 和 d(gate) = dY * up * silu'(gate) 需要 gate",
     "SwiGLU backward: d(gate) = dY * up * silu'(gate) needs up":

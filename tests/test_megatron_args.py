@@ -1,6 +1,6 @@
 """Job.from_megatron_args (issue 43): a Megatron-LM launch as it is typed.
 
-The two public runs of actmem/data/megatron_runs.json are given exactly as
+The public runs of actmem/data/megatron_runs.json are given exactly as
 Megatron-LM's CI launches them (their model_config.yaml's MODEL_ARGS and
 ENV_VARS at the pinned commit, on one 8-GPU node)."""
 
@@ -21,6 +21,7 @@ BASE = ["--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4
 
 
 @pytest.mark.parametrize("name, within", [("gpt3_7b_tp4_pp1_memory_speed", 0.001),
+                                          ("gpt3_7b_tp4_pp1_memory_speed_a100", 0.001),
                                           ("gpt3_7b_tp1_pp4_memory_speed", 0.01)])
 def test_the_public_runs_as_launched_meet_their_measured_peak(name, within):
     run = RUNS[name]
@@ -36,6 +37,22 @@ def test_the_public_runs_as_launched_meet_their_measured_peak(name, within):
                                             max_positions=job.model.s)   # the same table
     assert job.changed().keys() - by_hand.changed().keys() == {"gradient_accumulation_fusion"}
     assert job.gradient_accumulation_fusion is False
+
+
+def test_an_a100_keeps_the_attention_output_twice_as_measured():
+    # the same launch, measured on an A100 and on an H100: Transformer Engine runs
+    # flash-attn on the A100 (compute capability 8.0), cuDNN on the H100
+    def peak(name, **model):
+        run = RUNS[name]
+        launch = run["launch"]
+        job = Job.from_megatron_args(launch["argv"], world_size=launch["world_size"],
+                                     env=launch["env"], gpu=run["gpu"])
+        return training_memory(job.with_(model=job.model.with_(**model))).stages[-1].peak, \
+            run["mem_max_allocated_bytes"]
+    a100, measured = peak("gpt3_7b_tp4_pp1_memory_speed_a100")
+    without, _ = peak("gpt3_7b_tp4_pp1_memory_speed_a100", flash_output_copy=False)
+    assert abs(a100 - measured) / measured < 0.001
+    assert (measured - without) / measured > 0.015   # the copy is what the A100 adds
 
 
 def test_every_argument_of_the_pinned_commit_is_classified_with_why():

@@ -19,7 +19,7 @@ The calls, deduplicated by their text:
   planner's own settings;
 * every preset (dense and MoE) under every schedule, m = 8 and the first
   p and v the schedule takes with the model's layers;
-* the two Megatron-LM runs of ``actmem/data/megatron_runs.json``.
+* the Megatron-LM runs of ``actmem/data/megatron_runs.json``.
 
 A case is kept as the call's text (``repr`` of the model and the options
 that differ from their defaults: :class:`actmem.ModelConfig` prints as it

@@ -678,7 +678,7 @@ def build(root: Path, commit: str, command: str):
     order = ["flag", "option_strings", "dest", "action", "type", "nargs", "default",
              "default_is_literal", "default_explicit", "choices", "choices_is_literal",
              "required", "const", "metavar", "group", "help", "help_is_literal",
-             "class", "field", "values", "why", "source"]
+             "class", "field", "values", "why", "neutral_when", "source"]
     rows = [{k: r[k] for k in order if k in r} for r in sorted(rows, key=lambda r: r["flag"])]
     counts = {k: sum(r["class"] == k for r in rows) for k in ("modelled", "neutral", "refused")}
     about = {
@@ -1123,7 +1123,10 @@ CLASSES: dict[str, tuple] = {
                            {"values": ["transformer_engine", "local"]}),
     "--attention-backend": (M, "flash_attention", "Derived: flash, fused and auto keep no s x s "
                                                   "attention map (flash_attention=True); "
-                                                  "unfused and local keep it (False)."),
+                                                  "unfused and local keep it (False). flash, "
+                                                  "and auto where Transformer Engine picks "
+                                                  "flash-attn, keep the output twice "
+                                                  "(flash_output_copy)."),
     "--use-flash-attn": (M, "flash_attention", "FlashAttention: no s x s attention map kept."),
     "--flash-attention-version": (N, "FlashAttention 2, 3 and 4 save the same Q, K, V, output "
                                      "and log-sum-exp."),
@@ -1161,8 +1164,12 @@ CLASSES: dict[str, tuple] = {
     "--no-tp-comm-split-ag": only(_TPO),
     "--no-tp-comm-split-rs": only(_TPO),
     "--tp-comm-bootstrap-backend": only(_TPO),
-    "--deterministic-mode": (N, "Chooses deterministic kernels; they keep the same tensors "
-                                "(the cuBLAS workspace is actmem's cublas_workspace_config)."),
+    "--deterministic-mode": (M, "cublas_workspace_config", "Derived: sets "
+                             "CUBLAS_WORKSPACE_CONFIG=:4096:8 and NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 "
+                             "where the launch does not (megatron/training/determinism.py), so "
+                             "PyTorch's cuBLAS workspaces are 32 MiB and, on compute capability "
+                             "10.0 and newer, Transformer Engine runs flash-attn "
+                             "(flash_output_copy)."),
     "--batch-invariant-mode": when_set("batch-invariant kernels change GEMM workspaces "
                                        "(te_native starves cuBLAS of its workspace) and kernels"),
     "--batch-invariant-backend": only("--batch-invariant-mode"),
@@ -1666,8 +1673,6 @@ UNSURE: dict[str, str] = {
         "unfused attention.",
     "--calculate-per-token-loss": "Neutral: the loss returns a sum and a token count; no "
         "tensor of size s*b*V/t changes.",
-    "--deterministic-mode": "Neutral: deterministic kernels may pick other attention backends "
-        "or workspaces inside Transformer Engine; not measured.",
     "--no-bias-gelu-fusion": "Neutral by reasoning (unfused GeLU saves its biased input, the "
         "same size); not measured.",
     "--no-bias-dropout-fusion": "Neutral by reasoning (the same 1-byte mask); not measured.",

@@ -128,6 +128,9 @@ class LayerConfig:
             recomputed in the backward pass, sec. 5) or ``"full"`` (only
             the layer input is kept).
         flash_attention: fused attention that never stores the s x s map.
+        flash_output_copy: Transformer Engine's FlashAttention backend, which
+            keeps the attention output twice (:mod:`actmem.layer.flash_copy`);
+            needs ``flash_attention``.
         kv_heads: key/value heads g for grouped-query attention; ``None``
             means g = a (ordinary multi-head attention), 1 is multi-query.
         ffn_hidden_size: MLP inner width f; ``None`` means the default of
@@ -244,6 +247,7 @@ class LayerConfig:
     fp8: str | None = None
     kv_channels: int | None = None
     qk_layernorm: bool = False
+    flash_output_copy: bool = False
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers
@@ -275,6 +279,8 @@ class LayerConfig:
         object.__setattr__(self, "fp8", check_fp8(self))
         from .head_dim import check_head_options  # head_dim builds on the ledger
         check_head_options(self)
+        from .flash_copy import check_flash_output_copy  # flash_copy builds on the ledger
+        check_flash_output_copy(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

@@ -56,7 +56,7 @@ from dataclasses import replace
 
 from ..memo import kept_by_repr, warns_at_t1
 from ..validate import choice, common_divisors, divides, positive_int
-from .ledger import HEAD_SPLIT, LedgerRow
+from .ledger import FLASH_OUTPUT, HEAD_SPLIT, LedgerRow
 from .recompute_modules import modules_of
 
 CP_COMM_TYPES = ("p2p", "a2a", "allgather", "a2a+p2p")
@@ -82,7 +82,7 @@ TOKENS = ("megatron/core/utils.py: get_batch_on_this_cp_rank: s/cp tokens per "
           "context-parallel rank")
 """Why every other row holds s/cp tokens."""
 
-ATTENTION_ROWS = ("query", "key", "value", "softmax_lse")
+ATTENTION_ROWS = ("query", "key", "value", "softmax_lse", FLASH_OUTPUT)
 """Rows the context-parallel attention function itself saves."""
 
 
@@ -193,7 +193,11 @@ def with_context_parallel(c) -> tuple[LedgerRow, ...]:
         local = replace(c, s=c.s // c.cp, cp=1, cp_comm_type="p2p",
                         hierarchical_context_parallel_sizes=None)
     kind, rows = c.cp_comm_type, []
-    for row in ledger_rows(local):
+    local_rows = ledger_rows(local)
+    if kind in ("a2a", "a2a+p2p"):  # the output is kept before the all-to-all back instead
+        from .flash_copy import without_flash_output_copy
+        local_rows = without_flash_output_copy(local_rows)
+    for row in local_rows:
         source = SOURCES[kind] if row.key in ATTENTION_ROWS else f"{row.source}; {TOKENS}"
         rows.append(replace(row, elements=row.elements * c.cp, ranks=row.ranks * c.cp,
                             source=source))

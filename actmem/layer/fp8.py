@@ -126,6 +126,8 @@ def with_fp8(rows, c):
     inverse per FP8 tensor. Full recomputation keeps only the layer input."""
     if c.fp8 is None or c.recompute == "full":
         return rows
+    from .flash_copy import without_flash_output_copy  # proj_input is flash-attn's output
+    rows = without_flash_output_copy(rows)
     flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
     out, tensors = [], 0
     for row in rows:

@@ -35,6 +35,10 @@ its local experts receive (:mod:`actmem.layer.moe`)."""
 
 PLACEMENTS = (REPLICATED, SEQUENCE_SPLIT, HIDDEN_SPLIT, HEAD_SPLIT, EXPERT_ROUTED)
 
+FLASH_OUTPUT = "flash_output"
+"""The row key of flash-attn's own output beside Transformer Engine's copy
+(:mod:`actmem.layer.flash_copy`): part of the core attention."""
+
 
 @dataclass(frozen=True)
 class LedgerRow:
@@ -117,7 +121,8 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if not config.dropout:
         rows = without_dropout(rows)
     if config.flash_attention:
-        rows = with_flash_attention(rows, config)
+        from .flash_copy import with_flash_output_copy  # Transformer Engine's flash backend
+        rows = with_flash_output_copy(with_flash_attention(rows, config), config)
     if config.recompute == "selective":  # named modules, default core_attn (sec. 5)
         from .recompute_modules import with_recompute_modules
         rows = with_recompute_modules(rows, config)
@@ -267,10 +272,11 @@ def with_selective_recompute(rows):
     """Selective recomputation (sec. 5): the core attention is recomputed.
 
     Every attention-map row (softmax, dropout mask and output, or the
-    FlashAttention statistics) is dropped; Q, K, V stay as the inputs of
-    the recomputed region.
+    FlashAttention statistics) is dropped, and flash-attn's own output
+    (:data:`FLASH_OUTPUT`); Q, K, V stay as the inputs of the recomputed
+    region.
     """
-    return tuple(r for r in rows if r.group != "attention_map")
+    return tuple(r for r in rows if r.group != "attention_map" and r.key != FLASH_OUTPUT)
 
 
 def with_full_recompute(c: LayerConfig):

@@ -224,6 +224,9 @@ def with_lora(rows, c):
     for a in adapters(c):
         by_input.setdefault(a.input_key, []).append(a)
     flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
+    if "proj_input" not in by_input:  # frozen projection: proj_input is flash-attn's output
+        from .flash_copy import without_flash_output_copy
+        rows = without_flash_output_copy(rows)
     out = []
     for row in rows:
         if row.key not in INPUT_ROWS:

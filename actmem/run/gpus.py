@@ -97,6 +97,11 @@ GPUS: dict[str, GPU] = {gpu.name: gpu for gpu in (
          "nvidia-smi 'NVIDIA B200', driver 580.95.05: "
          "https://github.com/NVIDIA/TensorRT-LLM/issues/10278 (label: 180 GB per GPU in "
          "HGX/DGX B200, 192 GB in early material)"),
+    _gpu("GB200", 189471, (10, 0), 186,
+         "nvidia-smi 'NVIDIA GB200', drivers 580.95.05 and 580.126.09, prints '189471MiB' "
+         "in several public GitHub files found by exact-string search; no single address "
+         "recorded (label: 186 GB of HBM3e per GPU, 13.4 TB over the 72 GPUs of a GB200 "
+         "NVL72)"),
     _gpu("L4", 23034, (8, 9), 24,
          "nvidia-smi 'NVIDIA L4', driver 570.133.20: "
          "https://github.com/speaches-ai/speaches/pull/438; " + _MODAL),

@@ -37,12 +37,16 @@ ENV = {
     "CUBLAS_WORKSPACE_CONFIG": "modelled: PyTorch's cuBLAS workspaces (cublas_workspace_config)",
     "NVTE_FLASH_ATTN": "modelled: with NVTE_FUSED_ATTN=0 too, Transformer Engine runs the "
                        "unfused attention, which keeps the s x s map",
-    "NVTE_FUSED_ATTN": "modelled: as NVTE_FLASH_ATTN",
+    "NVTE_FUSED_ATTN": "modelled: as NVTE_FLASH_ATTN; with NVTE_FUSED_ATTN=0 alone, "
+                       "flash-attn runs, which keeps the attention output twice",
+    "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "modelled: 0 (deterministic) turns off Transformer "
+                                        "Engine's fused attention on compute capability 10.0 "
+                                        "and newer, so flash-attn runs",
 }
 """Environment variables that change memory, and how actmem reads them."""
 NEUTRAL_ENV = {
     **dict.fromkeys(("CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_FWD_LAYERNORM_SM_MARGIN",
-                     "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_ALLOW_NONDETERMINISTIC_ALGO",
+                     "NVTE_BWD_LAYERNORM_SM_MARGIN",
                      "NVTE_NORM_FWD_USE_CUDNN", "NVTE_NORM_BWD_USE_CUDNN",
                      "NVTE_APPLY_QK_LAYER_SCALING", "NVTE_DEBUG", "NVTE_DEBUG_LEVEL",
                      "TORCH_NCCL_AVOID_RECORD_STREAMS", "CUDA_LAUNCH_BLOCKING"),
@@ -90,7 +94,7 @@ def job_from_megatron_args(argv, *, world_size: int, env: dict | None = None,
     env = _environment(env or {})
     args = _parse(argv, env)
     world = positive_int("world_size", world_size)
-    model = ModelConfig(**model_fields(args, env))
+    model = ModelConfig(**model_fields(args, env, gpu))
     return Job(model, **job_options(args, env, world, model), gpu_memory=gpu)
 
 

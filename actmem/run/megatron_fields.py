@@ -21,8 +21,9 @@ GPT2_VOCABULARY = 50257
 ``--tokenizer-type GPT2BPETokenizer`` reads."""
 
 
-def model_fields(a: dict, env: dict) -> dict:
-    """The :class:`actmem.ModelConfig` fields of the launch."""
+def model_fields(a: dict, env: dict, gpu=None) -> dict:
+    """The :class:`actmem.ModelConfig` fields of the launch on ``gpu`` (a
+    preset name or size, as :func:`actmem.find_gpu` reads it)."""
     dropout = {a["hidden_dropout"] > 0, a["attention_dropout"] > 0}
     if len(dropout) > 1:
         raise ValueError(f"--hidden-dropout {a['hidden_dropout']} with --attention-dropout "
@@ -36,6 +37,7 @@ def model_fields(a: dict, env: dict) -> dict:
         kv_heads=a["num_query_groups"] if a["group_query_attention"] else None,
         kv_channels=a["kv_channels"], activation="swiglu" if a["swiglu"] else "gelu",
         dropout=dropout.pop(), flash_attention=attention_keeps_no_map(a, env),
+        flash_output_copy=_flash_output_copy(a, env, gpu),
         norm={"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[a["normalization"]],
         bias=a["add_bias_linear"], tied_embeddings=not a["untie_embeddings_and_output_weights"],
         positions="rotary" if rotary else "learned",
@@ -84,6 +86,25 @@ def attention_keeps_no_map(a: dict, env: dict) -> bool:
         return bool(a["use_flash_attn"])
     unfused = env.get("NVTE_FLASH_ATTN") == "0" and env.get("NVTE_FUSED_ATTN") == "0"
     return backend in ("flash", "fused", "auto") and not unfused
+
+
+def _flash_output_copy(a: dict, env: dict, gpu) -> bool:
+    """Whether Transformer Engine runs flash-attn, which keeps the attention
+    output twice (:func:`actmem.layer.flash_copy.te_runs_flash_attn`)."""
+    from .gpus import find_gpu
+    from ..layer.flash_copy import te_runs_flash_attn
+    if a["transformer_impl"] != "transformer_engine" or not attention_keeps_no_map(a, env):
+        return False
+    found = find_gpu(gpu)
+    return te_runs_flash_attn(a["attention_backend"] or "auto", env,
+                              found.compute_capability if found else None, deterministic(a, env))
+
+
+def deterministic(a: dict, env: dict) -> bool:
+    """A deterministic run: ``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0``, or
+    ``--deterministic-mode``, which sets it (``megatron/training/determinism.py``:
+    DETERMINISM_ENV_VAR_DEFAULTS, applied with ``setdefault``)."""
+    return env.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0" or bool(a["deterministic_mode"])
 
 
 def _moe_fields(a: dict) -> dict:
@@ -160,7 +181,8 @@ def job_options(a: dict, env: dict, world: int, model) -> dict:
         gradient_accumulation_fusion=a["gradient_accumulation_fusion"],
         create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
         transformer_engine=a["transformer_impl"] == "transformer_engine",
-        cublas_workspace_config=env.get("CUBLAS_WORKSPACE_CONFIG"))
+        cublas_workspace_config=env.get("CUBLAS_WORKSPACE_CONFIG") or (
+            ":4096:8" if a["deterministic_mode"] else None))
 
 
 def _virtual_stages(a: dict, L: int, p: int) -> int:

@@ -37,7 +37,8 @@ MAX_LAYERS = 10**6
 """Most layers a model may have: per-layer work stays below a second
 (``training_memory`` took 0.5 s of CPU for L = 10^6), and no published
 model comes near it."""
-MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "kv_heads",
+MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "flash_output_copy",
+                       "kv_heads",
                        "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS,
                        *HEAD_OPTIONS, *LORA_OPTIONS)
 """The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
@@ -56,9 +57,10 @@ class ModelConfig:
         s, b, h, a: sequence length, micro-batch size, hidden size, heads.
         L: Transformer layers.
         vocab_size: tokens in the vocabulary (unpadded, as published).
-        kv_heads, ffn_hidden_size, activation, dropout, flash_attention: as
-            :class:`actmem.LayerConfig` (``ffn_hidden_size`` None means 4h, or
-            Megatron-LM's SwiGLU default, :func:`actmem.default_ffn_hidden_size`).
+        kv_heads, ffn_hidden_size, activation, dropout, flash_attention,
+            flash_output_copy: as :class:`actmem.LayerConfig`
+            (``ffn_hidden_size`` None means 4h, or Megatron-LM's SwiGLU
+            default, :func:`actmem.default_ffn_hidden_size`).
         norm: ``"layernorm"`` or ``"rmsnorm"``. bias: linear layers have
             biases. tied_embeddings: the output layer reuses the input
             embedding. positions: ``"learned"`` (a table of
@@ -109,6 +111,7 @@ class ModelConfig:
     activation: str = "gelu"
     dropout: bool = True
     flash_attention: bool = False
+    flash_output_copy: bool = False
     norm: str = "layernorm"
     bias: bool = True
     tied_embeddings: bool = True
@@ -263,7 +266,8 @@ class ModelConfig:
                                                      moe, self.num_experts is not None)
         return LayerConfig(self.s, self.b, self.h, self.a, t,
                            sequence_parallel=sequence_parallel, recompute=recompute,
-                           flash_attention=self.flash_attention, kv_heads=self.kv_heads,
+                           flash_attention=self.flash_attention,
+                           flash_output_copy=self.flash_output_copy, kv_heads=self.kv_heads,
                            ffn_hidden_size=self.ffn_hidden_size,
                            activation=self.activation, dropout=self.dropout, **experts,
                            **{name: getattr(self, name) for name in (*MLA_OPTIONS, *HEAD_OPTIONS)},
