@@ -133,15 +133,64 @@ def test_what_megatron_lm_itself_ignores_or_defaults_is_read_as_it_does():
     job = Job.from_megatron_args(BASE + ["--moe-router-load-balancing-type", "aux_loss"],
                                  world_size=1)
     assert job == Job.from_megatron_args(BASE, world_size=1)
-    # fp32 softmax flags change nothing where no s x s map is kept, and are refused where it is
-    assert Job.from_megatron_args(BASE + ["--attention-softmax-in-fp32",
-                                          "--apply-query-key-layer-scaling"], world_size=1) == job
-    with pytest.raises(ValueError, match="--attention-softmax-in-fp32 True: refused"):
-        Job.from_megatron_args(BASE + ["--attention-softmax-in-fp32", "--attention-backend",
-                                       "unfused"], world_size=1)
+    # fp32 softmax flags change nothing where no s x s map is kept, or where the fused
+    # masked-softmax kernel runs (16 bits in and out), and are refused where PyTorch's
+    # softmax keeps an fp32 map
+    fp32 = ["--attention-softmax-in-fp32", "--apply-query-key-layer-scaling"]
+    assert Job.from_megatron_args(BASE + fp32, world_size=1) == job
+    unfused = ["--attention-backend", "unfused"]
+    assert Job.from_megatron_args(BASE + unfused + fp32, world_size=1) == \
+        Job.from_megatron_args(BASE + unfused, world_size=1)
+    with pytest.raises(ValueError, match="--apply-query-key-layer-scaling True: refused"):
+        Job.from_megatron_args(BASE + unfused + fp32 + ["--no-masked-softmax-fusion"],
+                               world_size=1)
     # an expert tensor-parallel size of a dense model is unused, as in Megatron-LM
     assert Job.from_megatron_args(BASE + ["--expert-tensor-parallel-size", "4"],
                                   world_size=1) == job
     # the test harness's environment
     assert Job.from_megatron_args(BASE, world_size=1, env={"N_REPEAT": "5",
                                                            "SKIP_PYTEST": "1"}) == job
+
+
+@pytest.mark.parametrize("impl, s, b, t, runs", [
+    ("transformer_engine", 512, 2, 1, True),
+    ("transformer_engine", 8192, 2, 1, True),     # TE's kernel: s below 16384
+    ("transformer_engine", 16384, 2, 1, False),
+    ("transformer_engine", 516, 2, 1, False),     # s not a multiple of 8
+    ("local", 4096, 2, 1, True),
+    ("local", 8192, 2, 1, False),                 # Megatron-LM's kernel: s up to 4096
+    ("local", 512, 1, 4, False),                  # one map per rank: b*a/t not a multiple of 4
+    ("local", 64, 1, 1, False),                   # 4 maps, 2 rows of 64 per warp: 8 per block
+])
+def test_the_fused_softmax_runs_where_its_kernel_takes_the_map(impl, s, b, t, runs):
+    from actmem.run.megatron_fields import softmax_in_16_bits
+    a = {"seq_length": s, "micro_batch_size": b, "num_attention_heads": 4,
+         "tensor_model_parallel_size": t, "bf16": True, "fp16": False,
+         "masked_softmax_fusion": True, "transformer_impl": impl, "attention_backend": "unfused",
+         "use_flash_attn": False}
+    assert softmax_in_16_bits(a, {}) is runs
+
+
+def test_megatron_lms_local_attention_keeps_its_scores_buffer():
+    # megatron/core/utils.py GlobalMemoryBuffer: the baddbmm output, b*a/t maps of s x s
+    local = ["--transformer-impl", "local", "--no-persist-layer-norm"]
+    job = Job.from_megatron_args(BASE + local, world_size=1)
+    te = Job.from_megatron_args(BASE + ["--attention-backend", "unfused"], world_size=1)
+    scores = 2 * 4 * 512 * 512 * 2                    # b*a maps of s*s, bf16
+    first = training_memory(job.with_(transformer_engine=True, reserve=0)).stages[0]
+    assert training_memory(job.with_(reserve=0)).stages[0].timeline.events[0].total - \
+        first.timeline.events[0].total == scores - 32 * 2**20   # less TE's own workspace
+    assert te.transformer_engine and not job.transformer_engine
+
+
+def test_an_ngc_container_before_26_03_gives_blackwell_the_small_cublas_workspace():
+    old = Job.from_megatron_args(BASE, world_size=1, gpu="GB200",
+                                 env={"NVIDIA_PYTORCH_VERSION": "25.09"})
+    assert old.cublas_workspace_config == ":4096:2:16:8"
+    for gpu, env in (("GB200", {"NVIDIA_PYTORCH_VERSION": "26.06"}), ("GB200", {}),
+                     ("H100 80GB SXM", {"NVIDIA_PYTORCH_VERSION": "25.09"})):
+        assert Job.from_megatron_args(BASE, world_size=1, gpu=gpu,
+                                      env=env).cublas_workspace_config is None
+    with pytest.raises(ValueError, match=r"NVIDIA_PYTORCH_VERSION='25.9.1': NGC's container"):
+        Job.from_megatron_args(BASE, world_size=1, gpu="GB200",
+                               env={"NVIDIA_PYTORCH_VERSION": "25.9.1"})

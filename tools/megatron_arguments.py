@@ -777,11 +777,13 @@ def when_set(why: str, default: str = "its default is memory-neutral") -> tuple[
 
 
 def refused_with_a_map(why: str) -> tuple[str, str, dict]:
-    """Refused when given while the attention keeps its s x s map (unfused
-    attention); memory-neutral under FlashAttention or fused attention,
-    which keep no map (``neutral_when``, read by actmem/run/megatron_args.py)."""
-    return (R, f"Refused when set: {why}; its default, and any value under FlashAttention or "
-               f"fused attention, is memory-neutral.", {"neutral_when": "no_attention_map"})
+    """Refused when given while the unfused attention's softmax runs in
+    PyTorch (it then saves an fp32 copy of the map); memory-neutral where no
+    s x s map is kept or the fused masked-softmax kernel runs, which reads
+    and writes 16 bits (``neutral_when``, read by actmem/run/megatron_args.py)."""
+    return (R, f"Refused when set: {why}; its default, and any value under FlashAttention, "
+               f"fused attention or the fused masked-softmax kernel, is memory-neutral.",
+            {"neutral_when": "softmax_in_16_bits"})
 
 
 LOGGING = "Logging and monitoring: it decides what is reported, not any tensor the step keeps."
@@ -1030,9 +1032,9 @@ CLASSES: dict[str, tuple] = {
     "--loss-scale-window": (N, "fp16 loss scaling: a scalar."),
     "--hysteresis": (N, "fp16 loss scaling: a scalar."),
     "--attention-softmax-in-fp32": refused_with_a_map(
-        "with unfused attention (--attention-backend unfused/local) the saved softmax is fp32"),
+        "where the unfused attention's softmax runs in PyTorch it saves an fp32 map"),
     "--apply-query-key-layer-scaling": refused_with_a_map(
-        "it turns on attention_softmax_in_fp32, so unfused attention keeps an fp32 softmax"),
+        "it turns on attention_softmax_in_fp32, so a softmax run in PyTorch keeps an fp32 map"),
     "--fp16-lm-cross-entropy": when_set("it needs --fp16 (refused) and keeps 16-bit logits in "
                                         "the loss", "its default keeps fp32 logits, as "
                                                     "actmem (logits_bytes=4)"),

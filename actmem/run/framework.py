@@ -47,7 +47,9 @@ The defaults reproduce Megatron-LM, the paper's framework.
   (:mod:`actmem.run.timeline`).
 
 * Workspaces, allocated once through PyTorch's caching allocator:
-  :func:`torch_cublas_workspace` and :func:`te_cublas_workspace`.
+  :func:`torch_cublas_workspace` and :func:`te_cublas_workspace`, and under
+  Megatron-LM's local unfused attention its global memory buffer
+  (:func:`megatron_global_buffer`).
 
 * ``create_attention_mask_in_dataloader`` (Megatron-LM's flag, default True):
   the data loader's boolean causal mask, ``b*s*s`` bytes, is moved to the GPU
@@ -252,3 +254,21 @@ def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
     if transformer_engine:
         parts["Transformer Engine cuBLASLt workspace"] = te_cublas_workspace(compute_capability)
     return parts
+
+
+def megatron_global_buffer(s: int, b: int, h: int, heads: int, sequence_parallel: bool,
+                           dtype_bytes: int) -> int:
+    """Bytes of Megatron-LM's global memory buffer ``"mpu"`` under its local
+    layers with unfused attention, allocated once and kept
+    (``megatron/core/utils.py``: GlobalMemoryBuffer.get_tensor keeps the
+    largest request per name and dtype).
+
+    The local DotProductAttention (``megatron/core/transformer/dot_product_attention.py``)
+    asks it for the ``baddbmm`` output, the scores of ``heads`` maps of
+    ``s x s`` (b*a/t per rank); under sequence parallelism the local linear
+    layers gather their ``s x b x h`` input into the same buffer
+    (``megatron/core/tensor_parallel/layers.py``:
+    LinearWithGradAccumulationAndAsyncCommunication). ``dtype_bytes``: the
+    activations' (2 for bf16 and fp16)."""
+    gathered = s * b * h if sequence_parallel else 0
+    return max(b * heads * s * s, gathered) * dtype_bytes

@@ -26,7 +26,7 @@ import json
 import shlex
 from importlib import resources
 
-from .megatron_fields import attention_keeps_no_map, job_options, model_fields
+from .megatron_fields import job_options, model_fields, softmax_in_16_bits
 
 TABLE = "data/megatron_arguments.json"
 RUNS = "data/megatron_runs.json"
@@ -39,6 +39,9 @@ ENV = {
                        "unfused attention, which keeps the s x s map",
     "NVTE_FUSED_ATTN": "modelled: as NVTE_FLASH_ATTN; with NVTE_FUSED_ATTN=0 alone, "
                        "flash-attn runs, which keeps the attention output twice",
+    "NVIDIA_PYTORCH_VERSION": "modelled: NGC's PyTorch container (YY.MM); before 26.03 its "
+                              "PyTorch gives compute capability 10.x and 12.x (Blackwell) the "
+                              "8 MiB cuBLAS workspace of older GPUs",
     "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "modelled: 0 (deterministic) turns off Transformer "
                                         "Engine's fused attention on compute capability 10.0 "
                                         "and newer, so flash-attn runs",
@@ -54,11 +57,9 @@ NEUTRAL_ENV = {
                     "tensors"),
     **dict.fromkeys(("NCCL_ALGO", "NCCL_NVLS_ENABLE", "NCCL_DEBUG", "NCCL_IB_SL",
                      "NCCL_IB_TIMEOUT", "NCCL_P2P_NET_CHUNKSIZE", "USE_MNNVL",
-                     "TORCH_NCCL_ENABLE_MONITORING", "PYTORCH_CUDA_ALLOC_CONF",
-                     "NVIDIA_PYTORCH_VERSION"),
+                     "TORCH_NCCL_ENABLE_MONITORING", "PYTORCH_CUDA_ALLOC_CONF"),
                     "changes memory outside PyTorch's allocated bytes (NCCL's buffers, the "
-                    "allocator's reserved gap), which the peak does not count, or names the "
-                    "container"),
+                    "allocator's reserved gap), which the peak does not count"),
     **dict.fromkeys(("N_REPEAT", "N_REPEATS", "PYTHONWARNINGS", "SKIP_PYTEST",
                      "NON_DETERMINSTIC_RESULTS", "ARTIFACTS_ROOT", "THROUGHPUT_START_STEP",
                      "HF_HOME", "HYDRA_FULL_ERROR", "RECORD_CHECKPOINTS",
@@ -95,7 +96,7 @@ def job_from_megatron_args(argv, *, world_size: int, env: dict | None = None,
     args = _parse(argv, env)
     world = positive_int("world_size", world_size)
     model = ModelConfig(**model_fields(args, env, gpu))
-    return Job(model, **job_options(args, env, world, model), gpu_memory=gpu)
+    return Job(model, **job_options(args, env, world, model, gpu), gpu_memory=gpu)
 
 
 def ci_runs() -> dict[str, dict]:
@@ -145,16 +146,17 @@ def _parse(argv, env: dict) -> dict:
     """The launch's arguments by dest (``pretrain_gpt.py``'s own defaults
     applied), each refused argument set away from its default (a list of
     one value, its default, is its default; a row ``neutral_when``
-    ``"no_attention_map"`` is neutral when the attention keeps no s x s map)
+    ``"softmax_in_16_bits"`` is neutral where the softmax keeps 16 bits,
+    :func:`actmem.run.megatron_fields.softmax_in_16_bits`)
     and each modelled value actmem does not model refused."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     args = vars(_parser().parse_args(argv))
     args.update({k: v for k, v in SCRIPT_DEFAULTS.items() if args[k] is None})
-    no_map = attention_keeps_no_map(args, env)
+    sixteen_bits = softmax_in_16_bits(args, env)
     for row in table():
         value, default = args[row["dest"]], _default(row)
         if value is None or value == default or value == [default] or (
-                row.get("neutral_when") == "no_attention_map" and no_map):
+                row.get("neutral_when") == "softmax_in_16_bits" and sixteen_bits):
             continue
         shown = " ".join(map(str, value)) if isinstance(value, list) else value
         if row["class"] == "refused":

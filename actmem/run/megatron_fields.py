@@ -88,6 +88,44 @@ def attention_keeps_no_map(a: dict, env: dict) -> bool:
     return backend in ("flash", "fused", "auto") and not unfused
 
 
+def softmax_in_16_bits(a: dict, env: dict) -> bool:
+    """Whether the attention's softmax keeps 16 bits whatever
+    ``--attention-softmax-in-fp32`` says: no s x s map is kept, or the fused
+    masked-softmax kernel runs, which reads and writes the activations'
+    dtype. Where PyTorch's softmax runs instead, the flag makes it save an
+    fp32 map (``forward_torch_softmax``).
+
+    The kernel's conditions for a causal map (s x s, b*a/t maps per rank):
+    16-bit activations, ``--masked-softmax-fusion`` (the default),
+    s divisible by 4 and b*a/t by 4 and by the kernel's batches per block
+    (:func:`_batches_per_block`), and 16 < s < 16384 with s divisible by 8
+    for Transformer Engine's unfused attention
+    (``dot_product_attention/softmax.py``: FusedScaleMaskSoftmax.is_kernel_available),
+    16 < s <= 4096 for Megatron-LM's local one
+    (``megatron/core/fusions/fused_softmax.py``: is_kernel_available).
+    """
+    if attention_keeps_no_map(a, env):
+        return True
+    s, b, heads, t = (a[k] for k in ("seq_length", "micro_batch_size", "num_attention_heads",
+                                     "tensor_model_parallel_size"))
+    if None in (s, b, heads) or not (a["bf16"] or a["fp16"]) or not a["masked_softmax_fusion"]:
+        return False
+    maps = b * heads // t
+    if a["transformer_impl"] == "local":
+        size = 16 < s <= 4096 and maps % _batches_per_block(s) == 0
+    else:
+        size = 16 < s < 16384 and s % 8 == 0 and s % _batches_per_block(s) == 0
+    return size and s % 4 == 0 and maps % 4 == 0
+
+
+def _batches_per_block(s: int) -> int:
+    """Rows of the map one block of the fused softmax kernel handles: 128
+    threads over warps of min(32, next power of two of s) threads, two rows
+    per warp up to 128 columns (``get_batch_per_block`` in both)."""
+    width = 1 << (s - 1).bit_length()
+    return 128 // min(width, 32) * (2 if width <= 128 else 1)
+
+
 def _flash_output_copy(a: dict, env: dict, gpu) -> bool:
     """Whether Transformer Engine runs flash-attn, which keeps the attention
     output twice (:func:`actmem.layer.flash_copy.te_runs_flash_attn`)."""
@@ -147,8 +185,8 @@ def _layer_pattern(text):
         raise ValueError(f"--moe-layer-freq {text}: not a list expression") from None
 
 
-def job_options(a: dict, env: dict, world: int, model) -> dict:
-    """The :class:`actmem.Job` options of the launch (sizes derived)."""
+def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
+    """The :class:`actmem.Job` options of the launch on ``gpu`` (sizes derived)."""
     t, p, cp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"], \
         a["context_parallel_size"]
     if world % (t * p * cp):
@@ -181,8 +219,41 @@ def job_options(a: dict, env: dict, world: int, model) -> dict:
         gradient_accumulation_fusion=a["gradient_accumulation_fusion"],
         create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
         transformer_engine=a["transformer_impl"] == "transformer_engine",
-        cublas_workspace_config=env.get("CUBLAS_WORKSPACE_CONFIG") or (
-            ":4096:8" if a["deterministic_mode"] else None))
+        cublas_workspace_config=_cublas_workspace_config(a, env, gpu))
+
+
+def _cublas_workspace_config(a: dict, env: dict, gpu) -> str | None:
+    """PyTorch's ``CUBLAS_WORKSPACE_CONFIG``: the environment's;
+    ``:4096:8`` under ``--deterministic-mode``, which sets it where the
+    launch does not (``megatron/training/determinism.py``); ``:4096:2:16:8``
+    on a Blackwell GPU (compute capability 10.x, 12.x) in an NGC PyTorch
+    container before 26.03 (``NVIDIA_PYTORCH_VERSION``): PyTorch's
+    ``parseChosenWorkspaceSize`` gave 32 MiB to compute capability 9.0 alone
+    until pytorch#175344 (merged 2026-02-19; the first container with it is
+    inferred from that date); None otherwise (actmem's default for the GPU,
+    :func:`actmem.run.framework.default_cublas_workspace_config`)."""
+    from .gpus import find_gpu
+    if env.get("CUBLAS_WORKSPACE_CONFIG"):
+        return env["CUBLAS_WORKSPACE_CONFIG"]
+    if a["deterministic_mode"]:
+        return ":4096:8"
+    found = find_gpu(gpu)
+    if found and found.compute_capability and found.compute_capability[0] in (10, 12) \
+            and _container(env) < (26, 3):
+        return ":4096:2:16:8"
+    return None
+
+
+def _container(env: dict) -> tuple[int, int]:
+    """``NVIDIA_PYTORCH_VERSION`` as (year, month); (99, 12) when unset."""
+    text = env.get("NVIDIA_PYTORCH_VERSION")
+    if text is None:
+        return (99, 12)
+    parts = text.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[1]) <= 12:
+        raise ValueError(f"environment variable NVIDIA_PYTORCH_VERSION={text!r}: NGC's "
+                         "container version YY.MM is expected, e.g. '25.09'")
+    return (int(parts[0]), int(parts[1]))
 
 
 def _virtual_stages(a: dict, L: int, p: int) -> int:

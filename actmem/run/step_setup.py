@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
 from ..layer.recompute_modules import named_modules
-from .framework import fused_loss_chunk, gradient_fusion, loss_bytes, workspace_bytes
+from .framework import (fused_loss_chunk, gradient_fusion, loss_bytes, megatron_global_buffer,
+                        workspace_bytes)
 from .gpus import find_gpu, gpu_capacity
 from .job import Job
 from ..memo import kept_by_repr
@@ -99,6 +100,9 @@ def step_setup(job: Job) -> StepSetup:
     gpu = find_gpu(j.gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
                                     j.cublas_workspace_config, j.transformer_engine).values())
+    if j.accounting == "megatron" and not j.transformer_engine and not model.flash_attention:
+        workspace += megatron_global_buffer(model.s, model.b, model.h, model.a // j.t,
+                                            j.sequence_parallel, 4 if j.precision == "fp32" else 2)
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)
     plan = simulate_schedule(j.schedule, j.p, j.m, j.v, j.order)
