@@ -172,15 +172,22 @@ def test_the_fused_softmax_runs_where_its_kernel_takes_the_map(impl, s, b, t, ru
 
 
 def test_megatron_lms_local_attention_keeps_its_scores_buffer():
-    # megatron/core/utils.py GlobalMemoryBuffer: the baddbmm output, b*a/t maps of s x s
-    local = ["--transformer-impl", "local", "--no-persist-layer-norm"]
-    job = Job.from_megatron_args(BASE + local, world_size=1)
-    te = Job.from_megatron_args(BASE + ["--attention-backend", "unfused"], world_size=1)
+    # megatron/core/utils.py GlobalMemoryBuffer: the baddbmm output, b*a/t maps of s x s,
+    # allocated once and kept; the scores are written into it, not into a new tensor
+    job = Job.from_megatron_args(BASE + ["--transformer-impl", "local"], world_size=1)
+    assert job.global_memory_buffer and not job.transformer_engine
     scores = 2 * 4 * 512 * 512 * 2                    # b*a maps of s*s, bf16
-    first = training_memory(job.with_(transformer_engine=True, reserve=0)).stages[0]
-    assert training_memory(job.with_(reserve=0)).stages[0].timeline.events[0].total - \
-        first.timeline.events[0].total == scores - 32 * 2**20   # less TE's own workspace
-    assert te.transformer_engine and not job.transformer_engine
+    kept, plain = (training_memory(job.with_(global_memory_buffer=kept, reserve=0)).stages[0]
+                   for kept in (True, False))
+    start = [stage.timeline.events[0].by_category["workspace"] for stage in (kept, plain)]
+    assert start[0] - start[1] == scores
+    label = "forward of micro-batch 0: attention scores beside the softmax"
+    at_scores = [next(e for e in stage.timeline.events if e.label == label)
+                 for stage in (kept, plain)]
+    assert at_scores[0].total == at_scores[1].total   # the same bytes, held as a workspace
+    sequence = Job.from_megatron_args(BASE + ["--transformer-impl", "local", "--attention-backend",
+                                              "flash", "--use-flash-attn"], world_size=1)
+    assert sequence.model.flash_attention   # no map: the buffer holds no scores
 
 
 def test_an_ngc_container_before_26_03_gives_blackwell_the_small_cublas_workspace():

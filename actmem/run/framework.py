@@ -47,8 +47,8 @@ The defaults reproduce Megatron-LM, the paper's framework.
   (:mod:`actmem.run.timeline`).
 
 * Workspaces, allocated once through PyTorch's caching allocator:
-  :func:`torch_cublas_workspace` and :func:`te_cublas_workspace`, and under
-  Megatron-LM's local unfused attention its global memory buffer
+  :func:`torch_cublas_workspace` and :func:`te_cublas_workspace`, and
+  Megatron-LM's global memory buffer under its local layers
   (:func:`megatron_global_buffer`).
 
 * ``create_attention_mask_in_dataloader`` (Megatron-LM's flag, default True):
@@ -259,7 +259,7 @@ def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
 def megatron_global_buffer(s: int, b: int, h: int, heads: int, sequence_parallel: bool,
                            dtype_bytes: int) -> int:
     """Bytes of Megatron-LM's global memory buffer ``"mpu"`` under its local
-    layers with unfused attention, allocated once and kept
+    layers (``heads`` 0 where the attention keeps no map), allocated once and kept
     (``megatron/core/utils.py``: GlobalMemoryBuffer.get_tensor keeps the
     largest request per name and dtype).
 

@@ -41,7 +41,7 @@ GROUPS = {
                "reshard_after_forward"),
     "framework": ("loss", "loss_chunk_tokens", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
-                  "transformer_engine", "cublas_workspace_config"),
+                  "transformer_engine", "global_memory_buffer", "cublas_workspace_config"),
     "gpu": ("gpu_memory", "reserve", "expandable_segments"),
 }
 """The options of a :class:`Job` by group, in the order its repr shows them."""
@@ -108,6 +108,7 @@ class Job:
     gradient_accumulation_fusion: bool | None = None
     create_attention_mask_in_dataloader: bool = True
     transformer_engine: bool = True
+    global_memory_buffer: bool = False
     cublas_workspace_config: str | None = None
     # the GPU
     gpu_memory: int | str | None = None

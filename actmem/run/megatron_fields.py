@@ -219,6 +219,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         gradient_accumulation_fusion=a["gradient_accumulation_fusion"],
         create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
         transformer_engine=a["transformer_impl"] == "transformer_engine",
+        global_memory_buffer=a["transformer_impl"] == "local",
         cublas_workspace_config=_cublas_workspace_config(a, env, gpu))
 
 

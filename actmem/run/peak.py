@@ -106,6 +106,12 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         create_attention_mask_in_dataloader: the data loader's ``b*s*s``
             boolean mask is on the GPU during each forward step.
         transformer_engine: Transformer Engine's workspace is allocated.
+        global_memory_buffer: Megatron-LM's local layers (``--transformer-impl
+            local``) keep their global memory buffer: with the attention map
+            stored, the scores (b*a/t maps of s x s, the ``baddbmm``
+            output) are written into it, not into a new tensor, and under
+            sequence parallelism the linear layers gather their inputs into
+            it (:func:`actmem.run.framework.megatron_global_buffer`).
         cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
             (default: PyTorch's for the GPU; Hopper's without a GPU preset).
         stage_layers, decoder_first_pipeline_num_layers,
@@ -186,7 +192,8 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
         workspace=setup.workspace, passes=passes, layers=list(setup.split[i]), layer=moments,
         loss=setup.losses, mask=setup.mask,
         copies=autocast_copies(setup.model, j.t, j.precision),
-        tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks)
+        tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks,
+        scores_in_workspace=j.global_memory_buffer)
     for feature in FEATURES:
         timeline = feature.timeline(setup, timeline, passes)
     stage = StageMemory(i, states.weights, states.gradients, states.optimizer,

@@ -53,6 +53,7 @@ from . import schedule_orders as megatron
 from . import zero_bubble
 from .dualpipe import dualpipev
 from .ops import BACKWARD, FORWARD, INPUT_GRAD, KINDS, PASS_TIME, WEIGHT_GRAD, Op, Timed
+from .schedule_parts import held_parts, pass_counts, peak_parts
 from .schedule_rules import (ALL_SCHEDULES, MAX_OPERATIONS, ORDERS, PYTORCH_ONLY, SCHEDULES,
                              check_schedule, resolve_order)
 from .schedule_timing import simulate_times
@@ -160,73 +161,25 @@ class PipelineSchedule:
     def held_parts(self, i: int, parts: list[dict[str, int]],
                    pending: list[dict[str, int]] | None = None,
                    after_weight: list[dict[str, int]] | None = None) -> list[dict[str, int]]:
-        """Bytes by part stage ``i`` holds after each operation, when one
-        pass through chunk ``c`` keeps ``parts[c]`` (name -> bytes) until its
-        ``B``; or until its ``I``, then ``pending[c]`` until its ``W``, then
-        ``after_weight[c]`` until the end of the step.
-
-        Args:
-            pending: per chunk, what the weight-gradient step still reads
-                (:func:`actmem.run.split_backward.weight_gradient_parts`:
-                the linear layers' inputs); None keeps all of ``parts[c]``.
-            after_weight: per chunk, what a pass keeps after its ``W`` (None:
-                nothing; PyTorch 2.13 keeps some bytes to the end of the
-                step, measured by :mod:`actmem.measure.pipeline`).
-
-        Raises:
-            TypeError, ValueError: a bad ``i``, or not one dict (part name ->
-                bytes, an int >= 0) per chunk.
-        """
-        states, names = self._part_states(parts, pending, after_weight)
-        return [_parts_held(counts, states, names) for counts in self._pass_counts(i)]
+        """Bytes by part stage ``i`` holds after each operation
+        (:func:`actmem.run.schedule_parts.held_parts`)."""
+        return held_parts(self, self._stage(i), parts, pending, after_weight)
 
     def peak_parts(self, i: int, parts: list[dict[str, int]],
                    pending: list[dict[str, int]] | None = None,
                    after_weight: list[dict[str, int]] | None = None) -> dict[str, int]:
-        """Bytes by part that stage ``i`` holds at its peak: the first
-        moment, after an operation, of the largest total of
-        :meth:`held_parts` (chunks may keep different bytes: the first
-        stage's chunk 0 also holds the embedding's activations).
-
-        Raises:
-            ValueError: as :meth:`held_parts`.
-        """
-        states, names = self._part_states(parts, pending, after_weight)
-        totals = [[sum(state[c].values()) for state in states] for c in range(self.v)]
-        peak, at = -1, None   # only the peak's parts are summed part by part
-        for counts in self._counts_seen[self._stage(i)]:
-            total = sum(k * t for held, chunk in zip(counts, totals) for k, t in zip(held, chunk))
-            if total > peak:
-                peak, at = total, [list(held) for held in counts]
-        return _parts_held(at, states, names)
+        """Bytes by part that stage ``i`` holds at its peak
+        (:func:`actmem.run.schedule_parts.peak_parts`)."""
+        return peak_parts(self, self._stage(i), parts, pending, after_weight)
 
     @cached_property
-    def _counts_seen(self) -> tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]:
-        """Per stage, the distinct pass counts of :meth:`_pass_counts`, first
-        seen first: equal counts hold equal bytes, so the first moment of the
-        largest total is among them (a planner asks at every change; a
-        schedule's step repeats a few counts over its many operations)."""
-        return tuple(tuple(dict.fromkeys(self._pass_counts(i))) for i in range(self.p))
-
-    def _part_states(self, parts, pending, after_weight):
-        """(per state, per chunk: name -> bytes; the names) of
-        :meth:`held_parts`' arguments, checked."""
-        pending = parts if pending is None else pending
-        after_weight = [{}] * self.v if after_weight is None else after_weight
-        states = tuple(_chunk_parts(name, given, self.v) for name, given in zip(
-            ("parts", "pending", "after_weight"), (parts, pending, after_weight)))
-        return states, list(dict.fromkeys(n for per_chunk in states for d in per_chunk
-                                          for n in d))
-
-    def _pass_counts(self, i: int):
-        """After each operation of stage ``i``: per chunk, the passes held
-        before their I (or B), between their I and W, and after their W
-        (tuples)."""
-        counts = [(0, 0, 0)] * self.v
-        for op in self.ops[self._stage(i)]:
-            (a, b, c), (da, db, dc) = counts[op.chunk], _MOVES[op.kind]
-            counts[op.chunk] = (a + da, b + db, c + dc)
-            yield tuple(counts)
+    def counts_seen(self) -> tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]:
+        """Per stage, the distinct pass counts of
+        :func:`actmem.run.schedule_parts.pass_counts`, first seen first:
+        equal counts hold equal bytes, so the first moment of the largest
+        total is among them (a planner asks at every change; a schedule's
+        step repeats a few counts over its many operations)."""
+        return tuple(tuple(dict.fromkeys(pass_counts(self, i))) for i in range(self.p))
 
     @cached_property
     def _ticks(self) -> tuple[tuple[tuple[Op, int, int], ...], ...]:
@@ -261,39 +214,6 @@ _SCHEDULE = {"schedule": one_of(ALL_SCHEDULES), "order": one_of(ORDERS), "p": po
              "m": positive_int, "v": positive_int,
              "ops": lambda name, value: tuples_of(Op, name, value),
              "microbatch_group_size": lambda name, value: optional(positive_int, name, value)}
-
-
-def _parts_held(counts, states, names) -> dict[str, int]:
-    """Bytes by part when each chunk holds ``counts`` passes in each of
-    :meth:`PipelineSchedule.held_parts`' three states."""
-    return {n: sum(k * state[c].get(n, 0) for c, held in enumerate(counts)
-                   for k, state in zip(held, states)) for n in names}
-
-
-_MOVES = {FORWARD: (1, 0, 0), BACKWARD: (-1, 0, 0), INPUT_GRAD: (-1, 1, 0),
-          WEIGHT_GRAD: (0, -1, 1)}
-"""How an operation moves one pass of its chunk between the states of
-:meth:`PipelineSchedule._pass_counts`."""
-
-
-def _chunk_parts(name: str, given: object, v: int) -> list[dict[str, int]]:
-    """``given`` checked: a list of ``v`` dicts, str -> bytes (int >= 0)."""
-    if not isinstance(given, (list, tuple)) or len(given) != v:
-        raise ValueError(f"{name} needs a list of one dict per model chunk (v={v}), "
-                         f"got {given!r}")
-    checked = []
-    for c, parts in enumerate(given):
-        if not isinstance(parts, dict):
-            raise TypeError(f"{name}[{c}] must be a dict (part name -> bytes), got {parts!r}")
-        for key, n in parts.items():
-            if type(key) is str and type(n) is int and n >= 0:   # the plain case, at once
-                continue
-            if not isinstance(key, str) or integer(f"{name}[{c}][{key!r}]", n,
-                                                   "bytes (an int >= 0)") < 0:
-                raise ValueError(f"{name}[{c}] must map part names (str) to bytes >= 0, "
-                                 f"got {key!r}: {n!r}")
-        checked.append({key: int(n) for key, n in parts.items()})
-    return checked
 
 
 def stage_index(i: object, p: int) -> int:

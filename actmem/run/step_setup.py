@@ -100,8 +100,9 @@ def step_setup(job: Job) -> StepSetup:
     gpu = find_gpu(j.gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
                                     j.cublas_workspace_config, j.transformer_engine).values())
-    if j.accounting == "megatron" and not j.transformer_engine and not model.flash_attention:
-        workspace += megatron_global_buffer(model.s, model.b, model.h, model.a // j.t,
+    if j.global_memory_buffer:
+        heads = 0 if model.flash_attention else model.a // j.t
+        workspace += megatron_global_buffer(model.s, model.b, model.h, heads,
                                             j.sequence_parallel, 4 if j.precision == "fp32" else 2)
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)

@@ -52,8 +52,9 @@ from __future__ import annotations
 from copy import copy
 from operator import add, sub
 
-from .cp_timeline import backward_moments, forward_moments
+from .cp_timeline import forward_moments
 from .schedules import FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule
+from .timeline_backward import BackwardMoments
 from .timeline_events import CATEGORIES, Event, LayerMoments, Pass, StageTimeline
 
 __all__ = ["CATEGORIES", "Event", "LayerMoments", "Pass", "StageTimeline", "stage_timeline"]
@@ -63,7 +64,7 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
                    persistent_gradients: bool, workspace: int, passes: list[Pass],
                    layers: list[int], layer: LayerMoments, loss: dict[str, int],
                    mask: int, copies=None, tied_gradient: int = 0,
-                   stacks=None) -> StageTimeline:
+                   stacks=None, scores_in_workspace: bool = False) -> StageTimeline:
     """Stage ``i``'s events for one optimizer step.
 
     The peak is found at once by a walk over the step that makes no
@@ -91,10 +92,14 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
             layer first (a model that mixes dense and MoE layers,
             :func:`actmem.run.moe_timeline.stage_stacks`); None: every layer
             is ``layer``, which gives the recomputation and k in any case.
+        scores_in_workspace: the attention scores are written into a buffer
+            the workspace already counts (Megatron-LM's global memory buffer),
+            not into a new tensor.
     """
     step = _Step(states, persistent_gradients, workspace, passes, layers, layer, loss, mask,
                  copies or _NoCopies(), stacks)
     step.tied = tied_gradient
+    step.scores_in_workspace = scores_in_workspace
     ops, chunked = plan.ops[i], plan.v > 1
     # the first of the largest, found without making events (made when read);
     # each walk on its own copy of the running state, sharing the kept moments
@@ -122,9 +127,6 @@ def _event(label: str, op, moment: str, now: tuple, more, total: int, chunked: b
     return Event._of(label.format(name=name), str(op), moment, alive)
 
 
-IN_EARLIER_GROUP = ", in the recomputed group that holds the most"
-"""Ends a backward moment's label when an earlier full-recomputation group
-than the last sets it (k does not divide the layers)."""
 _AFTER = {FORWARD: "after the forward of {name}",
           INPUT_GRAD: "after the input-gradient step of {name}",
           WEIGHT_GRAD: "after the weight-gradient step of {name}"}   # else "after the backward"
@@ -147,8 +149,9 @@ class _NoCopies:
     weights = biases = qkv_weights = qkv_biases = output = 0
 
 
-class _Step:
-    """The running state of one stage's step: passes held, gradients made."""
+class _Step(BackwardMoments):
+    """The running state of one stage's step: passes held, gradients made
+    (the moments of a backward pass: :class:`BackwardMoments`)."""
 
     def __init__(self, states, persistent_gradients, workspace, passes, layers, layer,
                  loss, mask, copies, stacks=None):
@@ -157,6 +160,7 @@ class _Step:
         self.workspace = workspace
         self.persistent_gradients = persistent_gradients
         self.tied = 0
+        self.scores_in_workspace = False
         self.stacks = ([(layer,) * n for n in layers] if stacks is None
                        else [tuple(stack) for stack in stacks])   # each layer's moments
         # per chunk, summed once: events ask for them thousands of times
@@ -281,7 +285,8 @@ class _Step:
             earlier = self._forward_layers_before(chunk, len(stack) - 1)
             yield ("forward of {name}: attention scores beside the softmax",
                    self.alive(p.embedding + earlier + layer.to_softmax,
-                              transient=mask + layer.scores,
+                              transient=mask + (0 if self.scores_in_workspace
+                                                else layer.scores),
                               weights=cast - copies.weights - copies.biases
                               + copies.qkv_weights + copies.qkv_biases))
         if p.last:
@@ -300,114 +305,3 @@ class _Step:
         if self.layer.recompute != "full":
             return sum(m.kept for m in stack)
         return sum(m.checkpoint for m in stack[::self.layer.group])
-
-    def backward(self, chunk: int):
-        """(label, bytes) of the moments inside a backward pass through ``chunk``
-        (labels with ``{name}``, as :meth:`moments`): the loss's on the last
-        stage, then those of the layer whose backward holds the most
-        (:meth:`_deciding_layer`)."""
-        p = self.passes[chunk]
-        if p.last:
-            yield ("loss backward of {name}",
-                   self.alive(logits_loss=self.loss["backward"] - self.loss["saved"]))
-            self.tied_waiting = self.tied   # the output layer's weight gradient
-        if self.layers[chunk]:
-            yield from self._deciding_layer(chunk)
-
-    def _deciding_layer(self, chunk: int) -> tuple:
-        """The moments of the backward of the chunk's layer that holds the
-        most: its last layer, or under full recomputation the last layer of
-        the group whose recomputation holds the most (Megatron-LM's
-        ``TransformerBlock._checkpointed_forward``, ``uniform``: groups of k
-        layers from the first, the last one smaller when k does not divide
-        the layers; an earlier, whole group rebuilds more layers). Ties go
-        to the later layer, differentiated first."""
-        n = self.layers[chunk]
-        ends = range(n - 1, -1, -1) if self.layer.recompute == "full" else (n - 1,)
-        found = [(j, tuple(self._layer_backward(chunk, j))) for j in ends
-                 if j == n - 1 or (j + 1) % self.layer.group == 0]
-        j, moments = max(found, key=lambda found: max((sum(b) for _, b in found[1]), default=0))
-        return moments if j == n - 1 else tuple((label + IN_EARLIER_GROUP, b)
-                                                for label, b in moments)
-
-    def _layer_backward(self, chunk: int, j: int):
-        """(label, bytes) of the moments while the chunk's layer ``j`` is
-        differentiated (the last layer, or under full recomputation the
-        last of a group)."""
-        p, stack = self.passes[chunk], self.stacks[chunk]
-        layer, group = stack[j], self._group_size(chunk, j)
-        # by now the loss and the output layer are differentiated: their
-        # saved tensors (the softmax, the output layer's inputs) are freed
-        kept = self._layer_bytes(chunk) + p.output
-        if layer.dispatch and layer.recompute == "full":   # its forward again, with grad
-            yield ("backward of {name}: the last layer's token dispatch, recomputing",
-                   self.alive(self._backward_layers(chunk, layer.to_dispatch_recomputed, j)
-                              - kept, -p.logits_loss, transient=layer.dispatch,
-                              weights=self._backward_copies(chunk, group, mlp=True)))
-        if layer.dispatch_backward:   # the last layer is an MoE layer
-            rows = layer.kept if layer.recompute == "selective" else layer.full
-            yield ("backward of {name}: the last layer's MoE combine",
-                   self.alive(self._backward_layers(chunk, rows, j) - kept, -p.logits_loss,
-                              transient=layer.dispatch_backward,
-                              weights=self._backward_copies(chunk, group, mlp=True)))
-        if layer.mlp_gradients:
-            mlp = self._backward_layers(chunk, layer.full, j) if layer.recompute == "full" \
-                else self._layer_bytes(chunk)
-            yield ("backward of {name}: the last layer's MLP",
-                   self.alive(mlp - kept, -p.logits_loss, transient=layer.mlp_gradients,
-                              weights=self._backward_copies(chunk, group, mlp=True)))
-        yield from backward_moments(self, chunk, kept, j, group)  # context parallelism
-        this = layer.to_softmax if layer.scores else layer.full
-        extra = self._backward_layers(chunk, this, j) - kept
-        if extra or layer.scores:
-            label = "softmax gradient" if layer.scores else "last layer"
-            label += ", recomputing" if layer.recompute != "none" else ""
-            yield ("backward of {name}: " + label,
-                   self.alive(extra, -p.logits_loss, transient=layer.softmax_gradients,
-                              weights=self._backward_copies(chunk, group)))
-
-    def _group_size(self, chunk: int, j: int) -> int:
-        """Layers of the full-recomputation group whose last layer is ``j``
-        (1 without full recomputation: only that layer)."""
-        if self.layer.recompute != "full":
-            return 1
-        return j % self.layer.group + 1
-
-    def _backward_copies(self, chunk: int, group: int, mlp: bool = False) -> int:
-        """Autocast's weight copies alive while a layer of the chunk is
-        differentiated (at its MLP, or at its softmax), less those the pass
-        keeps: the output layer's copy is freed by then, and at the softmax
-        the layer's projection and MLP copies (their backward is done);
-        under full recomputation the recomputed group's ``group`` layers cast
-        their weights again."""
-        p, copies, layer = self.passes[chunk], self.copies, self.layer
-        freed = (copies.output if p.last else 0) + (
-            0 if mlp else copies.weights - copies.qkv_weights)
-        if layer.recompute != "full":
-            return -freed
-        return group * copies.weights - freed
-
-    def _backward_layers(self, chunk: int, this: int, j: int) -> int:
-        """Bytes the pass's layers hold while the chunk's layer ``j`` is
-        differentiated: the earlier layers' kept bytes (full recomputation:
-        the earlier groups' checkpoints and the recomputed layers of ``j``'s
-        group before it; the later layers are differentiated and freed), and
-        ``this``, layer ``j``'s rows still alive (recomputed where needed).
-        A group's checkpoint is the input of its first recomputed layer, so
-        it is counted once."""
-        stack = self.stacks[chunk]
-        if j == len(stack) - 1:
-            return self._other_sums[chunk] + this
-        start = j - self._group_size(chunk, j) + 1   # j's group's first layer
-        return self._sum_other_layers(stack[:j + 1], start) + this
-
-    def _sum_other_layers(self, stack, start: int | None = None) -> int:
-        """Bytes of the layers of ``stack`` before its last one while that
-        one is differentiated (``start``: the first layer of its group under
-        full recomputation; default, the group of the stack's last layer)."""
-        group = self.layer.group
-        if self.layer.recompute != "full":
-            return sum(m.kept for m in stack[:-1])
-        if start is None:
-            start = (len(stack) - 1) // group * group   # the last group's first layer
-        return sum(m.checkpoint for m in stack[:start:group]) + sum(m.full for m in stack[start:-1])

@@ -214,6 +214,7 @@ def check_job(job) -> None:
     check_uneven_split(job.schedule in V_SHAPED, job.schedule, uneven)
     reserve_bytes(job.reserve, capacity)
     flag("expandable_segments", job.expandable_segments)
+    flag("global_memory_buffer", job.global_memory_buffer)
     if job.loss == "fused" and job.loss_chunk_tokens is not None:
         positive_int("loss_chunk_tokens", job.loss_chunk_tokens)
     from .peak import stage_states
