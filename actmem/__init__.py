@@ -27,25 +27,25 @@ from .layer.lora import LORA_TARGETS, lora_parameters
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.recompute_modules import MODULES as RECOMPUTE_MODULES
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
-from .run.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
-from .run.gpus import GPU, GPUS, gpu_capacity
-from .run.lora_states import adapter_parameters
-from .run.model import NORMS, POSITIONS, ModelConfig
-from .run.parameters import ParameterCount, parameter_count
-from .run.moe_timeline import dispatch_buffers, dispatch_gradients
-from .run.offload import Offload, cpu_offload
-from .run.job import Job
+from .run.moments.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
+from .run.job.gpus import GPU, GPUS, gpu_capacity
+from .run.model_states.lora_states import adapter_parameters
+from .run.job.model import NORMS, POSITIONS, ModelConfig
+from .run.job.parameters import ParameterCount, parameter_count
+from .run.moments.moe_timeline import dispatch_buffers, dispatch_gradients
+from .run.moments.offload import Offload, cpu_offload
+from .run.job.job import Job
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory
-from .run.presets import MOE_PRESETS, PRESETS, preset
-from .run.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
-from .run.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
+from .run.job.presets import MOE_PRESETS, PRESETS, preset
+from .run.model_states.states import ACCOUNTINGS, ModelStates, expert_data_parallel, model_states
+from .run.schedule.pipeline_formulas import (bubble_fraction_formula, first_stage_memory_1f1b,
                                 gpipe_in_flight, interleaved_factor,
                                 interleaved_factor_holds, interleaved_first_stage_memory,
                                 interleaved_in_flight, one_f_one_b_in_flight)
-from .run.stage_split import split_layers
-from .run.timeline import CATEGORIES, Event, StageTimeline
-from .run.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
-from .run.training import model_activation_memory, pipeline_stage_memory
+from .run.schedule.stage_split import split_layers
+from .run.moments.timeline import CATEGORIES, Event, StageTimeline
+from .run.schedule.schedules import ORDERS, SCHEDULES, Op, PipelineSchedule, simulate_schedule
+from .run.schedule.training import model_activation_memory, pipeline_stage_memory
 from .units import (UNITS, convert, format_bytes, format_change, format_value, parse_size,
                     to_gb, to_gib, to_mib)
 from .validate import common_divisors
@@ -81,12 +81,13 @@ _MODULES = {
     **dict.fromkeys(("config", "ledger", "memory", "formula", "ledger_diff", "moe", "lora",
                      "fp8", "context_parallel", "head_dim", "mla", "recompute_modules"),
                     "layer"),
-    **dict.fromkeys(("schedules", "pipeline_formulas", "training", "model", "presets",
-                     "states", "peak", "megatron_estimate", "timeline", "framework", "gpus",
-                     "stage_split", "pass_parts", "lora_states", "moe_timeline", "offload", "job",
-                     "megatron_args", "hf_config", "placement", "parameters", "reserve",
-                     "features", "step_setup"),
-                    "run"),
+    **{name: f"run.{group}" for group, names in (
+        ("schedule", ("schedules", "pipeline_formulas", "training", "stage_split")),
+        ("job", ("model", "presets", "gpus", "job", "megatron_args", "hf_config", "parameters")),
+        ("model_states", ("states", "lora_states", "placement")),
+        ("moments", ("timeline", "framework", "pass_parts", "moe_timeline", "offload")))
+       for name in names},
+    **dict.fromkeys(("peak", "megatron_estimate", "reserve", "features", "step_setup"), "run"),
     **dict.fromkeys(("figures", "widgets", "variant_views", "cli", "train_cli",
                      "schedule_figures", "schedule_views", "fit_figures", "fit_views",
                      "pipeline_measured"), "views"),

@@ -252,7 +252,7 @@ ZH = {
     "measured": "实测",
     "micro-batch {i}": "微批次 {i}",
     "micro-batch {i}, chunk {c}": "模型块 {c} 上的微批次 {i}",
-    # timeline events (actmem.run.timeline), {name}: a micro-batch as above
+    # timeline events (actmem.run.moments.timeline), {name}: a micro-batch as above
     "before the step": "训练步开始前",
     "forward of {name}: attention scores beside the softmax": "{name} 的前向：softmax 输出旁还有注意力分数",
     "end of the forward of {name}, its batch still loaded": "{name} 的前向结束，其输入数据仍在显存中",

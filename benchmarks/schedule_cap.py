@@ -1,7 +1,7 @@
 """What the timing simulation costs past its cap (issue 21, item 11).
 
 ``simulate_schedule`` refuses ``3*p*m*v`` above
-:data:`actmem.run.schedule_rules.MAX_OPERATIONS`. This script lifts the cap
+:data:`actmem.run.schedule.schedule_rules.MAX_OPERATIONS`. This script lifts the cap
 in its own process, builds a GPipe schedule of the given size and times the
 simulation and ``bubble_fraction()`` (wall and CPU seconds, and the peak
 resident memory), so that the cap can be judged on numbers.
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from actmem.run import schedule_rules, schedules  # noqa: E402
+from actmem.run.schedule import schedule_rules, schedules  # noqa: E402
 
 
 def measure(operations: int, p: int = 100) -> dict:

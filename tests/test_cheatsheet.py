@@ -9,7 +9,7 @@ import pytest
 
 import actmem
 from actmem.glossary import GLOSSARY, SYMBOLS, glossary_table
-from actmem.run.states import ACCOUNTINGS
+from actmem.run.model_states.states import ACCOUNTINGS
 from actmem.language import english, set_language
 from actmem.views.cheatsheet import (checklist_markdown, cheat_sheet_figure, formulas,
                                      formulas_markdown, mistakes, mistakes_markdown,

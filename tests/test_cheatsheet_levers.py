@@ -5,7 +5,7 @@ import re
 
 from actmem import ledger_rows, model_states, training_memory
 from actmem.language import english, translator
-from actmem.run.cp_timeline import exchange_buffers
+from actmem.run.moments.cp_timeline import exchange_buffers
 from actmem.views.cheatsheet_levers import (LLAMA2, LONG, LORA, MIXTRAL, levers,
                                             levers_markdown, write_sheet)
 

@@ -16,7 +16,7 @@ import pytest
 import actmem
 from actmem import Job, ModelConfig, training_memory
 from actmem.language import translator
-from actmem.run.megatron_args import ci_runs
+from actmem.run.job.megatron_args import ci_runs
 from actmem.views.cli import main
 from actmem.views.job_cli import read_launch
 from actmem.views.train_cli import table, timeline_text

@@ -6,7 +6,7 @@ import pytest
 
 from actmem import LayerConfig, activation_memory, ledger_rows, model_states
 from actmem.layer.context_parallel import A2A_OUTPUT, CP_COMM_TYPES, SOURCES
-from actmem.run.presets import MOE_PRESETS, PRESETS
+from actmem.run.job.presets import MOE_PRESETS, PRESETS
 
 LLAMA = dict(s=8192, b=1, h=4096, a=32, kv_heads=8, ffn_hidden_size=14336,
              activation="swiglu", dropout=False, flash_attention=True)
@@ -148,7 +148,7 @@ def test_training_memory_runs_each_rank_on_s_over_cp_tokens():
 def test_training_memory_keeps_the_mask_rows_of_the_rank_queries():
     """get_batch_on_this_cp_rank splits the b*s*s mask along the queries only."""
     from actmem import training_memory
-    from actmem.run.timeline import CATEGORIES
+    from actmem.run.moments.timeline import CATEGORIES
     model, at = PRESETS["llama3-8b"].with_(s=16384), CATEGORIES.index("transient")
     events = [training_memory(model, t=8, sequence_parallel=True, cp=4,
                               create_attention_mask_in_dataloader=mask).stages[0].timeline.events

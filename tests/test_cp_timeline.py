@@ -6,11 +6,11 @@ import doctest
 
 import pytest
 
-import actmem.run.cp_timeline as cp_timeline
+import actmem.run.moments.cp_timeline as cp_timeline
 from actmem import LayerConfig, ledger_rows, training_memory
 from actmem.layer.context_parallel import CP_COMM_TYPES
-from actmem.run.cp_timeline import BACKWARD, FORWARD, exchange_buffers, exchange_gradients
-from actmem.run.presets import MOE_PRESETS, PRESETS
+from actmem.run.moments.cp_timeline import BACKWARD, FORWARD, exchange_buffers, exchange_gradients
+from actmem.run.job.presets import MOE_PRESETS, PRESETS
 
 MIB = 2**20
 LLAMA = dict(s=8192, b=1, h=4096, a=32, kv_heads=8, ffn_hidden_size=14336,

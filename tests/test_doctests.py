@@ -18,7 +18,7 @@ MODULES = sorted(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts
 
 
 def test_the_modules_with_examples_are_found():
-    assert {"actmem.layer.memory", "actmem.run.schedules", "actmem.views.fit_levers",
+    assert {"actmem.layer.memory", "actmem.run.schedule.schedules", "actmem.views.fit_levers",
             "actmem.views.fit_views"} <= set(MODULES)
 
 

@@ -119,7 +119,7 @@ def test_training_memory_refuses_bad_fp8(kw, message):
 
 def test_model_states_gain_te_state_per_layer_of_the_stage():
     from actmem import PRESETS, model_states
-    from actmem.run.fp8_states import fp8_stage_bytes
+    from actmem.run.model_states.fp8_states import fp8_stage_bytes
     llama = PRESETS["llama2-7b"]
     per_layer = sum(fp8_state_bytes(llama.layer(2, fp8="e4m3")).values())
     assert fp8_stage_bytes(llama, "e4m3", t=2, p=4) == [8 * per_layer] * 4
@@ -133,7 +133,7 @@ def test_model_states_gain_te_state_per_layer_of_the_stage():
 
 
 def test_zero_bubble_w_step_reads_the_fp8_copies():
-    from actmem.run.split_backward import weight_gradient_rows
+    from actmem.run.schedule.split_backward import weight_gradient_rows
     rows = weight_gradient_rows(activation_memory(**LLAMA, fp8="hybrid"))
     assert [(r.key, r.bytes_per_element) for r in rows] == [
         ("qkv_input", 1), ("proj_input_fp8", 1), ("fc1_input", 1), ("fc2_input", 1)]

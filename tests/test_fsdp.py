@@ -4,9 +4,9 @@ the measured step on 2 gloo ranks (actmem.measure.fsdp)."""
 import pytest
 
 from actmem import PRESETS, training_memory
-from actmem.run.fsdp import fsdp2, layer_tensors, padded, root_tensors
-from actmem.run.model import ModelConfig
-from actmem.run.parameters import parameter_count
+from actmem.run.model_states.fsdp import fsdp2, layer_tensors, padded, root_tensors
+from actmem.run.job.model import ModelConfig
+from actmem.run.job.parameters import parameter_count
 
 SMALL = ModelConfig(s=16, b=1, h=128, a=4, L=4, vocab_size=1000, flash_attention=True,
                     dropout=False, tied_embeddings=False)

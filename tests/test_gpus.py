@@ -5,8 +5,8 @@ import doctest
 
 import pytest
 
-from actmem.run import gpus
-from actmem.run.gpus import GPU, GPUS, MiB, gpu_capacity
+from actmem.run.job import gpus
+from actmem.run.job.gpus import GPU, GPUS, MiB, gpu_capacity
 
 REQUIRED = ("A100 40GB", "A100 80GB", "H100 80GB SXM", "H100 80GB PCIe", "H200", "B200",
             "L4", "L40S", "RTX 4090", "V100 16GB", "V100 32GB", "MI300X")

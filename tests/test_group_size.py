@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import actmem
-from actmem.run.schedule_orders import megatron_groups
+from actmem.run.schedule.schedule_orders import megatron_groups
 
 MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
 SOURCE = "megatron/core/pipeline_parallel/schedules.py"

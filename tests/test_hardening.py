@@ -144,7 +144,7 @@ def test_peak_parts_checks_its_parts(parts, error, words):
 def test_schedule_timing_looks_at_each_operation_a_bounded_number_of_times(monkeypatch):
     """Linear in the operations: a GPU parks on the one event it waits for
     (a loop over every stage until nothing moves costs O(p) per wave)."""
-    from actmem.run import schedule_timing
+    from actmem.run.schedule import schedule_timing
     calls = []
     real = schedule_timing.needs
     monkeypatch.setattr(schedule_timing, "needs", lambda *a: calls.append(1) or real(*a))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import actmem
-from actmem.run.framework import torch_cublas_workspace
+from actmem.run.moments.framework import torch_cublas_workspace
 from actmem.validate import common_divisors, divides, divisors, prime_factors
 
 P = actmem.PRESETS["llama2-7b"]

@@ -2,7 +2,7 @@
 model. The files in tests/hf_configs/ are the checkpoints' config.json as
 published on the Hugging Face Hub (transcribed, keys unchanged); each must
 give the preset of the same model, whose shape and parameter count come
-from its paper or card (actmem/run/presets.py), field for field."""
+from its paper or card (actmem/run/job/presets.py), field for field."""
 
 import json
 from pathlib import Path
@@ -11,7 +11,7 @@ import pytest
 
 import actmem
 from actmem import MOE_PRESETS, PRESETS, ModelConfig
-from actmem.run.hf_config import NEUTRAL
+from actmem.run.job.hf_config import NEUTRAL
 
 CONFIGS = Path(__file__).parent / "hf_configs"
 PUBLISHED = {**PRESETS, **MOE_PRESETS}

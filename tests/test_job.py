@@ -11,7 +11,7 @@ import pytest
 
 import actmem
 from actmem import Job, PRESETS, training_memory
-from actmem.run.job import GROUPS
+from actmem.run.job.job import GROUPS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import golden  # noqa: E402

@@ -310,7 +310,7 @@ def _strings_in(folder: Path) -> set[str]:
 
 @functools.cache  # two tests read it; building it runs about 90 training_memory calls
 def event_templates() -> frozenset[str]:
-    """The labels of the timeline's events (actmem.run.timeline) with the
+    """The labels of the timeline's events (actmem.run.moments.timeline) with the
     micro-batch replaced by ``{name}``, over runs that reach every kind of
     event: attention map stored or not, each recomputation, one and two
     chunks, with and without the data loader's mask."""

@@ -164,7 +164,7 @@ def test_a_frozen_fc2_makes_no_weight_gradient_in_the_timeline():
 
 
 def test_zero_bubble_w_step_reads_the_adapters_rows_only():
-    from actmem.run.split_backward import weight_gradient_rows
+    from actmem.run.schedule.split_backward import weight_gradient_rows
     m = activation_memory(**LLAMA, lora_rank=16, lora_targets=("q_proj", "v_proj"))
     assert [r.key for r in weight_gradient_rows(m)] == [
         "qkv_input", "lora_linear_q_a_output", "lora_linear_v_a_output"]

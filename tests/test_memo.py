@@ -8,8 +8,8 @@ import pytest
 from actmem import MOE_PRESETS, PRESETS
 from actmem.memo import kept_by_repr, warns_at_t1
 from actmem.layer.context_parallel import rank_model
-from actmem.run.moe_timeline import dense_twin
-from actmem.run.precision import precision_moments
+from actmem.run.moments.moe_timeline import dense_twin
+from actmem.run.moments.precision import precision_moments
 
 
 def counted():

@@ -4,8 +4,8 @@ import pytest
 
 from actmem import LayerConfig, ModelConfig, activation_memory, model_states, parameter_count
 from actmem.layer.mla import MLA_OPTIONS, mla_attention_parameters
-from actmem.run.presets import MOE_PRESETS
-from actmem.run.placement import stage_parameter_groups
+from actmem.run.job.presets import MOE_PRESETS
+from actmem.run.model_states.placement import stage_parameter_groups
 
 V3_ATTN = dict(multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512,
                qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128)

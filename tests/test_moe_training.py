@@ -2,7 +2,7 @@
 etp != t, and the token dispatch's buffers in the timeline.
 
 Every expected number is derived here by hand from the shapes, following
-actmem/run/moe_timeline.py's docstring (Megatron-LM's MoELayer.forward and
+actmem/run/moments/moe_timeline.py's docstring (Megatron-LM's MoELayer.forward and
 MoEAlltoAllTokenDispatcher).
 """
 
@@ -16,10 +16,10 @@ from actmem.views.cli import main
 from actmem.views.fit_views import (D_CHOICES, STATES, FitPlanner, expert_choices,
                                     run_arguments, tensor_choices)
 from actmem.views.train_cli import verdict
-from actmem.run.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
+from actmem.run.moments.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
                                      stack_parts, stage_moe_layers, stage_stacks,
                                      virtual_offsets)
-from actmem.run.timeline_events import LayerMoments
+from actmem.run.moments.timeline_events import LayerMoments
 
 S, H, A, E, K, FE = 64, 64, 4, 4, 2, 32
 TINY = ModelConfig(s=S, b=1, h=H, a=A, L=4, vocab_size=256, activation="swiglu",
@@ -242,7 +242,7 @@ def test_interleaved_stages_hold_the_experts_of_their_own_chunks():
 def test_the_docstring_example_runs():
     import doctest
 
-    from actmem.run import moe_timeline
+    from actmem.run.moments import moe_timeline
     result = doctest.testmod(moe_timeline)
     assert result.attempted > 0 and result.failed == 0
 

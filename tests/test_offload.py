@@ -1,13 +1,13 @@
 """Activation offloading (issue 23, item 6): Megatron-LM's --cpu-offloading-num-layers
 through Transformer Engine's offload. Numbers derived by hand from the rows and
-TE's rule (actmem/run/offload.py): rows of >= 256 x 1024 elements move, L - n
+TE's rule (actmem/run/moments/offload.py): rows of >= 256 x 1024 elements move, L - n
 layers' of them stay on the GPU, n layers' go to pinned host memory.
 """
 
 import pytest
 
 from actmem import LayerConfig, PRESETS, training_memory
-from actmem.run.offload import OFFLOAD_MIN_ELEMENTS, cpu_offload, split_rows
+from actmem.run.moments.offload import OFFLOAD_MIN_ELEMENTS, cpu_offload, split_rows
 
 LLAMA = PRESETS["llama2-7b"]          # s = 4096, b = 1, h = 4096, f = 11008, a = 32, L = 32
 SBH, SBF = 4096 * 4096, 4096 * 11008

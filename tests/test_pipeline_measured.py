@@ -45,7 +45,7 @@ def test_pytorch_keeps_almost_the_whole_pass_from_i_to_w():
         [176640, 176640]] * 3
     assert [s["kept_after_weight_grad"] for s in zbv] == [[0, 32768]] + [[32768, 32768]] * 3
     layer = actmem.activation_memory(**{k: data["config"][k] for k in "sbha"})
-    from actmem.run.split_backward import weight_gradient_bytes
+    from actmem.run.schedule.split_backward import weight_gradient_bytes
     assert weight_gradient_bytes(layer) == 57344 < 176640
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 import actmem
-from actmem.run.schedule_timing import virtual_stage
+from actmem.run.schedule.schedule_timing import virtual_stage
 
 NEW = ("interleaved-zb", "zbv", "dualpipev", "looped-bfs")
 

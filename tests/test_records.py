@@ -2,7 +2,7 @@
 kind (wrong type, negative bytes, bools and floats where integers are meant,
 unknown names), NumPy integers are kept as ``int``, and each record's own
 rules hold; and the precisions other than bf16 refuse every feature they do
-not model with one message (:func:`actmem.run.precision.check_precision_features`)."""
+not model with one message (:func:`actmem.run.moments.precision.check_precision_features`)."""
 
 import dataclasses
 import re
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from actmem import MOE_PRESETS, PRESETS, model_states, simulate_schedule, training_memory
-from actmem.run.gpus import GPU, GPUS
-from actmem.run.offload import Offload
-from actmem.run.ops import Op, Timed
-from actmem.run.precision import PLAIN_PYTORCH, AutocastCopies
-from actmem.run.record_fields import BY_ANNOTATION
-from actmem.run.timeline_events import Event, LayerMoments, Pass
+from actmem.run.job.gpus import GPU, GPUS
+from actmem.run.moments.offload import Offload
+from actmem.run.schedule.ops import Op, Timed
+from actmem.run.moments.precision import PLAIN_PYTORCH, AutocastCopies
+from actmem.run.job.record_fields import BY_ANNOTATION
+from actmem.run.moments.timeline_events import Event, LayerMoments, Pass
 
 SMALL = PRESETS["llama2-7b"].with_(L=4, s=256)
 

@@ -13,7 +13,7 @@ from actmem import (activation_memory, bubble_fraction_formula, first_stage_memo
                     gpipe_in_flight, interleaved_factor, interleaved_factor_holds,
                     interleaved_first_stage_memory, interleaved_in_flight,
                     model_activation_memory, one_f_one_b_in_flight, simulate_schedule)
-from actmem.run.schedules import BACKWARD, FORWARD
+from actmem.run.schedule.schedules import BACKWARD, FORWARD
 
 MIB = 2**20
 P_RANGE, M_RANGE, V_RANGE = range(1, 17), range(1, 65), range(2, 5)

@@ -6,8 +6,8 @@ from fractions import Fraction
 import pytest
 
 import actmem
-from actmem.run.split_backward import weight_gradient_bytes, weight_gradient_rows
-from actmem.run.timeline import LayerMoments, Pass, stage_timeline
+from actmem.run.schedule.split_backward import weight_gradient_bytes, weight_gradient_rows
+from actmem.run.moments.timeline import LayerMoments, Pass, stage_timeline
 
 LAYER = actmem.activation_memory(s=2048, b=1, h=4096, a=32, t=8)
 SBH = 2048 * 4096

@@ -8,7 +8,7 @@ import pytest
 
 import actmem
 from actmem import PRESETS, ModelConfig, training_memory
-from actmem.run.framework import te_cublas_workspace, torch_cublas_workspace, workspace_bytes
+from actmem.run.moments.framework import te_cublas_workspace, torch_cublas_workspace, workspace_bytes
 
 MIB = 2**20
 GPT = ModelConfig(s=512, b=2, h=256, a=4, L=4, vocab_size=1000)  # stored map, dropout
@@ -272,7 +272,7 @@ def test_steady_state_moments_repeat_with_each_micro_batch_named():
 def test_negative_bytes_alive_is_refused_as_a_fault():
     """Events are made unchecked; the one method that makes their bytes
     refuses a negative count, naming the categories."""
-    from actmem.run.timeline import LayerMoments, Pass, stage_timeline
+    from actmem.run.moments.timeline import LayerMoments, Pass, stage_timeline
     layer = LayerMoments(kept=100, full=100, to_softmax=0, scores=0, checkpoint=0,
                          recompute="none", group=1)
     with pytest.raises(ValueError, match=r"negative bytes alive \(\{'weights': 0, .*"

@@ -8,7 +8,7 @@ from matplotlib.text import Text
 
 import actmem
 from actmem import PRESETS, fit_figures, training_memory
-from actmem.run.timeline_events import Event
+from actmem.run.moments.timeline_events import Event
 from actmem.views.timeline_marks import (backward_spans, loss_positions, tall_transients,
                                          transient_name)
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import actmem
 from actmem import PRESETS, model_states, parameter_count, training_memory
-from actmem.run.pass_parts import embedding_activations, output_activations
+from actmem.run.moments.pass_parts import embedding_activations, output_activations
 from actmem.run.peak import PARTS
-from actmem.run.placement import stage_parameters
+from actmem.run.model_states.placement import stage_parameters
 
 MIB, GIB = 2**20, 2**30
 L7 = PRESETS["llama2-7b"]

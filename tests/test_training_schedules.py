@@ -1,12 +1,12 @@
 """training_memory under PyTorch's newer schedules (issue 22 item 5): the
 loss sits on the V's last chunk (stage 0), and a split backward keeps the
-rows its weight-gradient step reads (actmem.run.split_backward)."""
+rows its weight-gradient step reads (actmem.run.schedule.split_backward)."""
 
 import pytest
 
 import actmem
 from actmem import PRESETS, training_memory
-from actmem.run.split_backward import layer_weight_rows, weight_gradient_bytes
+from actmem.run.schedule.split_backward import layer_weight_rows, weight_gradient_bytes
 
 L7 = PRESETS["llama2-7b"]   # 32 layers; t=2, p=4: 8 layers per stage
 RUN = dict(t=2, p=4, m=8)

@@ -1,10 +1,10 @@
 """Closed forms of the zero-bubble and DualPipe schedules against the
-simulation (actmem.run.pipeline_formulas, actmem.run.dualpipe)."""
+simulation (actmem.run.schedule.pipeline_formulas, actmem.run.schedule.dualpipe)."""
 
 import pytest
 
 import actmem
-from actmem.run.pipeline_formulas import (dualpipe_in_flight, dualpipe_parameter_copies,
+from actmem.run.schedule.pipeline_formulas import (dualpipe_in_flight, dualpipe_parameter_copies,
                                           zbv_in_flight, zero_bubble_h1_bubble)
 
 

@@ -143,7 +143,7 @@ def preset_calls(calls: dict) -> None:
     """Every preset under every schedule, Megatron-LM's and PyTorch's
     (m = 8): the first of p = 4, 2, 3 and v = 1, 2, 3 the schedule takes
     with the model's layers."""
-    from actmem.run.schedule_rules import ALL_SCHEDULES
+    from actmem.run.schedule.schedule_rules import ALL_SCHEDULES
     models = {**actmem.PRESETS, **actmem.MOE_PRESETS}
     for model in models.values():
         for schedule in ALL_SCHEDULES:

@@ -780,7 +780,7 @@ def refused_with_a_map(why: str) -> tuple[str, str, dict]:
     """Refused when given while the unfused attention's softmax runs in
     PyTorch (it then saves an fp32 copy of the map); memory-neutral where no
     s x s map is kept or the fused masked-softmax kernel runs, which reads
-    and writes 16 bits (``neutral_when``, read by actmem/run/megatron_args.py)."""
+    and writes 16 bits (``neutral_when``, read by actmem/run/job/megatron_args.py)."""
     return (R, f"Refused when set: {why}; its default, and any value under FlashAttention, "
                f"fused attention or the fused masked-softmax kernel, is memory-neutral.",
             {"neutral_when": "softmax_in_16_bits"})
@@ -893,7 +893,7 @@ CLASSES: dict[str, tuple] = {
     "--quick-geglu": when_set("a gated quick-GeLU activation actmem's layer does not have"),
     "--disable-bias-linear": (M, "bias", "No biases on the linear layers (bias=False)."),
     "--add-qkv-bias": when_set("biases on Q, K and V alone, which actmem's bias=True/False "
-                               "cannot say (as Qwen2 is refused in actmem.run.hf_config)"),
+                               "cannot say (as Qwen2 is refused in actmem.run.job.hf_config)"),
     "--hidden-dropout": (M, "dropout", "dropout=True when the dropouts are > 0 (each keeps a "
                                        "1-byte mask), False when both are 0; one without the "
                                        "other is not expressible."),
@@ -905,7 +905,7 @@ CLASSES: dict[str, tuple] = {
                              "qk_layernorm rows do not describe"),
     "--window-size": (N, "With FlashAttention or fused attention a window changes which scores "
                          "are computed, not the tensors saved for backward (as "
-                         "actmem.run.hf_config's sliding_window)."),
+                         "actmem.run.job.hf_config's sliding_window)."),
     "--window-attn-skip-freq": (N, "Which layers use the window: with FlashAttention or fused "
                                    "attention no layer keeps more either way."),
     "--yarn-original-max-position-embeddings": (N, "A YaRN frequency-correction value."),
@@ -1102,7 +1102,7 @@ CLASSES: dict[str, tuple] = {
                                                "tensor-parallel ranks"),
     "--cpu-offloading-num-layers": (M, "cpu_offloading_num_layers",
                                     "The first n layers' saved tensors go to pinned host memory "
-                                    "(actmem.run.offload)."),
+                                    "(actmem.run.moments.offload)."),
     "--cpu-offloading-retain-pinned-cpu-buffers": (N, "Keeps the pinned host buffers between "
                                                       "iterations: host memory."),
     "--fine-grained-activation-offloading": when_set("module-level activation offloading, "
@@ -1469,7 +1469,7 @@ CLASSES: dict[str, tuple] = {
     "--megatron-fsdp-max-pool-double-buffer": only(_FSDP),
     "--fsdp-db-use-persist-buf-on-alloc-fail": only(_FSDP),
     "--use-torch-fsdp2": (M, "use_torch_fsdp2", "PyTorch FSDP2 on every layer "
-                                                "(actmem.run.fsdp)."),
+                                                "(actmem.run.model_states.fsdp)."),
     "--torch-fsdp2-no-reshard-after-forward": (M, "reshard_after_forward",
                                                "Given: reshard_after_forward=False (ZeRO-2), "
                                                "every layer's gathered parameters kept from "
@@ -1688,7 +1688,7 @@ UNSURE: dict[str, str] = {
         "buffers were not sized.",
     "--use-mup": "Refused when set by reading LanguageModule (logits * mup_output_mult makes a "
         "second logits tensor for a moment); not measured.",
-    "--window-size": "Neutral as in actmem.run.hf_config (sliding_window) for FlashAttention "
+    "--window-size": "Neutral as in actmem.run.job.hf_config (sliding_window) for FlashAttention "
         "and fused attention; with unfused attention the s x s map is kept anyway.",
     "--tokenizer-type": "Tokenizer files (--vocab-file, --tokenizer-model, --tokenizer-metadata) "
         "are classed modelled (vocab_size, derived), not neutral as paths usually are, because "

@@ -44,7 +44,7 @@ forward keeps all cp ring buffers of K and V in ``p2p_comm_buffers`` until
 it returns; its backward double-buffers K/V and dK/dV; allgather gathers
 the whole sequence's K and V in forward and again in backward; a2a's
 all-to-all copies) are not alive between the passes: the timeline counts
-them inside each layer's attention (:mod:`actmem.run.cp_timeline`). Not
+them inside each layer's attention (:mod:`actmem.run.moments.cp_timeline`). Not
 counted (left): the rng states and cu_seqlens of each ring step (a few
 bytes per step).
 """
@@ -275,7 +275,7 @@ def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int =
 def with_a2a_output(moments, model, t: int, sequence_parallel: bool, recompute: str, cp: int,
                     cp_comm_type: str, hierarchical_context_parallel_sizes=None,
                     layer_options=None):
-    """``moments`` (a dense layer's :class:`actmem.run.timeline.LayerMoments`,
+    """``moments`` (a dense layer's :class:`actmem.run.moments.timeline.LayerMoments`,
     computed on a rank's s/cp tokens by :func:`rank_model`'s model) with the
     a2a output row (:func:`a2a_output_row`) added to what the layer keeps
     under the run's recomputation and to its full rows; unchanged for p2p,

@@ -237,7 +237,7 @@ def working_set(c) -> int:
     checkpoints included; else the larger of ``shared_experts`` and
     ``moe_act``, differentiated one after the other). The working set is
     the larger block. Under the default (``core_attn``) it is the
-    attention-map rows, as :func:`actmem.run.precision.moment_parts`; under
+    attention-map rows, as :func:`actmem.run.moments.precision.moment_parts`; under
     FP8 with FlashAttention also the attention output in 16 bits, which the
     recomputed attention returns again while only its FP8 copy is kept
     (:mod:`actmem.layer.fp8`).

@@ -29,7 +29,7 @@ tensors and the exact result, not to hold TE's transient buffers (TE keeps
 all cp ring buffers in ``p2p_comm_buffers`` and every step's output until
 it merges them; :class:`RingAttention` merges as it goes and sends K and V
 as two tensors; the all-to-alls here make no head-major copies to keep), so
-the exchange buffers of :mod:`actmem.run.cp_timeline` are checked by hand
+the exchange buffers of :mod:`actmem.run.moments.cp_timeline` are checked by hand
 arithmetic against TE's code (``tests/test_cp_timeline.py``), not measured
 here. Attention dropout is not modelled
 (TE regenerates it from rng states; the ledger keeps no row for it).

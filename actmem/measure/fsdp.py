@@ -16,7 +16,7 @@ and gradients, the all-gather outputs, the reduce-scatter inputs,
 activations, temporaries of the backward, optimizer states); its peak and
 the categories at that moment are set beside the timeline of
 :func:`actmem.training_memory` with ``use_torch_fsdp2=True``
-(:mod:`actmem.run.fsdp`) at d = 2.
+(:mod:`actmem.run.model_states.fsdp`) at d = 2.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
 
-from ..run.model import ModelConfig
+from ..run.job.model import ModelConfig
 from ..run.peak import training_memory
 from .launch import on_ranks
 from .step_losses import torch_cross_entropy

@@ -2,7 +2,7 @@
 that moving them keeps the gradients.
 
 Transformer Engine's offload (``transformer_engine/pytorch/cpu_offload.py``,
-see :mod:`actmem.run.offload`) is a pair of ``saved_tensors_hooks``: the
+see :mod:`actmem.run.moments.offload`) is a pair of ``saved_tensors_hooks``: the
 pack hook copies a saved tensor of at least 256 x 1024 elements to pinned
 host memory and drops the GPU reference; the unpack hook gives back the
 reloaded copy. PyTorch's own ``torch.autograd.graph.save_on_cpu`` moves every
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from ..layer.config import LayerConfig
-from ..run.offload import OFFLOAD_MIN_ELEMENTS
+from ..run.moments.offload import OFFLOAD_MIN_ELEMENTS
 from .layer import ReferenceLayer, layer_input
 from .saved import Recorder
 

@@ -33,9 +33,9 @@ from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleD
                                           ScheduleZBVZeroBubble)
 
 from ..layer.config import LayerConfig
-from ..run.schedule_timing import virtual_stage
-from ..run.schedules import simulate_schedule
-from ..run.zero_bubble import V_SHAPED
+from ..run.schedule.schedule_timing import virtual_stage
+from ..run.schedule.schedules import simulate_schedule
+from ..run.schedule.zero_bubble import V_SHAPED
 from .pipeline_result import StageResult, as_dict, default_cases, stage_result
 from .alive import AliveBytes
 from .launch import on_ranks

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..run.schedules import simulate_schedule
+from ..run.schedule.schedules import simulate_schedule
 
 MEGATRON_REFUSES = (("interleaved", 4, 3, 2), ("interleaved", 4, 6, 2))
 """Interleaved cases PyTorch runs and Megatron-LM refuses with its default

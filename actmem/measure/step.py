@@ -14,7 +14,7 @@ bytes alive are tracked by
 2. :class:`~.live_bytes.LiveBytes`: the same principle, keyed by the C++
    storage, with the step's moments labelled (:func:`train_step`), so the
    peak of each moment can be set beside the timeline's event of the same
-   name (:mod:`actmem.run.timeline`).
+   name (:mod:`actmem.run.moments.timeline`).
 
 What neither sees: memory an operator allocates and frees inside itself
 (below the dispatcher). Checked with the profiler's CPU allocator events:

@@ -7,7 +7,7 @@ and the timeline is asked for no device workspace. On a CUDA GPU
 (taken once the model, gradient buffer and Adam's states exist), and the
 timeline includes that GPU's workspaces: PyTorch's two cuBLAS workspaces for
 its compute capability, or ``CUBLAS_WORKSPACE_CONFIG`` when set
-(:func:`actmem.run.framework.default_cublas_workspace_config`), and no
+(:func:`actmem.run.moments.framework.default_cublas_workspace_config`), and no
 Transformer Engine. Only configurations without dropout run there: the
 reference layer (:mod:`.layer`) draws its dropout masks with a CPU generator.
 """
@@ -18,7 +18,7 @@ import os
 
 import torch
 
-from ..run.framework import default_cublas_workspace_config
+from ..run.moments.framework import default_cublas_workspace_config
 from .stored_step import CONFIGS
 
 DEVICES = ("cpu", "cuda")

@@ -1,7 +1,7 @@
 """The cross-entropy losses :mod:`.step` trains with, one per ``loss`` option.
 
 Each follows a named source, so a measured byte can be traced to the code
-that allocates it (:mod:`actmem.run.framework` models the same bytes):
+that allocates it (:mod:`actmem.run.moments.framework` models the same bytes):
 
 * :class:`VocabParallelCrossEntropy` is Megatron-LM's
   ``_VocabParallelCrossEntropy`` (``megatron/core/tensor_parallel/
@@ -16,7 +16,7 @@ that allocates it (:mod:`actmem.run.framework` models the same bytes):
   in eager PyTorch over chunks of tokens, each chunk's logits materialised
   as Liger-Kernel's ``fused_linear_cross_entropy_forward``
   (``src/liger_kernel/ops/fused_linear_cross_entropy.py``) materialises
-  them; the chunk size is :func:`actmem.run.framework.fused_loss_chunk`.
+  them; the chunk size is :func:`actmem.run.moments.framework.fused_loss_chunk`.
 """
 
 from __future__ import annotations

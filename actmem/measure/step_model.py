@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..run.model import ModelConfig
+from ..run.job.model import ModelConfig
 from .layer import DropoutSeeds, ReferenceLayer, dropout
 
 

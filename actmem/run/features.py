@@ -8,7 +8,7 @@ changes, in the order of the step:
   (:class:`actmem.run.step_setup.StepSetup`);
 * :meth:`Feature.states`: a stage's weights, gradients and optimizer states;
 * :meth:`Feature.keeps_tied_gradient`: whether the tied output weight's
-  gradient waits for the embedding's (:func:`actmem.run.timeline.stage_timeline`);
+  gradient waits for the embedding's (:func:`actmem.run.moments.timeline.stage_timeline`);
 * :meth:`Feature.timeline`: the events of a stage's step;
 * :meth:`Feature.stage`: the stage's parts.
 
@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..layer.context_parallel import with_a2a_output
-from .cp_timeline import with_exchange
-from .fsdp import fsdp2, fsdp_timeline
-from .offload import cpu_offload, offloaded_timeline
-from .precision import full_precision_states, layer_rows
-from .split_backward import layer_weight_rows
+from .moments.cp_timeline import with_exchange
+from .model_states.fsdp import fsdp2, fsdp_timeline
+from .moments.offload import cpu_offload, offloaded_timeline
+from .moments.precision import full_precision_states, layer_rows
+from .schedule.split_backward import layer_weight_rows
 
 
 class Feature:
@@ -51,10 +51,10 @@ class Feature:
 
 
 class SplitBackward(Feature):
-    """Zero-bubble schedules (:mod:`actmem.run.split_backward`): from its
+    """Zero-bubble schedules (:mod:`actmem.run.schedule.split_backward`): from its
     input-gradient step to its weight-gradient step a pass keeps what the
     weight gradients read (a dense model's layers; an MoE model's kinds
-    carry theirs, :func:`actmem.run.moe_timeline.kind_moments`)."""
+    carry theirs, :func:`actmem.run.moments.moe_timeline.kind_moments`)."""
 
     def setup(self, setup):
         j, model = setup.job, setup.model
@@ -68,7 +68,7 @@ class SplitBackward(Feature):
 
 class ContextParallel(Feature):
     """Context parallelism (:mod:`actmem.layer.context_parallel`,
-    :mod:`actmem.run.cp_timeline`): the a2a output row, and each layer's
+    :mod:`actmem.run.moments.cp_timeline`): the a2a output row, and each layer's
     key/value exchange buffers in its attention; nothing at cp = 1."""
 
     def setup(self, setup):
@@ -81,7 +81,7 @@ class ContextParallel(Feature):
 
 
 class FullPrecision(Feature):
-    """fp32 and autocast (:mod:`actmem.run.precision`): fp32 parameters,
+    """fp32 and autocast (:mod:`actmem.run.moments.precision`): fp32 parameters,
     gradients and Adam states."""
 
     def states(self, setup, states):
@@ -101,7 +101,7 @@ class LoRA(Feature):
 
 
 class FSDP2(Feature):
-    """PyTorch's ``fully_shard`` (:mod:`actmem.run.fsdp`): fp32 shards as the
+    """PyTorch's ``fully_shard`` (:mod:`actmem.run.model_states.fsdp`): fp32 shards as the
     states, the gathered parameters and reduce-scatter buffers on the
     timeline; the tied weight's gradient is the root's."""
 
@@ -125,7 +125,7 @@ class FSDP2(Feature):
 
 
 class Offload(Feature):
-    """Activation offloading (:mod:`actmem.run.offload`): n layers'
+    """Activation offloading (:mod:`actmem.run.moments.offload`): n layers'
     offloadable rows on the host while a pass is held."""
 
     def setup(self, setup):

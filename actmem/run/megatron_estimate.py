@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .model import ModelConfig
+from .job.model import ModelConfig
 
 
 def megatron_weights_and_optimizer(model: ModelConfig, t: int = 1, p: int = 1, d: int = 1,

@@ -21,16 +21,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .features import FEATURES
-from .gpus import find_gpu
-from .job import Job, as_job
-from .model import ModelConfig
-from .moe_timeline import stack_parts, stage_moe_layers, stage_stacks
-from .precision import autocast_copies, moment_parts
+from .job.gpus import find_gpu
+from .job.job import Job, as_job
+from .job.model import ModelConfig
+from .moments.moe_timeline import stack_parts, stage_moe_layers, stage_stacks
+from .moments.precision import autocast_copies, moment_parts
 from .reserve import default_reserve
 from .stage_memory import PARTS, StageMemory, TrainingMemory
-from .states import model_states
+from .model_states.states import model_states
 from .step_setup import StepSetup, step_setup
-from .timeline import Pass, stage_timeline
+from .moments.timeline import Pass, stage_timeline
 
 __all__ = ["PARTS", "StageMemory", "TrainingMemory", "training_memory"]  # the records: stage_memory
 
@@ -61,7 +61,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
             model (:func:`actmem.model_states`; etp default t), for its
             states, its MoE layers' rows and their token dispatch buffers
-            (:mod:`actmem.run.moe_timeline`). A model that mixes dense and
+            (:mod:`actmem.run.moments.moe_timeline`). A model that mixes dense and
             MoE layers (``moe_layer_freq``) puts each stage's own layers,
             each of its kind, in the stage's parts and timeline.
         m, schedule, v, order: micro-batches per step and the pipeline
@@ -69,7 +69,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             PyTorch's for its own schedules). Under ZBV and DualPipeV the loss
             is on stage 0 (the V's last chunk); under the zero-bubble
             schedules a pass keeps the rows its W reads from its I to its W
-            (:mod:`actmem.run.split_backward`).
+            (:mod:`actmem.run.schedule.split_backward`).
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
             recompute_modules: with ``recompute="selective"``, the modules
@@ -79,7 +79,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             cpu_offloading_num_layers: n, Megatron-LM's
             ``--cpu-offloading-num-layers``: the first n layers' large saved
             tensors go to pinned host memory (Transformer Engine's offload,
-            :mod:`actmem.run.offload`), so a pass keeps n layers' fewer on the
+            :mod:`actmem.run.moments.offload`), so a pass keeps n layers' fewer on the
             GPU; the stage's ``host_memory`` reports the host bytes. Needs
             p=1, recompute="none" and schedule="1f1b"; 0 <= n < L.
         accounting, zero_stage, distributed_optimizer: model states
@@ -111,7 +111,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             stored, the scores (b*a/t maps of s x s, the ``baddbmm``
             output) are written into it, not into a new tensor, and under
             sequence parallelism the linear layers gather their inputs into
-            it (:func:`actmem.run.framework.megatron_global_buffer`).
+            it (:func:`actmem.run.moments.framework.megatron_global_buffer`).
         cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
             (default: PyTorch's for the GPU; Hopper's without a GPU preset).
         stage_layers, decoder_first_pipeline_num_layers,
@@ -121,18 +121,18 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             :func:`actmem.split_layers` (default: ``L/(p*v)`` per chunk).
         precision: ``"bf16"`` (Megatron-LM's ``--bf16``), ``"fp32"`` or
             ``"autocast"`` (fp32 parameters under ``torch.autocast``, bf16):
-            :mod:`actmem.run.precision`; fp32 and autocast need
+            :mod:`actmem.run.moments.precision`; fp32 and autocast need
             ``logits_bytes=4``. fused_projections: under autocast, Q/K/V
             (and SwiGLU's gate/up) are one linear, which casts its input once.
             autocast_device: whose autocast op lists apply, ``"cuda"`` or
             ``"cpu"`` (where softmax stays bf16).
         loss_chunk_tokens: tokens per chunk of ``loss="fused"`` (default
-            :func:`actmem.run.framework.fused_loss_chunk`, Liger-Kernel's);
+            :func:`actmem.run.moments.framework.fused_loss_chunk`, Liger-Kernel's);
             more than the micro-batch's tokens on a GPU (``s*b/cp``) is one
             chunk of those tokens, as :func:`actmem.loss_bytes` says.
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are
             added into the fp32 buffer inside the GEMM (default: with the
-            persistent buffer, which it needs; :mod:`actmem.run.framework`).
+            persistent buffer, which it needs; :mod:`actmem.run.moments.framework`).
         cp, cp_comm_type, hierarchical_context_parallel_sizes: context
             parallelism (``--context-parallel-size``, ``--cp-comm-type``,
             :mod:`actmem.layer.context_parallel`): a rank runs the model on
@@ -147,14 +147,14 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             layer's FP8 weight copies and scaling state
             (:func:`actmem.layer.fp8.fp8_state_bytes`) join the weights. A
             model with ``lora_rank`` trains its adapters (frozen base:
-            :mod:`actmem.run.lora_states`) in bf16 only.
+            :mod:`actmem.run.model_states.lora_states`) in bf16 only.
         use_torch_fsdp2: Megatron-LM's ``--use-torch-fsdp2``: PyTorch's
             ``fully_shard`` on every layer and the whole model, torchtitan's
             mixed precision (bf16 compute, fp32 reduce): fp32 parameter,
             gradient and Adam shards over d*cp replace the model states, and
             the timeline holds the gathered bf16 parameters of the running
             and the prefetched layer, the root's, and the reduce-scatter
-            buffers (:mod:`actmem.run.fsdp`). Needs t=p=1, ep=1,
+            buffers (:mod:`actmem.run.model_states.fsdp`). Needs t=p=1, ep=1,
             gradient_buffer="backward", zero_stage=0, a dense bf16 model.
             reshard_after_forward: FSDP2's (Megatron-LM's
             TorchFullyShardedDataParallelConfig): False keeps every layer's

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-from .record_fields import check_fields
+from .job.record_fields import check_fields
 
 MiB = 2**20
 DRIVER = {"A100 40GB": 621 * MiB, "A100 80GB": 768 * MiB, "H100 80GB SXM": 550 * MiB,
@@ -149,7 +149,7 @@ def communicators(job, stage: int) -> tuple[Communicator, ...]:
     an algorithm's buffers only when it first runs it
     (``NCCL_RUNTIME_CONNECT``).
     """
-    from .states import expert_data_parallel
+    from .model_states.states import expert_data_parallel
     j, model = job, job.model
     world = j.t * j.p * j.d * j.cp
     pairs = [Communicator("tensor", j.t), Communicator("data", j.d * j.cp),
@@ -248,7 +248,7 @@ def allocator_gap(peak: int, expandable_segments: bool = False,
 
 def default_reserve(job, stage: int, peak: int, gpu) -> ReserveParts:
     """Pipeline stage ``stage``'s default reserve on ``gpu`` (a
-    :class:`actmem.run.gpus.GPU` preset), at its peak of ``peak`` bytes:
+    :class:`actmem.run.job.gpus.GPU` preset), at its peak of ``peak`` bytes:
     :func:`driver_reserved`, :func:`cuda_context`, :func:`nccl_buffers` of
     :func:`communicators` and
     :func:`allocator_gap` (with ``job.expandable_segments``, at most what

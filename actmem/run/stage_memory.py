@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .record_fields import check_fields, records
+from .job.record_fields import check_fields, records
 from .reserve import ReserveParts
-from .timeline import StageTimeline
+from .moments.timeline import StageTimeline
 from ..validate import instance, optional, positive_int
 
 PARTS = ("weights", "gradients", "optimizer", "layer_activations",
@@ -36,14 +36,14 @@ class StageMemory:
     # compared too: the peak is the timeline's (two plans that differ only in
     # when things are alive, e.g. the loss, are not the same plan)
     timeline: StageTimeline | None = field(default=None, repr=False)
-    # pinned host bytes of activation offloading (actmem.run.offload), not on the GPU
+    # pinned host bytes of activation offloading (actmem.run.moments.offload), not on the GPU
     host_memory: int = field(default=0, repr=False)
     reserve_parts: ReserveParts | None = field(default=None, repr=False)
 
     def __post_init__(self):
         """Raises TypeError, ValueError: a stage or bytes that are not
         integers >= 0, a timeline that is not None or a
-        :class:`actmem.run.timeline_events.StageTimeline`."""
+        :class:`actmem.run.moments.timeline_events.StageTimeline`."""
         check_fields(self, _STAGE)
 
     @property

@@ -7,8 +7,8 @@ states, the moments and the timeline, then the peak (:mod:`actmem.run.peak`).
 This module is the part before the stages: the rank's model (``s/cp`` under
 context parallelism), the GPU and its workspaces, what a pass keeps besides
 its layers (the embedding's, the output layer's and the loss's rows,
-:mod:`actmem.run.pass_parts`, :func:`actmem.run.framework.loss_bytes`), and
-each kind of layer's moments (:class:`actmem.run.timeline.LayerMoments`) with
+:mod:`actmem.run.moments.pass_parts`, :func:`actmem.run.moments.framework.loss_bytes`), and
+each kind of layer's moments (:class:`actmem.run.moments.timeline.LayerMoments`) with
 what the job's features change in them (:mod:`actmem.run.features`).
 """
 
@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
 from ..layer.recompute_modules import named_modules
-from .framework import (fused_loss_chunk, gradient_fusion, loss_bytes, megatron_global_buffer,
+from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes, megatron_global_buffer,
                         workspace_bytes)
-from .gpus import find_gpu, gpu_capacity
-from .job import Job
+from .job.gpus import find_gpu, gpu_capacity
+from .job.job import Job
 from ..memo import kept_by_repr
-from .model import ModelConfig
-from .moe_timeline import dense_twin, kind_moments
-from .pass_parts import embedding_activations, output_activations
-from .precision import precision_moments, precision_outputs
-from .schedules import PipelineSchedule, simulate_schedule
-from .stage_split import split_layers
-from .timeline import LayerMoments
-from .training_checks import UNEVEN, reserve_bytes
+from .job.model import ModelConfig
+from .moments.moe_timeline import dense_twin, kind_moments
+from .moments.pass_parts import embedding_activations, output_activations
+from .moments.precision import precision_moments, precision_outputs
+from .schedule.schedules import PipelineSchedule, simulate_schedule
+from .schedule.stage_split import split_layers
+from .moments.timeline import LayerMoments
+from .job.training_checks import UNEVEN, reserve_bytes
 
 
 @dataclass(frozen=True)
@@ -51,14 +51,14 @@ class StepSetup:
             (:meth:`actmem.ModelConfig.layer`).
         first, last: what the first and the last chunk of the model keep
             per pass besides the layers, by row.
-        losses: :func:`actmem.run.framework.loss_bytes` of the job.
+        losses: :func:`actmem.run.moments.framework.loss_bytes` of the job.
         tied: the output layer's weight gradient.
         kinds: each kind of layer's moments of an MoE model (0 dense, 1
             MoE), or None; moments: the moments of the layers (an MoE
             model's MoE layers').
         mask: one micro-batch's attention mask from the data loader.
         offload: activation offloading's bytes
-            (:class:`actmem.run.offload.Offload`), or None.
+            (:class:`actmem.run.moments.offload.Offload`), or None.
     """
 
     job: Job
@@ -85,7 +85,7 @@ class StepSetup:
 @kept_by_repr(16)   # a job's checks find it, then training_memory reads it
 def step_setup(job: Job) -> StepSetup:
     """The shared values of ``job`` (a :class:`actmem.Job` whose options
-    are checked, :func:`actmem.run.training_checks.check_job`), the layers'
+    are checked, :func:`actmem.run.job.training_checks.check_job`), the layers'
     moments as each feature changes them (:data:`actmem.run.features.FEATURES`).
 
     Raises:
@@ -136,7 +136,7 @@ def _outside_layers(job: Job, model: ModelConfig, options: dict):
     """(what the first chunk keeps per pass, what the last keeps, the
     loss's bytes, the output weight's gradient): the embedding's rows, the
     final norm's and the output layer's inputs and the logits as the loss
-    keeps them (:func:`actmem.run.framework.loss_bytes`)."""
+    keeps them (:func:`actmem.run.moments.framework.loss_bytes`)."""
     base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
     first = embedding_activations(base, job.t, job.sequence_parallel, options)
     last = precision_outputs(output_activations(base, job.t, job.sequence_parallel,
@@ -159,8 +159,8 @@ def _layer_moments(job: Job, model: ModelConfig, plan: PipelineSchedule, fusion:
                    options: dict):
     """(each kind of layer's moments of an MoE model or None, the layers'
     moments) before the features change them: an MoE model's kinds
-    (:func:`actmem.run.moe_timeline.kind_moments`), a dense model's in its
-    precision (:func:`actmem.run.precision.precision_moments`; LoRA leaves
+    (:func:`actmem.run.moments.moe_timeline.kind_moments`), a dense model's in its
+    precision (:func:`actmem.run.moments.precision.precision_moments`; LoRA leaves
     fc2 frozen, so its weight gradient is not made)."""
     if model.num_experts is not None:
         kinds = kind_moments(model, job.t, job.sequence_parallel, job.recompute,

@@ -23,15 +23,15 @@ from matplotlib.figure import Figure
 
 from ..language import translator
 from ..layer.memory import activation_memory, table2
-from ..run.framework import loss_bytes
-from ..run.gpus import GPUS
-from ..run.parameters import parameter_count
+from ..run.moments.framework import loss_bytes
+from ..run.job.gpus import GPUS
+from ..run.job.parameters import parameter_count
 from ..run.peak import training_memory
-from ..run.pipeline_formulas import bubble_fraction_formula, interleaved_first_stage_memory
-from ..run.presets import PRESETS
-from ..run.schedules import simulate_schedule
-from ..run.states import BYTES_PER_PARAMETER, model_states
-from ..run.training import model_activation_memory
+from ..run.schedule.pipeline_formulas import bubble_fraction_formula, interleaved_first_stage_memory
+from ..run.job.presets import PRESETS
+from ..run.schedule.schedules import simulate_schedule
+from ..run.model_states.states import BYTES_PER_PARAMETER, model_states
+from ..run.schedule.training import model_activation_memory
 from ..units import format_bytes, parse_size
 
 __all__ = ["WORKED", "GPT3", "Mistake", "formulas", "states_and_peak", "checklist",

@@ -7,7 +7,7 @@ Megatron-LM flag (snake_case option in actmem), what it does to the bytes,
 and a worked number from the ledger (:func:`actmem.ledger_rows`), the model
 states (:func:`actmem.model_states`), the step's peak
 (:func:`actmem.training_memory`) or the attention's exchange buffers
-(:mod:`actmem.run.cp_timeline`); nothing is typed in. :func:`levers`
+(:mod:`actmem.run.moments.cp_timeline`); nothing is typed in. :func:`levers`
 gives the rows, :func:`levers_markdown` a Markdown table for notebook 11,
 :func:`levers_figure` the A4 page, and :func:`write_sheet` both pages of the
 sheet into one file (``python -m actmem cheatsheet FILE``).
@@ -22,11 +22,11 @@ from matplotlib.figure import Figure
 
 from ..layer.ledger import ledger_rows
 from ..layer.recompute_modules import working_set
-from ..run.cp_timeline import exchange_buffers
-from ..run.offload import OFFLOAD_MIN_ELEMENTS
+from ..run.moments.cp_timeline import exchange_buffers
+from ..run.moments.offload import OFFLOAD_MIN_ELEMENTS
 from ..run.peak import training_memory
-from ..run.presets import MOE_PRESETS, PRESETS
-from ..run.states import BYTES_PER_PARAMETER, model_states
+from ..run.job.presets import MOE_PRESETS, PRESETS
+from ..run.model_states.states import BYTES_PER_PARAMETER, model_states
 from ..units import format_bytes
 from .cheatsheet import ACCENT, INK, PAGE, _Page, _tr, cheat_sheet_figure
 

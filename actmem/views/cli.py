@@ -24,7 +24,7 @@ from .train_cli import count
 from ..language import LANGUAGES, get_language, set_language
 from ..layer.config import ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size
 from ..layer.memory import activation_memory
-from ..run.training import model_activation_memory
+from ..run.schedule.training import model_activation_memory
 from ..units import format_bytes, format_value
 
 COLUMNS = ("fixed", "intermediate", "attention_map", "total")

@@ -23,10 +23,10 @@ from .figures import OKABE_ITO
 from .printed import event_label  # noqa: F401  (notebooks 09 and 12 import it from here)
 from .redraw import changing_only, figure_axes
 from .timeline_marks import draw_marks, legend_entries, name_transients, new_marks
-from ..run.model import ModelConfig
+from ..run.job.model import ModelConfig
 from ..run.peak import PARTS, TrainingMemory, training_memory
-from ..run.timeline import CATEGORIES
-from ..run.training import chunk_layers
+from ..run.moments.timeline import CATEGORIES
+from ..run.schedule.training import chunk_layers
 from ..units import format_bytes, format_value, to_gib
 
 PART_COLOURS = {

@@ -26,8 +26,8 @@ planner's other controls, so that no entry makes
   :func:`actmem.layer.fp8.check_fp8` (Transformer Engine's GEMM dimension
   rules; dense layers without LoRA, cp = 1) accepts the layer as run;
 * offloaded layers (``--cpu-offloading-num-layers``): 0 to L-1 where
-  :func:`actmem.run.offload.check_offload` accepts the run (p = 1, no
-  recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.offload.cpu_offload`).
+  :func:`actmem.run.moments.offload.check_offload` accepts the run (p = 1, no
+  recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.moments.offload.cpu_offload`).
 
 The job's own sizes (issue 20): the sequence length s (``--seq-length``),
 the micro-batch size b (``--micro-batch-size``) and the reserve, what a
@@ -55,8 +55,8 @@ from ..language import get_language, tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.recompute_modules import MODULES, check_for_model
-from ..run.gpus import GPUS, gpu_runs
-from ..run.offload import check_offload
+from ..run.job.gpus import GPUS, gpu_runs
+from ..run.moments.offload import check_offload
 from ..validate import divisors
 
 CP_MAX = 32
@@ -167,7 +167,7 @@ def reserve_argument(value: int | str) -> int | str:
 
 def gpu_choices(precision: str, flash_attention: bool) -> list[str]:
     """The names of :data:`actmem.GPUS` that run ``precision`` and the
-    model's ``flash_attention`` (:func:`actmem.run.gpus.gpu_runs`: bf16 and
+    model's ``flash_attention`` (:func:`actmem.run.job.gpus.gpu_runs`: bf16 and
     FlashAttention need compute capability 8.0)."""
     return [name for name, gpu in GPUS.items()
             if gpu_runs(gpu, precision, flash_attention) is None]
@@ -295,7 +295,7 @@ def fp8_options(*args, gpu: str | None = None, **kwargs) -> list[tuple[str, str]
     """The fp8 menu: ``(label, value)`` pairs of :func:`fp8_choices`, off
     as ``"off"`` (an ipywidgets menu shows the value None as no selection);
     off only on a ``gpu`` (a preset name) that cannot run FP8
-    (:func:`actmem.run.gpus.gpu_runs`: compute capability below 8.9)."""
+    (:func:`actmem.run.job.gpus.gpu_runs`: compute capability below 8.9)."""
     choices = fp8_choices(*args, **kwargs)
     if gpu_runs(GPUS.get(gpu), "fp32", False, "e4m3") is not None:
         choices = [None]

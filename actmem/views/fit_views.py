@@ -51,14 +51,14 @@ from .fit_levers import (B_MAX, RESERVE_DEFAULT, RESERVE_GIB, comm_arguments, co
                          cp_choices, fp8_options, gpu_choices, gpus_text, job_model,
                          menu_cache, module_options, offload_choices, reserve_argument,
                          reserve_options, sequence_choices)
-from ..run.framework import GRADIENT_BUFFERS, LOSSES
-from ..run.gpus import GPUS as GPU_PRESETS
+from ..run.moments.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.job.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
-from ..run.presets import MOE_PRESETS, PRESETS
+from ..run.job.presets import MOE_PRESETS, PRESETS
 from .schedule_views import chunk_choices, microbatch_choices, restrict_schedule, \
     schedule_options, schedule_rule, takes_v
 from .train_cli import verdict
-from ..run.stage_split import split_layers
+from ..run.schedule.stage_split import split_layers
 from ..units import format_value
 from ..validate import choice, common_divisors, flag, instance
 from .readouts import HTML, TEXT

@@ -24,13 +24,13 @@ import re
 import shlex
 from pathlib import Path
 
-from ..run.job import FIELDS, GROUPS
+from ..run.job.job import FIELDS, GROUPS
 
 SOURCES = ("preset", "megatron_args", "hf_config")
 """The ways to give ``actmem train`` its model (argparse dests); one is needed."""
 GPU_OPTIONS = GROUPS["gpu"]
 """The job's options that a launch leaves to the GPU it runs on
-(``gpu_memory``, ``reserve``, ...: :data:`actmem.run.job.GROUPS`)."""
+(``gpu_memory``, ``reserve``, ...: :data:`actmem.run.job.job.GROUPS`)."""
 LAUNCH_KEEPS = ("megatron_args", "world_size", "env", *GPU_OPTIONS, "timeline", "json",
                 "lang", "help")
 """The options of ``actmem train`` allowed beside ``--megatron-args``: the
@@ -175,7 +175,7 @@ def launch_job(args):
     if getattr(args, "megatron_args", None) is None:
         return None
     if getattr(args, "job", None) is None:
-        from ..run.job import Job
+        from ..run.job.job import Job
         argv, env = read_launch(args.megatron_args), environment(args.env)
         try:
             job = Job.from_megatron_args(argv, world_size=args.world_size, env=env,
@@ -210,7 +210,7 @@ def source_model(args):
         return launch_job(args).model
     if getattr(args, "hf_config", None) is None:
         return None
-    from ..run.model import ModelConfig
+    from ..run.job.model import ModelConfig
     flash = True if args.flash_attention is None else args.flash_attention
     try:
         return ModelConfig.from_hf_config(args.hf_config, s=args.s,

@@ -4,7 +4,7 @@ lever moves.
 :func:`lever_figure` draws one stacked bar per lever setting: the most
 loaded GPU's bytes at its peak moment (the peak event of
 :attr:`actmem.StageMemory.timeline`), split by what they are for
-(:data:`actmem.run.timeline.CATEGORIES`: weights, gradients, optimizer
+(:data:`actmem.run.moments.timeline.CATEGORIES`: weights, gradients, optimizer
 states, activations, the logits and the loss, transient tensors inside an
 operation, workspaces). The bands of a bar add up to its peak, byte for
 byte, so that comparing two bars shows which part a lever moved and by how
@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from ..language import tr
 from ..run.peak import TrainingMemory
-from ..run.timeline import CATEGORIES
+from ..run.moments.timeline import CATEGORIES
 from ..units import format_bytes, format_value, to_gib
 from .fit_figures import CATEGORY_COLOURS, CATEGORY_LABELS, PART_COLOURS
 from .printed import width
@@ -41,7 +41,7 @@ character) of a bar's label per line before it wraps."""
 
 def peak_parts(result: TrainingMemory) -> dict[str, int]:
     """The most loaded GPU's bytes at its peak moment, by category
-    (:data:`actmem.run.timeline.CATEGORIES` order), bytes: they add up to
+    (:data:`actmem.run.moments.timeline.CATEGORIES` order), bytes: they add up to
     ``result.most_loaded.peak``.
 
     Raises:

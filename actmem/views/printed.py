@@ -254,8 +254,8 @@ def _option_names() -> frozenset:
     """The fields of a Job and of a ModelConfig: the options a learner types."""
     from dataclasses import fields
 
-    from ..run.job import Job
-    from ..run.model import ModelConfig
+    from ..run.job.job import Job
+    from ..run.job.model import ModelConfig
     return frozenset(f.name for cls in (Job, ModelConfig) for f in fields(cls))
 
 

@@ -39,9 +39,9 @@ from ..language import tr
 from .figures import OKABE_ITO
 from .redraw import changing_only, figure_axes
 from ..layer.memory import ActivationMemory
-from ..run.schedules import (BACKWARD, FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule,
+from ..run.schedule.schedules import (BACKWARD, FORWARD, INPUT_GRAD, WEIGHT_GRAD, PipelineSchedule,
                              simulate_schedule)
-from ..run.training import model_activation_memory
+from ..run.schedule.training import model_activation_memory
 from ..units import format_bytes, format_value, to_mib
 from ..validate import common_divisors
 

@@ -20,10 +20,10 @@ from ..memo import kept_by_repr
 from ..layer.config import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure, schedule_title
-from ..run.schedule_orders import megatron_groups
-from ..run.schedules import (ALL_SCHEDULES, ORDERS, PYTORCH_ONLY, SCHEDULES, PipelineSchedule,
+from ..run.schedule.schedule_orders import megatron_groups
+from ..run.schedule.schedules import (ALL_SCHEDULES, ORDERS, PYTORCH_ONLY, SCHEDULES, PipelineSchedule,
                              check_schedule, simulate_schedule)
-from ..run.training import chunk_layers, model_activation_memory
+from ..run.schedule.training import chunk_layers, model_activation_memory
 from ..units import format_bytes
 from ..validate import common_divisors
 from .readouts import HTML, TEXT
@@ -63,7 +63,7 @@ def stage_choices(L: int, largest: int = P_MAX) -> list[int]:
 
 def order_options(schedule: str) -> list[tuple[str, str]]:
     """Whose order a schedule can take: Megatron-LM's and PyTorch's, or
-    PyTorch's only (:data:`actmem.run.schedules.PYTORCH_ONLY`)."""
+    PyTorch's only (:data:`actmem.run.schedule.schedules.PYTORCH_ONLY`)."""
     orders = ("pytorch",) if schedule in PYTORCH_ONLY else ORDERS
     return [(ORDER_LABELS[o], o) for o in orders]
 

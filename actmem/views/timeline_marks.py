@@ -2,11 +2,11 @@
 backward passes, the loss, and the tall transients, each named.
 
 :func:`actmem.views.fit_figures.timeline_figure` draws a stage's events in
-order; this module reads the same :class:`actmem.run.timeline.Event` s and
+order; this module reads the same :class:`actmem.run.moments.timeline.Event` s and
 says where each backward pass lies (its events' positions), where each
 loss is, and which transient tensors stand tall enough to name. Every name
-comes from the event's own label (:mod:`actmem.run.timeline`,
-:mod:`actmem.run.cp_timeline`, :mod:`actmem.run.fsdp`): the moment an
+comes from the event's own label (:mod:`actmem.run.moments.timeline`,
+:mod:`actmem.run.moments.cp_timeline`, :mod:`actmem.run.model_states.fsdp`): the moment an
 event records tells what its transient bytes are.
 """
 
@@ -50,7 +50,7 @@ TRANSIENT_NAMES = (
 )
 """(phrase of an event label, what its transient bytes are), first match
 wins: the data loader's mask is the only transient at the end of a forward
-and at the loss (:meth:`actmem.run.timeline._Step.forward`); the scores sit
+and at the loss (:meth:`actmem.run.moments.timeline._Step.forward`); the scores sit
 beside it inside a forward that stores the attention map."""
 
 

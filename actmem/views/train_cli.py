@@ -22,14 +22,14 @@ from ..layer.context_parallel import CP_COMM_TYPES
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.lora import LORA_TARGETS
 from ..layer.recompute_modules import MODULES
-from ..run.framework import GRADIENT_BUFFERS, LOSSES
-from ..run.gpus import GPUS, find_gpu
+from ..run.moments.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.job.gpus import GPUS, find_gpu
 from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
-from ..run.timeline import CATEGORIES
-from ..run.model import ModelConfig
-from ..run.presets import MOE_PRESETS, PRESETS
-from ..run.schedules import ORDERS, SCHEDULES
-from ..run.states import ACCOUNTINGS
+from ..run.moments.timeline import CATEGORIES
+from ..run.job.model import ModelConfig
+from ..run.job.presets import MOE_PRESETS, PRESETS
+from ..run.schedule.schedules import ORDERS, SCHEDULES
+from ..run.model_states.states import ACCOUNTINGS
 from ..units import format_bytes, format_change, format_value, parse_size
 from .job_cli import add_sources, job_json, launch_job, name, source_model
 

@@ -1,0 +1,288 @@
+"""Megatron-LM's parsed arguments as actmem's fields: the
+:class:`actmem.ModelConfig` and the :class:`actmem.Job` options of a launch.
+
+Read by :mod:`actmem.run.job.megatron_args` after it has parsed and classified
+the launch. Sizes are derived as Megatron-LM derives them
+(``megatron/training/arguments.py``: validate_args): d = world_size /
+(t * p * cp), m = global batch / (micro batch * d), v from
+``--num-layers-per-virtual-pipeline-stage`` or
+``--num-virtual-stages-per-pipeline-rank``; the vocabulary from
+``--vocab-size`` (``NullTokenizer``) or GPT-2's 50,257 tokens
+(``GPT2BPETokenizer``). Each function raises a ValueError naming the flag
+for what it does not model.
+"""
+
+from __future__ import annotations
+
+import ast
+
+GPT2_VOCABULARY = 50257
+"""Tokens of GPT-2's BPE vocabulary (``gpt2-vocab.json``), which
+``--tokenizer-type GPT2BPETokenizer`` reads."""
+
+
+def model_fields(a: dict, env: dict, gpu=None) -> dict:
+    """The :class:`actmem.ModelConfig` fields of the launch on ``gpu`` (a
+    preset name or size, as :func:`actmem.find_gpu` reads it)."""
+    dropout = {a["hidden_dropout"] > 0, a["attention_dropout"] > 0}
+    if len(dropout) > 1:
+        raise ValueError(f"--hidden-dropout {a['hidden_dropout']} with --attention-dropout "
+                         f"{a['attention_dropout']}: dropout in one place only is not modelled "
+                         "(the ledger keeps its masks everywhere or nowhere)")
+    rotary = a["position_embedding_type"] == "rope" or a["use_rotary_position_embeddings"]
+    fields = dict(
+        s=_needed(a, "seq_length"), b=_needed(a, "micro_batch_size"), h=_needed(a, "hidden_size"),
+        a=_needed(a, "num_attention_heads"), L=_needed(a, "num_layers"),
+        vocab_size=_vocabulary(a), ffn_hidden_size=a["ffn_hidden_size"],
+        kv_heads=a["num_query_groups"] if a["group_query_attention"] else None,
+        kv_channels=a["kv_channels"], activation="swiglu" if a["swiglu"] else "gelu",
+        dropout=dropout.pop(), flash_attention=attention_keeps_no_map(a, env),
+        flash_output_copy=_flash_output_copy(a, env, gpu),
+        norm={"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[a["normalization"]],
+        bias=a["add_bias_linear"], tied_embeddings=not a["untie_embeddings_and_output_weights"],
+        positions="rotary" if rotary else "learned",
+        max_positions=None if rotary else a["max_position_embeddings"],
+        make_vocab_size_divisible_by=a["make_vocab_size_divisible_by"],
+        qk_layernorm=a["qk_layernorm"],
+        source="a Megatron-LM launch (actmem.Job.from_megatron_args)")
+    if a["num_experts"]:
+        fields.update(_moe_fields(a))
+    if a["multi_latent_attention"]:   # its heads' widths are its own: --kv-channels unused
+        fields.update({k: a[k] for k in ("multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+                                         "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
+                      kv_channels=None)
+    return fields
+
+
+def _needed(a: dict, dest: str) -> int:
+    if a[dest] is None:
+        raise ValueError(f"--{dest.replace('_', '-')} is needed: Megatron-LM has no default")
+    return a[dest]
+
+
+def _vocabulary(a: dict) -> int:
+    """The vocabulary before padding: ``--vocab-size`` (NullTokenizer), GPT-2's
+    (GPT2BPETokenizer); other tokenizers' sizes are in files actmem does not read."""
+    kind = a["tokenizer_type"]
+    if a["padded_vocab_size"]:
+        raise ValueError("--padded-vocab-size: give --vocab-size (padded by actmem as "
+                         "Megatron-LM pads it)")
+    if kind == "GPT2BPETokenizer":
+        return GPT2_VOCABULARY
+    if kind in (None, "NullTokenizer") and a["vocab_size"]:
+        return a["vocab_size"]
+    raise ValueError(f"--tokenizer-type {kind}: its vocabulary size is in the tokenizer's "
+                     "files, which actmem does not read; launch with --tokenizer-type "
+                     "NullTokenizer --vocab-size N (N the tokenizer's size) or give the model "
+                     "with ModelConfig.from_hf_config")
+
+
+def attention_keeps_no_map(a: dict, env: dict) -> bool:
+    """Whether the attention keeps no s x s map: Transformer Engine's flash,
+    fused or auto backend (unless NVTE_FLASH_ATTN=0 and NVTE_FUSED_ATTN=0),
+    or the local layers with ``--use-flash-attn``."""
+    backend = a["attention_backend"] or "auto"   # AttnBackend.auto, Megatron-LM's default
+    if a["transformer_impl"] == "local":
+        return bool(a["use_flash_attn"])
+    unfused = env.get("NVTE_FLASH_ATTN") == "0" and env.get("NVTE_FUSED_ATTN") == "0"
+    return backend in ("flash", "fused", "auto") and not unfused
+
+
+def softmax_in_16_bits(a: dict, env: dict) -> bool:
+    """Whether the attention's softmax keeps 16 bits whatever
+    ``--attention-softmax-in-fp32`` says: no s x s map is kept, or the fused
+    masked-softmax kernel runs, which reads and writes the activations'
+    dtype. Where PyTorch's softmax runs instead, the flag makes it save an
+    fp32 map (``forward_torch_softmax``).
+
+    The kernel's conditions for a causal map (s x s, b*a/t maps per rank):
+    16-bit activations, ``--masked-softmax-fusion`` (the default),
+    s divisible by 4 and b*a/t by 4 and by the kernel's batches per block
+    (:func:`_batches_per_block`), and 16 < s < 16384 with s divisible by 8
+    for Transformer Engine's unfused attention
+    (``dot_product_attention/softmax.py``: FusedScaleMaskSoftmax.is_kernel_available),
+    16 < s <= 4096 for Megatron-LM's local one
+    (``megatron/core/fusions/fused_softmax.py``: is_kernel_available).
+    """
+    if attention_keeps_no_map(a, env):
+        return True
+    s, b, heads, t = (a[k] for k in ("seq_length", "micro_batch_size", "num_attention_heads",
+                                     "tensor_model_parallel_size"))
+    if None in (s, b, heads) or not (a["bf16"] or a["fp16"]) or not a["masked_softmax_fusion"]:
+        return False
+    maps = b * heads // t
+    if a["transformer_impl"] == "local":
+        size = 16 < s <= 4096 and maps % _batches_per_block(s) == 0
+    else:
+        size = 16 < s < 16384 and s % 8 == 0 and s % _batches_per_block(s) == 0
+    return size and s % 4 == 0 and maps % 4 == 0
+
+
+def _batches_per_block(s: int) -> int:
+    """Rows of the map one block of the fused softmax kernel handles: 128
+    threads over warps of min(32, next power of two of s) threads, two rows
+    per warp up to 128 columns (``get_batch_per_block`` in both)."""
+    width = 1 << (s - 1).bit_length()
+    return 128 // min(width, 32) * (2 if width <= 128 else 1)
+
+
+def _flash_output_copy(a: dict, env: dict, gpu) -> bool:
+    """Whether Transformer Engine runs flash-attn, which keeps the attention
+    output twice (:func:`actmem.layer.flash_copy.te_runs_flash_attn`)."""
+    from .gpus import find_gpu
+    from ...layer.flash_copy import te_runs_flash_attn
+    if a["transformer_impl"] != "transformer_engine" or not attention_keeps_no_map(a, env):
+        return False
+    found = find_gpu(gpu)
+    return te_runs_flash_attn(a["attention_backend"] or "auto", env,
+                              found.compute_capability if found else None, deterministic(a, env))
+
+
+def deterministic(a: dict, env: dict) -> bool:
+    """A deterministic run: ``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0``, or
+    ``--deterministic-mode``, which sets it (``megatron/training/determinism.py``:
+    DETERMINISM_ENV_VAR_DEFAULTS, applied with ``setdefault``)."""
+    return env.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0" or bool(a["deterministic_mode"])
+
+
+def _moe_fields(a: dict) -> dict:
+    """An MoE model's fields (``--moe-token-dispatcher-type alltoall`` only:
+    the dispatch buffers actmem models)."""
+    if a["moe_token_dispatcher_type"] != "alltoall":
+        raise ValueError(f"--moe-token-dispatcher-type {a['moe_token_dispatcher_type']}: actmem "
+                         "models the alltoall dispatcher's buffers (actmem.run.moments.moe_timeline); "
+                         "Megatron-LM's default, allgather, keeps others")
+    coeff = a["moe_aux_loss_coeff"]
+    return dict(num_experts=a["num_experts"], moe_router_topk=a["moe_router_topk"],
+                moe_ffn_hidden_size=a["moe_ffn_hidden_size"],
+                moe_shared_expert_intermediate_size=a["moe_shared_expert_intermediate_size"],
+                moe_layer_freq=_layer_pattern(a["moe_layer_freq"]),
+                moe_expert_capacity_factor=a["moe_expert_capacity_factor"],
+                moe_pad_expert_input_to_capacity=a["moe_pad_expert_input_to_capacity"],
+                moe_aux_loss_coeff=coeff[0] if isinstance(coeff, list) else coeff)
+
+
+def _layer_pattern(text):
+    """``--moe-layer-freq`` as Megatron-LM's ``moe_freq_type`` reads it: an
+    int, or a list expression of 0s and 1s with ``+`` and ``*`` (e.g.
+    ``([0]*3+[1]*58)``), evaluated here without ``eval``."""
+    if isinstance(text, int) or "[" not in str(text):
+        return int(text)
+
+    def value(node):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.List):
+            return [value(n) for n in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ValueError(f"--moe-layer-freq {text}: a list of 0s and 1s built with + and * "
+                         "is expected")
+    try:
+        return tuple(value(ast.parse(str(text), mode="eval").body))
+    except (SyntaxError, TypeError):
+        raise ValueError(f"--moe-layer-freq {text}: not a list expression") from None
+
+
+def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
+    """The :class:`actmem.Job` options of the launch on ``gpu`` (sizes derived)."""
+    t, p, cp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"], \
+        a["context_parallel_size"]
+    if world % (t * p * cp):
+        raise ValueError(f"world_size={world} must be a multiple of t*p*cp={t * p * cp} "
+                         f"(t={t}, p={p}, cp={cp}): d = world_size / (t*p*cp)")
+    d = world // (t * p * cp)
+    b, batch = a["micro_batch_size"], a["global_batch_size"] or a["micro_batch_size"] * d
+    if batch % (b * d):
+        raise ValueError(f"--global-batch-size {batch} must be a multiple of --micro-batch-size "
+                         f"{b} times d={d}: m = global / (micro * d)")
+    v = _virtual_stages(a, model.L, p)
+    return dict(
+        t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
+        etp=a["expert_tensor_parallel_size"] if model.num_experts else None,  # unused if dense
+        sequence_parallel=a["sequence_parallel"],
+        cp_comm_type=a["cp_comm_type"][0] if len(a["cp_comm_type"]) == 1 else
+        tuple(a["cp_comm_type"]),
+        hierarchical_context_parallel_sizes=a["hierarchical_context_parallel_sizes"] and
+        tuple(a["hierarchical_context_parallel_sizes"]),
+        m=batch // (b * d), schedule="interleaved" if v > 1 else "1f1b", v=v,
+        decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
+        decoder_last_pipeline_num_layers=a["decoder_last_pipeline_num_layers"],
+        account_for_embedding_in_pipeline_split=a["account_for_embedding_in_pipeline_split"],
+        account_for_loss_in_pipeline_split=a["account_for_loss_in_pipeline_split"],
+        precision="bf16" if a["bf16"] else "fp32", fp8=a["fp8"],
+        **_recomputation(a), cpu_offloading_num_layers=a["cpu_offloading_num_layers"],
+        distributed_optimizer=a["use_distributed_optimizer"],
+        use_torch_fsdp2=a["use_torch_fsdp2"],
+        reshard_after_forward=a["torch_fsdp2_reshard_after_forward"],
+        gradient_accumulation_fusion=a["gradient_accumulation_fusion"],
+        create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
+        transformer_engine=a["transformer_impl"] == "transformer_engine",
+        global_memory_buffer=a["transformer_impl"] == "local",
+        cublas_workspace_config=_cublas_workspace_config(a, env, gpu))
+
+
+def _cublas_workspace_config(a: dict, env: dict, gpu) -> str | None:
+    """PyTorch's ``CUBLAS_WORKSPACE_CONFIG``: the environment's;
+    ``:4096:8`` under ``--deterministic-mode``, which sets it where the
+    launch does not (``megatron/training/determinism.py``); ``:4096:2:16:8``
+    on a Blackwell GPU (compute capability 10.x, 12.x) in an NGC PyTorch
+    container before 26.03 (``NVIDIA_PYTORCH_VERSION``): PyTorch's
+    ``parseChosenWorkspaceSize`` gave 32 MiB to compute capability 9.0 alone
+    until pytorch#175344 (merged 2026-02-19; the first container with it is
+    inferred from that date); None otherwise (actmem's default for the GPU,
+    :func:`actmem.run.moments.framework.default_cublas_workspace_config`)."""
+    from .gpus import find_gpu
+    if env.get("CUBLAS_WORKSPACE_CONFIG"):
+        return env["CUBLAS_WORKSPACE_CONFIG"]
+    if a["deterministic_mode"]:
+        return ":4096:8"
+    found = find_gpu(gpu)
+    if found and found.compute_capability and found.compute_capability[0] in (10, 12) \
+            and _container(env) < (26, 3):
+        return ":4096:2:16:8"
+    return None
+
+
+def _container(env: dict) -> tuple[int, int]:
+    """``NVIDIA_PYTORCH_VERSION`` as (year, month); (99, 12) when unset."""
+    text = env.get("NVIDIA_PYTORCH_VERSION")
+    if text is None:
+        return (99, 12)
+    parts = text.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not 1 <= int(parts[1]) <= 12:
+        raise ValueError(f"environment variable NVIDIA_PYTORCH_VERSION={text!r}: NGC's "
+                         "container version YY.MM is expected, e.g. '25.09'")
+    return (int(parts[0]), int(parts[1]))
+
+
+def _virtual_stages(a: dict, L: int, p: int) -> int:
+    """v: model chunks per GPU (Megatron-LM's virtual pipeline stages)."""
+    per_stage, stages = a["num_layers_per_virtual_pipeline_stage"], \
+        a["num_virtual_stages_per_pipeline_rank"]
+    if per_stage and stages:
+        raise ValueError("--num-layers-per-virtual-pipeline-stage with "
+                         "--num-virtual-stages-per-pipeline-rank: Megatron-LM takes one")
+    if per_stage:
+        if L % (p * per_stage):
+            raise ValueError(f"--num-layers-per-virtual-pipeline-stage {per_stage}: p={p} times "
+                             f"it must divide --num-layers {L}")
+        return L // (p * per_stage)
+    return stages or 1
+
+
+def _recomputation(a: dict) -> dict:
+    """recompute, recompute_num_layers, recompute_modules."""
+    granularity = "selective" if a["recompute_activations"] else a["recompute_granularity"]
+    modules = a["recompute_modules"]
+    if a["moe_layer_recompute"]:
+        modules = [*(modules or ["core_attn"]), "moe"]
+    if granularity == "full":
+        if a["recompute_method"] != "uniform":
+            raise ValueError(f"--recompute-granularity full with --recompute-method "
+                             f"{a['recompute_method']}: actmem models uniform")
+        return dict(recompute="full", recompute_num_layers=a["recompute_num_layers"] or 1)
+    if granularity == "selective":
+        return dict(recompute="selective", recompute_modules=modules)
+    return {}

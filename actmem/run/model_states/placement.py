@@ -1,0 +1,137 @@
+"""Which parameters one GPU of each pipeline stage holds (counts, not bytes).
+
+Which parameters a GPU holds: pipeline stage ``i`` has ``L/p`` layers; the
+first stage also holds the input embedding (and a learned position table),
+the last stage the final norm and the output layer, or, with tied
+embeddings and ``p > 1``, its own copy of the embedding (Megatron-LM keeps
+one on each end and all-reduces their gradients). Tensor parallelism
+divides the matrices, column-parallel biases and the vocabulary by t and
+replicates norms, row-parallel biases and positions (:mod:`actmem.run.job.parameters`).
+
+An MoE layer's routed experts are split over ``ep * etp`` GPUs
+(:func:`expert_sizes`); :mod:`actmem.run.model_states.states` puts bytes on these counts.
+"""
+
+from __future__ import annotations
+
+from ..job.model import ModelConfig
+from ..job.parameters import ParameterCount, parameter_count
+from ..schedule.stage_split import split_layers
+from ..schedule.training import chunk_layers
+from ...validate import divides, integer, positive_int, shown
+
+
+def stage_parameters(model: ModelConfig, t: int = 1, p: int = 1,
+                     stage_layers=None, ep: int = 1, etp: int | None = None) -> list[int]:
+    """Parameters on one GPU of each pipeline stage (stage 0 first), with
+    the vocabulary padded for t as Megatron-LM pads it: the sums of
+    :func:`stage_parameter_groups`.
+
+    Raises:
+        TypeError, ValueError: as :func:`stage_parameter_groups`.
+    """
+    return [sum(groups) for groups in stage_parameter_groups(model, t, p, stage_layers,
+                                                             ep, etp)]
+
+
+def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_layers=None,
+                           ep: int = 1, etp: int | None = None,
+                           moe_layers=None) -> list[tuple[int, int]]:
+    """(other parameters, routed experts' parameters) on one GPU of each
+    pipeline stage, stage 0 first; the stages hold consecutive layers.
+
+    Args:
+        stage_layers: layers per stage (:func:`actmem.split_layers`);
+            default ``L/p`` each.
+        ep, etp: expert-parallel and expert tensor-parallel sizes (MoE
+            models only; etp default t).
+        moe_layers: MoE layers on each stage, where its chunks hold layers
+            that are not consecutive (interleaved or V schedules,
+            :func:`actmem.run.moments.moe_timeline.stage_moe_layers`); default those
+            among the stage's consecutive layers.
+
+    Raises:
+        TypeError, ValueError: t or p invalid for the model (t must divide
+            the split dimensions; without ``stage_layers``, p must divide L);
+            ep not dividing num_experts, etp not dividing
+            moe_ffn_hidden_size, or ep/etp given for a dense model.
+    """
+    t = model.layer(t, moe=False).t  # a plain int that divides a, h, kv_heads, f
+    ep, etp = expert_sizes(model, t, ep, etp)
+    count = parameter_count(model, vocab=model.padded_vocab(t))
+    if stage_layers is None:
+        stage_layers = [chunk_layers(model.L, p)] * p
+    else:
+        stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
+                                                               stage_layers=stage_layers)]
+    dense = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
+    moe = (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values())
+           if count.moe_layers else 0)
+    pattern, first, stages = model.moe_pattern(), 0, []
+    moe_layers = _moe_layers(moe_layers, stage_layers, sum(pattern))
+    for i, layers in enumerate(stage_layers):
+        n_moe = sum(pattern[first:first + layers]) if moe_layers is None else moe_layers[i]
+        stages.append([(layers - n_moe) * dense + n_moe * moe,
+                       n_moe * count.experts // (ep * etp)])
+        first += layers
+    stages[0][0] += count.embedding // t + count.positions
+    stages[-1][0] += count.final_norm + _output_weights(count, p) // t
+    return [tuple(groups) for groups in stages]
+
+
+def _moe_layers(moe_layers, stage_layers, total: int) -> list[int] | None:
+    """``moe_layers`` checked: None, or per stage an int from 0 to the
+    stage's layers, ``total`` in all.
+
+    Raises:
+        TypeError: not None nor a list or tuple of ints.
+        ValueError: the wrong number of stages, a count out of its range, or
+            the wrong sum; the message says what each stage may take.
+    """
+    if moe_layers is None:
+        return None
+    allowed = (f"None or a list of p={len(stage_layers)} ints, each stage's MoE layers: at most "
+               f"its layers {list(stage_layers)}, {total} MoE layers in all")
+    try:
+        if not isinstance(moe_layers, (list, tuple)):
+            raise TypeError
+        counts = [integer("moe_layers", n) for n in moe_layers]
+    except TypeError:
+        raise TypeError(f"moe_layers must be {allowed}, got {shown(moe_layers)} "
+                        f"({type(moe_layers).__name__})") from None
+    if (len(counts) != len(stage_layers) or sum(counts) != total
+            or any(not 0 <= n <= s for n, s in zip(counts, stage_layers))):
+        raise ValueError(f"moe_layers={shown(moe_layers)} must give each of the "
+                         f"{len(stage_layers)} stages at most its layers {list(stage_layers)}, "
+                         f"{total} MoE layers in all (moe_layers must be {allowed})")
+    return counts
+
+
+def expert_sizes(model: ModelConfig, t: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """``(ep, etp)`` checked against the model, etp defaulting to t.
+
+    Raises:
+        TypeError, ValueError: a size is not a positive int (etp: or
+            None; checked before the rest); ep does not
+            divide num_experts or etp does not divide moe_ffn_hidden_size (the
+            message lists the valid values); ep or etp for a dense model.
+    """
+    ep = positive_int("ep", ep)
+    etp = None if etp is None else positive_int("etp", etp)  # its own value named first
+    if model.num_experts is None:
+        if ep != 1 or etp is not None:
+            raise ValueError(f"ep={ep}, etp={etp}: expert parallelism needs an MoE model "
+                             "(num_experts); a dense model takes ep=1 and etp=None")
+        return 1, 1
+    etp = t if etp is None else etp
+    divides("ep", ep, num_experts=model.num_experts)
+    divides("etp", etp, moe_ffn_hidden_size=model.moe_ffn_hidden_size or model.layer(moe=False).f)
+    return ep, etp
+
+
+def _output_weights(count: ParameterCount, p: int) -> int:
+    """The output layer's matrix on the last stage: untied, or the tied
+    embedding's second copy when the last stage is not the first."""
+    if count.output_layer:
+        return count.output_layer
+    return count.embedding if p > 1 else 0

@@ -1,0 +1,237 @@
+"""Mixture-of-experts layers in a whole training job: each layer's kind, and
+the token dispatch's transient buffers.
+
+:func:`actmem.training_memory` puts on each pipeline stage the layers it
+builds, each of its own kind (``ModelConfig.moe_pattern``, Megatron-LM's
+``--moe-layer-freq``): :func:`kind_moments` gives one
+:class:`~actmem.run.moments.timeline_events.LayerMoments` per kind (the dense layers
+are those of the model without experts, :func:`dense_twin`) and
+:func:`stage_stacks` lays them out, chunk by chunk, in the order the stage
+holds them, for :func:`actmem.run.moments.timeline.stage_timeline`.
+
+**The dispatch buffers** (Megatron-LM's default training path,
+``megatron/core/transformer/moe/``): ``moe_layer.py``: MoELayer.forward's
+``custom_forward`` keeps in local variables, until the layer's output is
+made, the permuted tokens (``hidden_states = self.preprocess(...)``:
+``moe_utils.py``: permute, ``index_select``) and the all-to-all's output
+(``dispatched_input = self.dispatch(...)``: ``token_dispatcher.py``:
+MoEAlltoAllTokenDispatcher.token_dispatch); neither is saved for backward
+(``index_select`` and ``_AllToAll`` keep indices and sizes only), so the
+ledger does not count them. With R = the copies a rank sends
+(:func:`actmem.layer.moe.routed_copies`), x = etp, l = E/ep local
+experts and 2h bytes per bf16 token copy (probabilities: 2 bytes per copy):
+
+* the all-to-all over ep ranks returns its input when ep = 1
+  (``tensor_parallel/mappings.py``: _AllToAll.forward); the all-gather
+  over etp (``dispatch_postprocess``) returns R*x copies and the sort by
+  local expert (``sort_chunks_by_idxs``, split and cat, only when l > 1)
+  a copy of those; the last tensor of that chain is the experts' input, a
+  ledger row (``expert_fc1_input``), the all-gather's output a transient
+  the sort frees;
+* after the experts (``routed_experts_compute``): their output (R*x
+  copies, alive until ``combine_preprocess`` returns), its unsort (l > 1),
+  the reduce-scatter over etp (R copies, x > 1), then the all-to-all back
+  (``token_combine``, R copies, ep > 1) beside its input, and
+  ``combine_postprocess``'s unpermute (``moe_utils.py``: unpermute, a
+  ``scatter_add_`` into zeros of the rank's s*b/t tokens) beside its input.
+
+:func:`dispatch_buffers` takes the largest of those moments (beside the
+held permuted tokens and probabilities); the layer's rows are all alive
+then. In the backward (:func:`dispatch_gradients`) the autograd engine runs
+the same chain in reverse from the MoE block's output gradient: unpermute's
+backward (a gather, R copies), the all-to-all's (R), the reduce-scatter's
+(an all-gather, R*x), the unsort's (R*x), each op's input and output
+gradient alive together, before any expert's backward frees a row. The
+routed copies are the balanced expectation of :mod:`actmem.layer.moe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+from ...layer.config import LayerConfig
+from ...layer.moe import routed_copies
+from ...layer.recompute_modules import for_layer
+from ...memo import kept_by_repr
+from ..job.model import ModelConfig
+from .precision import layer_rows, precision_moments
+from ..schedule.split_backward import layer_weight_rows
+from .timeline_events import LayerMoments
+
+AFTER_MOE_BLOCK = ("mlp_out_dropout_mask",)
+"""Ledger rows made after the MoE block (not alive at its dispatch)."""
+
+
+def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
+    """Transient bytes of one MoE layer's token dispatch at its busiest
+    forward moment, by buffer (module docstring), on one GPU.
+
+    Args:
+        c: an MoE :class:`LayerConfig` (t, etp, E, k, capacity).
+        ep: expert-parallel size (divides E).
+
+    Raises:
+        ValueError: ``c`` has no experts, or ep does not divide E.
+
+    >>> from actmem import LayerConfig
+    >>> mixtral = LayerConfig(4096, 1, 4096, 32, activation="swiglu", num_experts=8,
+    ...                       ffn_hidden_size=14336)   # R = 4096 x 2 copies of 2h bytes
+    >>> {name: n // 2**20 for name, n in dispatch_buffers(mixtral, ep=8).items()}   # MiB
+    {'permuted tokens': 64, "experts' output": 64, 'all-to-all back': 64}
+    """
+    E, x = _experts(c, ep), c.expert_t
+    R, row, local = routed_copies(c), 2 * c.h, E // ep
+    chain = [("permuted tokens", R)] + [("all-to-all output", R)] * (ep > 1) \
+        + [("all-gather output", R * x)] * (x > 1) + [("sorted tokens", R * x)] * (local > 1)
+    held = {name: n * row for name, n in chain[:-1] if name in ("permuted tokens",
+                                                                 "all-to-all output")}
+    probs = "all-to-all output" if ep > 1 else "permuted tokens"   # dispatch() returns
+    if chain[-1][0] != probs:  # held too (the experts' own input otherwise: a ledger row)
+        held["dispatched probabilities"] = 2 * R
+    after = [("experts' output", R * x)] + [("unsorted output", R * x)] * (local > 1) \
+        + [("reduce-scatter output", R)] * (x > 1) + [("all-to-all back", R)] * (ep > 1)
+    moments = [after[:n] for n in range(1, len(after) + 1)]
+    if ep > 1 and len(after) > 2:   # combine's all-to-all: the experts' output is freed
+        moments[-1] = after[-2:]
+    # unpermute: its input and the zeros of the rank's s*b/t tokens it scatters into
+    moments.append([after[-1], ("unpermuted output", c.s * c.b // c.t)])
+    busiest = max(moments, key=lambda m: sum(n for _, n in m))
+    return {**held, **{name: n * row for name, n in busiest}}
+
+
+def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
+    """Transient bytes at the busiest moment of the MoE block's backward
+    before any expert's: the layer output's gradient (and the dropout's),
+    ``2sbh`` each (``/t`` under sequence parallelism), and the largest pair
+    of consecutive gradients of the combine chain in reverse (module
+    docstring); one GPU.
+
+    Raises:
+        ValueError: as :func:`dispatch_buffers`.
+    """
+    E, x = _experts(c, ep), c.expert_t
+    R, row, local = routed_copies(c), 2 * c.h, E // ep
+    chain = [R] + [R] * (ep > 1) + [R * x] * (x > 1) + [R * x] * (local > 1)
+    pairs = [a + b for a, b in zip(chain, chain[1:])] or chain
+    sbh = c.s * c.b * c.h // (c.t if c.sequence_parallel else 1)
+    return {"layer output gradient": 2 * sbh * (1 + c.dropout),
+            "combine gradients": max(pairs) * row}
+
+
+def _experts(c: LayerConfig, ep: int) -> int:
+    if not isinstance(c, LayerConfig) or c.num_experts is None:
+        raise ValueError(f"c must be an MoE LayerConfig (num_experts set), got {c!r}")
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1 or c.num_experts % ep:
+        raise ValueError(f"ep={ep!r} must be a positive int dividing "
+                         f"num_experts={c.num_experts}")
+    return c.num_experts
+
+
+@kept_by_repr(64)  # a frozen model: every training_memory asks
+def dense_twin(model: ModelConfig) -> ModelConfig:
+    """``model`` without experts: the shape of its dense layers (a model
+    that mixes dense and MoE layers builds its dense ones as this one's)."""
+    moe = {f.name: f.default for f in fields(ModelConfig)
+           if f.name.startswith("moe_") or f.name == "num_experts"}
+    return replace(model, **moe)
+
+
+def with_dispatch(moments: LayerMoments, c: LayerConfig, ep: int,
+                  rows: tuple[tuple[str, int], ...], rows_none: tuple[tuple[str, int], ...]
+                  ) -> LayerMoments:
+    """``moments`` of an MoE layer with its dispatch buffers
+    (:func:`dispatch_buffers`, :func:`dispatch_gradients`) and the rows
+    alive at the forward moment: ``rows`` (the layer's (key, bytes) under
+    the run's recomputation) but those after the MoE block; ``rows_none``:
+    the same without recomputation (the forward that full recomputation
+    runs again in the backward)."""
+    def upto(pairs):
+        return sum(b for key, b in pairs if key not in AFTER_MOE_BLOCK)
+    return replace(moments, dispatch=sum(dispatch_buffers(c, ep).values()),
+                   dispatch_backward=sum(dispatch_gradients(c, ep).values()),
+                   to_dispatch=upto(rows), to_dispatch_recomputed=upto(rows_none))
+
+
+def virtual_offsets(split, v_shaped: bool) -> list[list[int]]:
+    """``offsets[i][c]``: the first layer (0-based) of stage i's chunk c.
+    Virtual stages come in model order: looped, chunk c of stage i is
+    virtual stage ``c*p + i``; on a V (ZBV, DualPipeV) chunk 1 of stage i is
+    virtual stage ``2p-1-i``."""
+    p, v = len(split), len(split[0])
+    order = [(i, c) for c in range(v) for i in range(p)]
+    if v_shaped:
+        order = [(i, 0) for i in range(p)] + [(i, 1) for i in reversed(range(p))]
+    offsets, first = [[0] * v for _ in range(p)], 0
+    for i, c in order:
+        offsets[i][c], first = first, first + split[i][c]
+    return offsets
+
+
+def stage_stacks(pattern, split, i: int, kinds: dict[int, LayerMoments],
+                 v_shaped: bool = False) -> list[tuple[LayerMoments, ...]]:
+    """Per chunk of stage ``i``, each layer's moments (``kinds[0]`` dense,
+    ``kinds[1]`` MoE) in the order the chunk holds them; ``pattern``:
+    ``ModelConfig.moe_pattern()``, ``split``: :func:`actmem.split_layers`."""
+    offsets = virtual_offsets(split, v_shaped)[i]
+    return [tuple(kinds[pattern[j]] for j in range(first, first + n))
+            for first, n in zip(offsets, split[i])]
+
+
+def stack_parts(stack, recompute: str, group: int) -> tuple[int, int]:
+    """(bytes one pass keeps for the layers of ``stack``, recomputation
+    working set), as :func:`actmem.run.moments.precision.moment_parts` for layers of
+    several kinds: selective rebuilds one layer's attention core at a time
+    (the largest), full one group from its checkpoint (the largest group)."""
+    if not stack:
+        return 0, 0
+    if recompute == "none":
+        return sum(m.kept for m in stack), 0
+    if recompute == "selective":
+        return sum(m.kept for m in stack), max(m.selective_working_set for m in stack)
+    groups = [stack[g:g + group] for g in range(0, len(stack), group)]
+    return (sum(g[0].checkpoint for g in groups),
+            max(sum(m.full for m in g) - g[0].checkpoint for g in groups))
+
+
+def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
+                 k: int, *, ep: int = 1, etp: int | None = None,
+                 weight_gradients: bool = True, split_backward: bool = False,
+                 layer_options: dict | None = None) -> dict[int, LayerMoments]:
+    """One :class:`LayerMoments` per kind of layer the model has (0 dense,
+    1 MoE), in bf16 (:func:`actmem.run.moments.precision.precision_moments`): the
+    dense layers are :func:`dense_twin`'s, the MoE layers carry their
+    dispatch buffers under ``ep`` and ``etp`` (default t);
+    ``split_backward``: with the rows a weight-gradient step reads
+    (:func:`actmem.run.schedule.split_backward.layer_weight_rows`).
+
+    Raises:
+        TypeError, ValueError: as :meth:`actmem.ModelConfig.layer`.
+    """
+    kinds = {}
+    for kind in sorted(set(model.moe_pattern())):
+        shape = model if kind else dense_twin(model)
+        opts = {**(layer_options or {}), **({"moe": True, "etp": etp} if kind else {})}
+        if not kind and "recompute_modules" in opts:  # the names a dense layer of model has
+            opts["recompute_modules"] = for_layer(opts["recompute_modules"], recompute,
+                                                  moe=False, has_experts=True)
+        moments = precision_moments(shape, t, sequence_parallel, recompute, k, "bf16",
+                                    weight_gradients=weight_gradients, layer_options=opts)
+        if split_backward:
+            rows = layer_rows(shape, t, sequence_parallel, "none", "bf16", layer_options=opts)
+            moments = replace(moments, weight_rows=layer_weight_rows(
+                shape, t, sequence_parallel, rows, opts))
+        if kind:
+            moments = with_dispatch(moments, shape.layer(t, sequence_parallel, recompute, **opts),
+                                    ep, *(layer_rows(shape, t, sequence_parallel, mode, "bf16",
+                                                     layer_options=opts)
+                                          for mode in (recompute, "none")))
+        kinds[kind] = moments
+    return kinds
+
+
+def stage_moe_layers(pattern, split, v_shaped: bool = False) -> tuple[int, ...]:
+    """MoE layers on each stage, counted over the layers its chunks hold
+    (:func:`virtual_offsets`): the ``moe_layers`` of
+    :func:`actmem.model_states` for interleaved and V schedules."""
+    return tuple(sum(pattern[first + j] for first, n in zip(offsets, chunks) for j in range(n))
+                 for offsets, chunks in zip(virtual_offsets(split, v_shaped), split))

@@ -1,0 +1,285 @@
+"""The numeric precision of training, as a named option: bytes it changes.
+
+The ledger (:mod:`actmem.ledger`) follows the paper: 16-bit activations and
+16-bit weights with fp32 copies (Megatron-LM's ``--bf16``). Plain PyTorch
+also trains in two other ways, and :func:`actmem.training_memory` names them
+with ``precision`` (:data:`PRECISIONS`):
+
+* ``"bf16"``: the paper's and Megatron-LM's (``--bf16``): bf16 parameters and
+  activations; ``accounting`` decides the model states.
+* ``"fp32"``: Megatron-LM without ``--fp16``/``--bf16`` (``params_dtype`` is
+  ``torch.float``), or plain PyTorch in float32: every 16-bit ledger row takes
+  4 bytes per element (dropout masks stay 1 byte, FlashAttention's
+  log-sum-exp 4); model states are fp32 parameters, fp32 gradients and Adam's
+  two fp32 moments, 4 + 4 + 8 bytes per parameter (no main copy).
+* ``"autocast"``: PyTorch's automatic mixed precision, ``torch.autocast``
+  with bf16 over fp32 parameters (``torch/amp/autocast_mode.py``; the op
+  lists in ``aten/src/ATen/autocast_mode.h``): model states as ``"fp32"``.
+  Matrix products (``linear``, ``matmul``, ``scaled_dot_product_attention``:
+  ``AT_FORALL_LOWER_PRECISION_FP``) cast their inputs to bf16, so their
+  outputs and the inputs they save are bf16; ``layer_norm`` (``AT_FORALL_FP32``)
+  and ``softmax`` / ``log_softmax`` (``AT_FORALL_FP32_SET_OPT_DTYPE``) run in
+  fp32 on CUDA (``autocast_device="cuda"``); on CPU (``"cpu"``, the lists of
+  ``TORCH_LIBRARY_IMPL(aten, AutocastCPU, m)`` in ``autocast_mode.cpp``)
+  softmax is not cast and stays bf16; an addition of an fp32 and a bf16
+  tensor is fp32 (type promotion), so the residual stream from the fp32
+  embedding stays fp32. Ledger rows: the LayerNorm inputs and a
+  full-recomputation checkpoint (the residual stream) and, on CUDA, the
+  softmax output take 4 bytes; a linear layer's input is a bf16 cast of the
+  fp32 LayerNorm output made by each linear that reads it (one for
+  Megatron-LM's fused ``linear_qkv`` / ``linear_fc1``, one per projection when
+  Q, K, V or SwiGLU's gate and up are separate linears:
+  ``fused_projections=False``); on CUDA without dropout the matmul with V
+  saves its own bf16 cast of the fp32 softmax output.
+
+  ``cached_cast`` (``aten/src/ATen/autocast_mode.cpp``) keeps the bf16 copy of
+  each fp32 leaf parameter it casts until the autocast region ends
+  (:func:`autocast_copies`); a linear layer also saves its weight's copy for
+  backward, so weight copies live until that layer's backward, biases (which
+  no backward reads) until the region ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ...layer.memory import activation_memory
+from ...memo import kept_by_repr, warns_at_t1
+from ...layer.recompute_modules import working_set
+from ..job.model import ModelConfig
+from ..job.record_fields import check_fields
+from .timeline_events import LayerMoments
+from ...validate import choice, shown
+
+PRECISIONS = ("bf16", "fp32", "autocast")
+"""Ways to train (module docstring)."""
+PLAIN_PYTORCH = {
+    "num_experts": (None, "MoE layers' rows and token dispatch are modelled in bf16"),
+    "kv_channels": (None, "heads are h/a wide"),
+    "qk_layernorm": (False, "attention has no query/key norms"),
+    "multi_latent_attention": (False, "attention is the paper's"),
+    "lora_rank": (None, "LoRA adapters are modelled over bf16 training"),
+    "fp8": (None, "Transformer Engine's FP8 linears are modelled over bf16 training"),
+    "recompute_modules": (None, "the modules' working set is modelled over 16-bit rows"),
+    "cp": (1, "context parallelism runs in Transformer Engine's FlashAttention or fused "
+              "attention, on 16-bit inputs"),
+    "cpu_offloading_num_layers": (0, "Transformer Engine's offload is modelled over "
+                                     "16-bit rows"),
+    "logits_bytes": (4, "the loss keeps fp32 logits: log_softmax runs in fp32"),
+}
+"""What ``"fp32"`` and ``"autocast"`` model: the paper's dense layer in plain
+PyTorch. Feature -> (the only value they take, why); ``"bf16"`` takes every
+feature (:func:`check_precision_features`)."""
+FULL_PRECISION_STATES = (4, 4, 8)
+"""fp32 weights, gradients and Adam's two moments, bytes per parameter."""
+AUTOCAST_DEVICES = ("cuda", "cpu")
+"""Whose autocast op lists apply (module docstring)."""
+AUTOCAST_FP32_ROWS = {"cuda": ("attn_norm_input", "mlp_norm_input", "softmax_output",
+                               "layer_input"),
+                      "cpu": ("attn_norm_input", "mlp_norm_input", "layer_input")}
+"""Ledger rows that are fp32 under autocast, by device (module docstring)."""
+
+
+def check_precision_features(precision: str, **features) -> None:
+    """The one rule for the precisions other than ``"bf16"``: fp32 and
+    autocast are modelled for the paper's dense layer in plain PyTorch
+    (module docstring), so each feature of :data:`PLAIN_PYTORCH` (given
+    as a keyword, already checked alone) must have its plain value there.
+
+    Raises:
+        ValueError: ``precision='fp32' does not model {feature}={value}
+            ({why}): use {feature}={plain value}, or precision='bf16'``.
+    """
+    if precision == "bf16":
+        return
+    for name, value in features.items():
+        plain, why = PLAIN_PYTORCH[name]
+        if value != plain:
+            raise ValueError(f"precision={precision!r} does not model {name}={shown(value)} "
+                             f"({why}; fp32 and autocast are modelled for the paper's dense "
+                             f"layer): use {name}={plain!r}, or precision='bf16'")
+
+
+def full_precision_states(parameters: int, d: int, zero_stage: int,
+                          distributed_optimizer: bool) -> dict[str, int]:
+    """fp32 model states on one GPU, bytes: ``{"weights", "gradients",
+    "optimizer"}`` for ``parameters`` on it, 4 + 4 + 8 bytes each, sharded
+    over ``d`` as ZeRO (stage 1: optimizer, 2: also gradients, 3: also
+    weights) or Megatron-LM's distributed optimizer (the optimizer) does,
+    rounded up to whole bytes per rank."""
+    cut = (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1 or distributed_optimizer)
+    return {name: -(-parameters * k // d) if split else parameters * k
+            for name, k, split in zip(("weights", "gradients", "optimizer"),
+                                      FULL_PRECISION_STATES, cut)}
+
+
+def row_bytes(row, precision: str, copies: dict[str, int], device: str = "cuda") -> int:
+    """Bytes of ledger ``row`` on one GPU under ``precision``; ``copies``:
+    ledger key -> how many linears cast it (autocast on ``device``)."""
+    if precision == "bf16" or row.bytes_per_element != 2:
+        return row.bytes
+    if precision == "fp32" or row.key in AUTOCAST_FP32_ROWS[device]:
+        return 2 * row.bytes
+    return copies.get(row.key, 1) * row.bytes
+
+
+@kept_by_repr(256, skip=warns_at_t1)  # a frozen result, asked for at every planner change
+def layer_rows(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
+               precision: str, fused_projections: bool = True,
+               device: str = "cuda", layer_options: dict | None = None
+               ) -> tuple[tuple[str, int], ...]:
+    """(ledger key, bytes) of one layer's rows under ``precision`` (module
+    docstring; ``device``: whose autocast lists; ``layer_options``: the
+    run's other layer options, :meth:`actmem.ModelConfig.layer`), in the
+    ledger's order."""
+    choice("precision", precision, PRECISIONS)
+    choice("autocast_device", device, AUTOCAST_DEVICES)
+    c = model.layer(t, sequence_parallel, recompute, **(layer_options or {}))
+    rows = activation_memory(**asdict(c)).rows
+    copies = {} if fused_projections else {
+        "qkv_input": 3, "fc1_input": 2 if c.activation == "swiglu" else 1}
+    out = [(r.key, row_bytes(r, precision, copies, device)) for r in rows]
+    fp32_softmax = precision == "autocast" and device == "cuda"
+    if fp32_softmax and "softmax_output" in dict(out) and not c.dropout:
+        at = [k for k, _ in out].index("softmax_output") + 1
+        out.insert(at, ("softmax_output_bf16", dict(out)["softmax_output"] // 2))
+    return tuple(out)
+
+
+@kept_by_repr(256, skip=warns_at_t1)  # a frozen result; training_memory asks again and again
+def precision_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
+                      k: int, precision: str, fused_projections: bool = True,
+                      device: str = "cuda", weight_gradients: bool = True,
+                      layer_options: dict | None = None) -> LayerMoments:
+    """One layer's bytes at the moments :mod:`actmem.run.moments.timeline` looks at,
+    under ``precision``, from the ledger: what a
+    layer keeps, its rows up to the softmax output, the pre-softmax scores
+    (the matmul's output; under CUDA's autocast also ``softmax``'s fp32 copy,
+    ``aten/src/ATen/native/SoftMax.cpp``: ``input_.toType(dtype)``), the
+    softmax gradients ``dP`` and ``dS`` (each the softmax output's size), the
+    MLP's gradients (:func:`mlp_gradients`) and the checkpoint;
+    ``weight_gradients``: the MLP's weight gradient is a tensor of its own;
+    ``layer_options``: as :func:`layer_rows`."""
+    none = layer_rows(model, t, sequence_parallel, "none", precision, fused_projections,
+                      device, layer_options)
+    kept = sum(b for _, b in layer_rows(model, t, sequence_parallel, recompute, precision,
+                                        fused_projections, device, layer_options))
+    keys, sizes = [key for key, _ in none], dict(none)
+    upto = keys.index("softmax_output") + 1 if "softmax_output" in keys else 0
+    softmax = sizes.get("softmax_output", 0)
+    fp32_softmax = precision == "autocast" and device == "cuda"
+    return LayerMoments(kept=kept, full=sum(sizes.values()),
+                        to_softmax=sum(b for _, b in none[:upto]),
+                        scores=softmax + softmax // 2 if fp32_softmax else softmax,
+                        score_gradients=2 * softmax,
+                        mlp_gradients=mlp_gradients(model, t, sequence_parallel, precision,
+                                                    weight_gradients, layer_options),
+                        checkpoint=kept if recompute == "full" else 0,
+                        recompute=recompute, group=k,
+                        rebuilt=_modules_rebuilt(model, t, sequence_parallel, recompute,
+                                                 precision, layer_options))
+
+
+def _modules_rebuilt(model, t, sequence_parallel, recompute, precision, layer_options):
+    """:attr:`LayerMoments.rebuilt` under named-module recomputation, else
+    None. Modelled for 16-bit rows: :func:`actmem.training_memory` refuses
+    ``recompute_modules`` with another precision."""
+    options = layer_options or {}
+    if recompute != "selective" or options.get("recompute_modules") is None \
+            or precision != "bf16":
+        return None
+    return working_set(model.layer(t, sequence_parallel, recompute, **options))
+
+
+MLP_GRADIENT_BYTES = {"bf16": (2, 2, 2, 2), "fp32": (4, 4, 4, 4), "autocast": (4, 4, 2, 2)}
+"""Bytes per element of the layer output's gradient, the dropout's, the MLP's
+second linear's input gradient and its weight gradient: under autocast the
+first two follow the fp32 residual stream, the linear's are bf16 (its
+backward runs in the dtype of its forward)."""
+
+
+def mlp_gradients(model: ModelConfig, t: int, sequence_parallel: bool, precision: str,
+                  weight_gradients: bool = True, layer_options: dict | None = None) -> int:
+    """Bytes alive beside the saved rows when the MLP's second linear is
+    differentiated (PyTorch's ``mm`` backward makes the input gradient, then
+    the weight gradient): the layer output's gradient (``sbh``, split by t
+    under sequence parallelism), the dropout's gradient (with dropout),
+    the second linear's input gradient (``sbf/t``) and weight gradient
+    (``fh/t``; none with ``weight_gradients=False``: Megatron-LM's gradient
+    accumulation fusion adds it into the fp32 buffer inside the GEMM); 0 for
+    an MoE model (its experts' backward is not looked at). Measured for GeLU;
+    SwiGLU's gate and up gradients come after this moment and are not
+    looked at."""
+    if getattr(model, "num_experts", None) is not None:
+        return 0
+    c = model.layer(t, sequence_parallel, **(layer_options or {}))
+    sbh = c.s * c.b * c.h // (c.t if sequence_parallel else 1)
+    out, drop, inner, weight = MLP_GRADIENT_BYTES[precision]
+    return ((out + drop * c.dropout) * sbh + inner * c.s * c.b * c.f // c.t
+            + weight * weight_gradients * c.f * c.h // c.t)
+
+
+@dataclass(frozen=True)
+class AutocastCopies:
+    """bf16 copies ``cached_cast`` makes of fp32 parameters under autocast,
+    bytes on one GPU (all 0 for other precisions).
+
+    Attributes:
+        weights: one layer's linear weights (saved until its backward).
+        biases: one layer's column-parallel biases (cached until the
+            autocast region ends; a row-parallel bias is added after the
+            reduction, in fp32, and not cast).
+        qkv_weights, qkv_biases: the Q, K, V projection's share of each,
+            cast before the scores.
+        output: the output layer's weight (the tied embedding's or its own).
+    """
+
+    weights: int = 0
+    biases: int = 0
+    qkv_weights: int = 0
+    qkv_biases: int = 0
+    output: int = 0
+
+    def __post_init__(self):
+        """Raises TypeError, ValueError: bytes that are not integers >= 0."""
+        check_fields(self)
+
+
+def autocast_copies(model: ModelConfig, t: int, precision: str) -> AutocastCopies:
+    """The bf16 parameter copies of one autocast forward (:class:`AutocastCopies`),
+    2 bytes per parameter cast; none unless ``precision="autocast"``."""
+    if precision != "autocast":
+        return AutocastCopies()
+    c = model.layer(t)
+    kv, bias = c.g * c.h // c.a, int(model.bias)
+    f_in = 2 * c.f if c.activation == "swiglu" else c.f
+    qkv_w, qkv_b = 2 * c.h * (c.h + 2 * kv) // c.t, 2 * bias * (c.h + 2 * kv) // c.t
+    return AutocastCopies(weights=qkv_w + 2 * (c.h * c.h + c.h * f_in + c.f * c.h) // c.t,
+                          biases=qkv_b + 2 * bias * f_in // c.t,
+                          qkv_weights=qkv_w, qkv_biases=qkv_b,
+                          output=2 * model.padded_vocab(c.t) // c.t * c.h)
+
+
+
+def moment_parts(moments: LayerMoments, layers: int) -> tuple[int, int]:
+    """(bytes one pass keeps for ``layers`` layers, recomputation working
+    set), from ``moments``: a
+    full-recomputation group rebuilds its ``k`` layers from its checkpoint,
+    which is the first layer's input (not counted twice); a stage without
+    layers (``stage_layers`` with a 0) recomputes nothing."""
+    kept, full = moments.kept, moments.full
+    if moments.recompute == "none" or layers == 0:
+        return layers * kept, 0
+    if moments.recompute == "selective":
+        return layers * kept, moments.selective_working_set
+    return -(-layers // moments.group) * kept, min(moments.group, layers) * full - kept
+
+
+def precision_outputs(parts: dict[str, int], precision: str) -> dict[str, int]:
+    """:func:`actmem.run.moments.pass_parts.output_activations` under ``precision``:
+    the final norm's input is the fp32 residual stream in fp32 and under
+    autocast; the output layer's input is fp32 in fp32 and a bf16 cast under
+    autocast."""
+    scale = {"bf16": (1, 1), "fp32": (2, 2), "autocast": (2, 1)}[precision]
+    return {**parts, "final norm input": scale[0] * parts["final norm input"],
+            "output layer input": scale[1] * parts["output layer input"]}
