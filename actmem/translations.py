@@ -1054,6 +1054,9 @@ ZH = {
     "{n} arguments on {gpus} GPUs": "启动参数共 {n} 项，{gpus} 块 GPU",
     "Megatron-LM's CI measured {measured}: actmem is {error:+.2%} off":
         "Megatron-LM 的 CI 实测为 {measured}：actmem 的偏差为 {error:+.2%}",
+    "{gpu}, each attention output kept twice: peak {peak}, {error:+.2%} off the measured "
+    "{measured}": "{gpu}，每层注意力输出存两份：峰值 {peak}，与实测的 {measured} 相差 {error:+.2%}",
+    "{gpu}, kept once: peak {peak}, {error:+.2%} off": "{gpu}，只存一份：峰值 {peak}，相差 {error:+.2%}",
     "Megatron-LM's CI run gpt3_7b_tp4_pp1 on H100 80GB GPUs":
         "Megatron-LM 的 CI 运行 gpt3_7b_tp4_pp1（H100 80GB GPU）",
     "Megatron-LM's arguments: {modelled} modelled, {neutral} memory-neutral, {refused} refused":
