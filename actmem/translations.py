@@ -76,6 +76,8 @@ ZH = {
     "softmax log-sum-exp (fp32)": "softmax 的 log-sum-exp（fp32）",
     "attention output in flash-attn's layout (beside Transformer Engine's contiguous copy)":
         "flash-attn 布局下的注意力输出（Transformer Engine 另有一份连续副本）",
+    "cos and sin of the unfused rotary embedding (Q's and K's)":
+        "未融合旋转位置编码的 cos 与 sin（Q 与 K 各一份）",
     "SwiGLU gate projection output": "SwiGLU gate 投影的输出",
     "SwiGLU up projection output": "SwiGLU up 投影的输出",
     "layer input (checkpoint for recomputation)": "层的输入（重计算用的检查点）",
@@ -112,6 +114,8 @@ ZH = {
     "FlashAttention backward: D = rowsum(dO * O) reads the output in flash-attn's own layout "
     "(b, s, a, d)": "FlashAttention 反向：D = rowsum(dO * O) 读取 flash-attn 自身布局 (b, s, a, d) "
                     "下的输出",
+    "rotary embedding backward: the gradient of t * cos + rotate_half(t) * sin multiplies by "
+    "cos and sin": "旋转位置编码反向：t * cos + rotate_half(t) * sin 的梯度要乘以 cos 和 sin",
     "SwiGLU backward: d(up) = dY * silu(gate) and d(gate) = dY * up * silu'(gate) need the gate":
         "SwiGLU 反向：d(up) = dY * silu(gate) 和 d(gate) = dY * up * silu'(gate) 需要 gate",
     "SwiGLU backward: d(gate) = dY * up * silu'(gate) needs up":

@@ -404,7 +404,7 @@ def _labels_from_data() -> set[str]:
     options = [{}, {"sequence_parallel": True}, {"flash_attention": True},
                {"activation": "swiglu"}, {"recompute": "full"},
                {"flash_attention": True, "fp8": "e4m3"},   # notebook 12 prints FP8 rows by name
-               {"flash_attention": True, "flash_output_copy": True}]
+               {"flash_attention": True, "flash_output_copy": True}, {"unfused_rope": True}]
     for extra in options:
         for row in actmem.activation_memory(2048, 1, 4096, 32, 8, **extra).rows:
             labels |= {row.name, row.block, row.needed_for}

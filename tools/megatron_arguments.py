@@ -1145,7 +1145,10 @@ CLASSES: dict[str, tuple] = {
                                         "multiplication, beyond the fused kernel's input"),
     "--no-bias-dropout-fusion": (N, "Unfused bias-dropout-add keeps the same 1-byte dropout "
                                     "mask as the fused one."),
-    "--no-rope-fusion": when_set("unfused RoPE keeps the inputs of its multiplications"),
+    "--no-rope-fusion": (M, "apply_rope_fusion", "The unfused rotary embedding keeps cos and "
+                                                "sin in every layer (actmem.layer.rope); "
+                                                "without rotary positions Megatron-LM turns "
+                                                "the fusion off itself."),
     "--no-persist-layer-norm": (N, "Another LayerNorm kernel with the same saved tensors."),
     "--fused-residual-rmsnorm": when_set("fuses the residual add into TE's RMSNorm backward, "
                                          "whose saved tensors actmem has not checked"),

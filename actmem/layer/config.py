@@ -131,6 +131,8 @@ class LayerConfig:
         flash_output_copy: Transformer Engine's FlashAttention backend, which
             keeps the attention output twice (:mod:`actmem.layer.flash_copy`);
             needs ``flash_attention``.
+        unfused_rope: Megatron-LM's unfused rotary embedding (``--no-rope-fusion``),
+            which keeps cos and sin in every layer (:mod:`actmem.layer.rope`).
         kv_heads: key/value heads g for grouped-query attention; ``None``
             means g = a (ordinary multi-head attention), 1 is multi-query.
         ffn_hidden_size: MLP inner width f; ``None`` means the default of
@@ -248,6 +250,7 @@ class LayerConfig:
     kv_channels: int | None = None
     qk_layernorm: bool = False
     flash_output_copy: bool = False
+    unfused_rope: bool = False
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers
@@ -281,6 +284,8 @@ class LayerConfig:
         check_head_options(self)
         from .flash_copy import check_flash_output_copy  # flash_copy builds on the ledger
         check_flash_output_copy(self)
+        from .rope import check_unfused_rope  # rope builds on the ledger
+        check_unfused_rope(self)
 
     def _check_options(self) -> None:
         flag("sequence_parallel", self.sequence_parallel)

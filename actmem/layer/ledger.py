@@ -131,7 +131,8 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if config.sequence_parallel:
         rows = with_sequence_parallel(rows, config)
     from .lora import with_adapters_and_fp8  # LoRA's frozen weights, FP8 (Transformer Engine)
-    return with_adapters_and_fp8(rows, config)
+    from .rope import with_unfused_rope  # Megatron-LM's unfused rotary embedding
+    return with_unfused_rope(with_adapters_and_fp8(rows, config), config)
 
 
 NEEDED_FOR = {

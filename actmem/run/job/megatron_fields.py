@@ -43,7 +43,7 @@ def model_fields(a: dict, env: dict, gpu=None) -> dict:
         positions="rotary" if rotary else "learned",
         max_positions=None if rotary else a["max_position_embeddings"],
         make_vocab_size_divisible_by=a["make_vocab_size_divisible_by"],
-        qk_layernorm=a["qk_layernorm"],
+        qk_layernorm=a["qk_layernorm"], apply_rope_fusion=_rope_fusion(a, rotary),
         source="a Megatron-LM launch (actmem.Job.from_megatron_args)")
     if a["num_experts"]:
         fields.update(_moe_fields(a))
@@ -52,6 +52,17 @@ def model_fields(a: dict, env: dict, gpu=None) -> dict:
                                          "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
                       kv_channels=None)
     return fields
+
+
+def _rope_fusion(a: dict, rotary: bool) -> bool:
+    """``--no-rope-fusion`` with rotary positions (without them nothing
+    rotates and the field keeps its default); the unfused rotation keeps cos
+    and sin of the whole head width, so a partial ``--rotary-percent`` is
+    refused."""
+    if rotary and not a["apply_rope_fusion"] and a["rotary_percent"] != 1.0:
+        raise ValueError(f"--no-rope-fusion with --rotary-percent {a['rotary_percent']}: the "
+                         "unfused rotation of part of each head is not modelled")
+    return a["apply_rope_fusion"] or not rotary
 
 
 def _needed(a: dict, dest: str) -> int:

@@ -38,9 +38,8 @@ MAX_LAYERS = 10**6
 (``training_memory`` took 0.5 s of CPU for L = 10^6), and no published
 model comes near it."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "flash_output_copy",
-                       "kv_heads",
-                       "ffn_hidden_size", "activation", "dropout", *MOE_OPTIONS, *MLA_OPTIONS,
-                       *HEAD_OPTIONS, *LORA_OPTIONS)
+                       "unfused_rope", "kv_heads", "ffn_hidden_size", "activation", "dropout",
+                       *MOE_OPTIONS, *MLA_OPTIONS, *HEAD_OPTIONS, *LORA_OPTIONS)
 """The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
 (from the model's fields or its own arguments)."""
 RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
@@ -61,6 +60,9 @@ class ModelConfig:
             flash_output_copy: as :class:`actmem.LayerConfig`
             (``ffn_hidden_size`` None means 4h, or Megatron-LM's SwiGLU
             default, :func:`actmem.default_ffn_hidden_size`).
+        apply_rope_fusion: Megatron-LM's fused rotary embedding (its default;
+            ``--no-rope-fusion`` turns it off): with rotary positions and
+            False, every layer keeps cos and sin (:mod:`actmem.layer.rope`).
         norm: ``"layernorm"`` or ``"rmsnorm"``. bias: linear layers have
             biases. tied_embeddings: the output layer reuses the input
             embedding. positions: ``"learned"`` (a table of
@@ -112,6 +114,7 @@ class ModelConfig:
     dropout: bool = True
     flash_attention: bool = False
     flash_output_copy: bool = False
+    apply_rope_fusion: bool = True
     norm: str = "layernorm"
     bias: bool = True
     tied_embeddings: bool = True
@@ -161,6 +164,7 @@ class ModelConfig:
         choice("positions", self.positions, POSITIONS)
         flag("bias", self.bias)
         flag("tied_embeddings", self.tied_embeddings)
+        flag("apply_rope_fusion", self.apply_rope_fusion)
         instance("source", self.source, str, "'Touvron et al. 2023'")
         if self.positions == "learned" and (self.max_positions or self.s) < self.s:
             raise ValueError(f"max_positions={self.max_positions} must be at least s={self.s}: "
@@ -268,6 +272,7 @@ class ModelConfig:
                            sequence_parallel=sequence_parallel, recompute=recompute,
                            flash_attention=self.flash_attention,
                            flash_output_copy=self.flash_output_copy, kv_heads=self.kv_heads,
+                           unfused_rope=self.positions == "rotary" and not self.apply_rope_fusion,
                            ffn_hidden_size=self.ffn_hidden_size,
                            activation=self.activation, dropout=self.dropout, **experts,
                            **{name: getattr(self, name) for name in (*MLA_OPTIONS, *HEAD_OPTIONS)},
