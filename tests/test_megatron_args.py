@@ -201,3 +201,21 @@ def test_an_ngc_container_before_26_03_gives_blackwell_the_small_cublas_workspac
     with pytest.raises(ValueError, match=r"NVIDIA_PYTORCH_VERSION='25.9.1': NGC's container"):
         Job.from_megatron_args(BASE, world_size=1, gpu="GB200",
                                env={"NVIDIA_PYTORCH_VERSION": "25.9.1"})
+
+
+def test_the_interleaved_schedules_group_size_is_read_from_the_launch():
+    # gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap's shape: p=4, v=4, m=5, N=5
+    launch = list(BASE) + ["--pipeline-model-parallel-size", "4",
+                           "--num-layers-per-virtual-pipeline-stage", "1"]
+    launch[1] = "16"                                          # --num-layers
+    launch[launch.index("--global-batch-size") + 1] = "10"   # m = 10 / (b=2 * d=1)
+    with pytest.raises(ValueError, match="m=5"):
+        Job.from_megatron_args(launch, world_size=4)
+    job = Job.from_megatron_args(
+        launch + ["--microbatch-group-size-per-virtual-pipeline-stage", "5"], world_size=4)
+    assert (job.m, job.v, job.microbatch_group_size_per_vp_stage) == (5, 4, 5)
+    plan = actmem.simulate_schedule("interleaved", 4, 5, 4, microbatch_group_size=5)
+    stage = training_memory(job).stages[0]
+    assert stage.layer_activations == plan.peak_in_flight(0) * training_memory(
+        job.with_(m=4, microbatch_group_size_per_vp_stage=None)).stages[0].layer_activations \
+        // actmem.simulate_schedule("interleaved", 4, 4, 4).peak_in_flight(0)

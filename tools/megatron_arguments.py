@@ -1001,9 +1001,10 @@ CLASSES: dict[str, tuple] = {
     "--pipeline-model-parallel-layout": when_set(
         "a free-form placement of embedding, layers, loss and MTP per virtual stage; actmem's "
         "stage_layers holds layer counts only, so the layout is refused rather than half-read"),
-    "--microbatch-group-size-per-virtual-pipeline-stage": when_set(
-        "changes the interleaved schedule's order and so how many micro-batches are in flight; "
-        "actmem follows Megatron-LM's default group of p", "its default (p) is modelled"),
+    "--microbatch-group-size-per-virtual-pipeline-stage": (
+        M, "microbatch_group_size_per_vp_stage", "The interleaved schedule's group of "
+        "micro-batches per chunk (default p), which decides its order and so how many "
+        "micro-batches are in flight (actmem.simulate_schedule)."),
     "--no-overlap-p2p-communication": (N, "Whether pipeline sends/receives overlap compute: it "
                                           "changes when the s*b*h messages move, not which "
                                           "tensors exist."),

@@ -70,6 +70,10 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             is on stage 0 (the V's last chunk); under the zero-bubble
             schedules a pass keeps the rows its W reads from its I to its W
             (:mod:`actmem.run.schedule.split_backward`).
+        microbatch_group_size_per_vp_stage: N, the micro-batches the
+            interleaved schedule runs through a chunk before the next
+            (Megatron-LM's ``--microbatch-group-size-per-virtual-pipeline-stage``;
+            None: p), as :func:`actmem.simulate_schedule`'s ``microbatch_group_size``.
         sequence_parallel, recompute: storage options of the layers;
             recompute_num_layers: k, layers per checkpointed group (full).
             recompute_modules: with ``recompute="selective"``, the modules

@@ -106,7 +106,8 @@ def step_setup(job: Job) -> StepSetup:
                                             j.sequence_parallel, 4 if j.precision == "fp32" else 2)
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)
-    plan = simulate_schedule(j.schedule, j.p, j.m, j.v, j.order)
+    plan = simulate_schedule(j.schedule, j.p, j.m, j.v, j.order,
+                             j.microbatch_group_size_per_vp_stage)
     first, last, losses, tied = _outside_layers(j, model, options)
     kinds, moments = _layer_moments(j, model, plan, fusion, options)
     setup = StepSetup(

@@ -30,7 +30,8 @@ GROUPS = {
     "model": ("model",),
     "parallelism": ("t", "p", "d", "cp", "ep", "etp", "sequence_parallel", "cp_comm_type",
                     "hierarchical_context_parallel_sizes"),
-    "schedule": ("m", "schedule", "v", "order", "stage_layers",
+    "schedule": ("m", "schedule", "v", "order", "microbatch_group_size_per_vp_stage",
+                 "stage_layers",
                  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "account_for_embedding_in_pipeline_split",
                  "account_for_loss_in_pipeline_split"),
@@ -79,6 +80,7 @@ class Job:
     schedule: str = "1f1b"
     v: int = 1
     order: str | None = None
+    microbatch_group_size_per_vp_stage: int | None = None
     stage_layers: tuple | list | None = None
     decoder_first_pipeline_num_layers: int | None = None
     decoder_last_pipeline_num_layers: int | None = None

@@ -218,6 +218,8 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         hierarchical_context_parallel_sizes=a["hierarchical_context_parallel_sizes"] and
         tuple(a["hierarchical_context_parallel_sizes"]),
         m=batch // (b * d), schedule="interleaved" if v > 1 else "1f1b", v=v,
+        microbatch_group_size_per_vp_stage=a["microbatch_group_size_per_vp_stage"] if v > 1
+        else None,   # read by the interleaved schedule only
         decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
         decoder_last_pipeline_num_layers=a["decoder_last_pipeline_num_layers"],
         account_for_embedding_in_pipeline_split=a["account_for_embedding_in_pipeline_split"],

@@ -210,7 +210,8 @@ def check_job(job) -> None:
     uneven = {name: o[name] for name in UNEVEN}
     split_layers(job.model.L, job.p, job.v, **uneven)
     check_size(job.p, job.m, job.v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")
-    check_schedule(job.schedule, job.p, job.m, job.v, job.order)
+    check_schedule(job.schedule, job.p, job.m, job.v, job.order,
+                   job.microbatch_group_size_per_vp_stage)
     check_uneven_split(job.schedule in V_SHAPED, job.schedule, uneven)
     reserve_bytes(job.reserve, capacity)
     flag("expandable_segments", job.expandable_segments)
