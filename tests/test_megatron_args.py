@@ -219,3 +219,25 @@ def test_the_interleaved_schedules_group_size_is_read_from_the_launch():
     assert stage.layer_activations == plan.peak_in_flight(0) * training_memory(
         job.with_(m=4, microbatch_group_size_per_vp_stage=None)).stages[0].layer_activations \
         // actmem.simulate_schedule("interleaved", 4, 4, 4).peak_in_flight(0)
+
+
+def test_distributed_optimizer_instances_shard_over_part_of_the_data_parallel_group():
+    # parallel_state.py: intra_partial_data_parallel_size = d*cp // N
+    from actmem import model_states
+    model = ModelConfig(s=512, b=2, h=256, a=4, L=4, vocab_size=1000)
+    one, two = (model_states(model, d=4, accounting="megatron", distributed_optimizer=True,
+                             num_distributed_optimizer_instances=n) for n in (1, 2))
+    assert (two.weights, two.gradients) == (one.weights, one.gradients)
+    assert two.optimizer == -(-12 * one.parameters // 2)
+    assert one.optimizer == -(-12 * one.parameters // 4)
+    with pytest.raises(ValueError, match="num_distributed_optimizer_instances=2 replicates"):
+        model_states(model, d=4, accounting="megatron", num_distributed_optimizer_instances=2)
+    with pytest.raises(ValueError,
+                       match="num_distributed_optimizer_instances=3 must divide d\\*cp=4"):
+        model_states(model, d=4, accounting="megatron", distributed_optimizer=True,
+                     num_distributed_optimizer_instances=3)
+    job = Job.from_megatron_args(BASE + ["--use-distributed-optimizer",
+                                         "--num-distributed-optimizer-instances", "2"],
+                                 world_size=4)
+    assert job.num_distributed_optimizer_instances == 2
+    assert training_memory(job).stages[0].optimizer == two.optimizer

@@ -1427,9 +1427,10 @@ CLASSES: dict[str, tuple] = {
     "--use-distributed-optimizer": (M, "distributed_optimizer", "Main weights and Adam moments "
                                                                 "sharded over d (6 + 12/d "
                                                                 "bytes)."),
-    "--num-distributed-optimizer-instances": when_set("several optimizer instances shard the "
-                                                      "states over a part of d only",
-                                                      "its default (1) is modelled"),
+    "--num-distributed-optimizer-instances": (
+        M, "num_distributed_optimizer_instances", "N copies of the distributed optimizer, "
+        "each sharding the states over d*cp/N ranks (the experts' over their data-parallel "
+        "size / N): parallel_state.py's intra-partial data-parallel groups."),
     "--overlap-grad-reduce": (N, "Overlaps the gradient reduction with backward; the gradient "
                                  "buffer is the same (split into buckets, which only pad it)."),
     "--overlap-param-gather": (N, "Overlaps the distributed optimizer's parameter all-gather "

@@ -86,7 +86,8 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             :mod:`actmem.run.moments.offload`), so a pass keeps n layers' fewer on the
             GPU; the stage's ``host_memory`` reports the host bytes. Needs
             p=1, recompute="none" and schedule="1f1b"; 0 <= n < L.
-        accounting, zero_stage, distributed_optimizer: model states
+        accounting, zero_stage, distributed_optimizer,
+            num_distributed_optimizer_instances: model states
             (:func:`actmem.model_states`).
         logits_bytes: bytes per element of the logits the loss keeps: 4
             (fp32, Megatron-LM) or 2.
@@ -230,7 +231,8 @@ def stage_states(setup: StepSetup, i: int):
         zero_stage=j.zero_stage, stage_layers=tuple(map(sum, split)),
         distributed_optimizer=j.distributed_optimizer, stage=i, fp8=setup.fp8,
         moe_layers=setup.kinds and stage_moe_layers(setup.model.moe_pattern(), split,
-                                                    setup.plan.v_shaped))
+                                                    setup.plan.v_shaped),
+        num_distributed_optimizer_instances=j.num_distributed_optimizer_instances)
     for feature in FEATURES:
         states = feature.states(setup, states)
     return states

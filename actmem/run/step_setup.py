@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
 from ..layer.recompute_modules import named_modules
-from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes, megatron_global_buffer,
-                        workspace_bytes)
+from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes,
+                                megatron_global_buffer, workspace_bytes)
 from .job.gpus import find_gpu, gpu_capacity
 from .job.job import Job
 from ..memo import kept_by_repr

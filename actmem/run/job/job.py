@@ -38,7 +38,8 @@ GROUPS = {
     "precision": ("precision", "fp8", "logits_bytes", "autocast_device", "fused_projections"),
     "recomputation": ("recompute", "recompute_num_layers", "recompute_modules",
                       "cpu_offloading_num_layers"),
-    "states": ("accounting", "zero_stage", "distributed_optimizer", "use_torch_fsdp2",
+    "states": ("accounting", "zero_stage", "distributed_optimizer",
+               "num_distributed_optimizer_instances", "use_torch_fsdp2",
                "reshard_after_forward"),
     "framework": ("loss", "loss_chunk_tokens", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
@@ -101,6 +102,7 @@ class Job:
     accounting: str = "megatron"
     zero_stage: int = 0
     distributed_optimizer: bool = False
+    num_distributed_optimizer_instances: int = 1
     use_torch_fsdp2: bool = False
     reshard_after_forward: bool = True
     # framework choices (actmem.run.moments.framework)

@@ -161,7 +161,8 @@ def _moe_fields(a: dict) -> dict:
     the dispatch buffers actmem models)."""
     if a["moe_token_dispatcher_type"] != "alltoall":
         raise ValueError(f"--moe-token-dispatcher-type {a['moe_token_dispatcher_type']}: actmem "
-                         "models the alltoall dispatcher's buffers (actmem.run.moments.moe_timeline); "
+                         "models the alltoall dispatcher's buffers "
+                         "(actmem.run.moments.moe_timeline); "
                          "Megatron-LM's default, allgather, keeps others")
     coeff = a["moe_aux_loss_coeff"]
     return dict(num_experts=a["num_experts"], moe_router_topk=a["moe_router_topk"],
@@ -227,6 +228,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         precision="bf16" if a["bf16"] else "fp32", fp8=a["fp8"],
         **_recomputation(a), cpu_offloading_num_layers=a["cpu_offloading_num_layers"],
         distributed_optimizer=a["use_distributed_optimizer"],
+        num_distributed_optimizer_instances=a["num_distributed_optimizer_instances"],
         use_torch_fsdp2=a["use_torch_fsdp2"],
         reshard_after_forward=a["torch_fsdp2_reshard_after_forward"],
         gradient_accumulation_fusion=a["gradient_accumulation_fusion"],

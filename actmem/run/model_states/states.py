@@ -94,7 +94,8 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                  zero_stage: int = 0, distributed_optimizer: bool = False,
                  stage: int | None = None, stage_layers=None, ep: int = 1,
                  etp: int | None = None, cp: int = 1, moe_layers=None,
-                 fp8: str | None = None) -> ModelStates:
+                 fp8: str | None = None,
+                 num_distributed_optimizer_instances: int = 1) -> ModelStates:
     """Weights, gradients and optimizer states on one GPU, in bytes.
 
     Args:
@@ -131,12 +132,19 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
             ``"hybrid"``): the weights gain each layer's Transformer Engine
             FP8 weight copies and scaling state
             (:func:`actmem.run.model_states.fp8_states.fp8_stage_bytes`).
+        num_distributed_optimizer_instances: N, Megatron-LM's
+            ``--num-distributed-optimizer-instances``: the distributed
+            optimizer is replicated N times, each copy sharding the states
+            over d*cp/N ranks (the experts' over e_d/N): ``parallel_state.py``
+            builds intra_partial_data_parallel_size = d*cp // N and
+            intra_partial_expert_data_parallel_size = e_d // N.
 
     Raises:
         TypeError, ValueError: a value out of range, an option of the other
             accounting, t, p invalid for the model, ep not dividing
             num_experts, etp not dividing moe_ffn_hidden_size, ep*etp not
-            dividing t*d, or ep/etp for a dense model.
+            dividing t*d, ep/etp for a dense model, or N > 1 without the
+            distributed optimizer or not dividing d*cp and e_d.
 
     >>> model_states(7_500_000_000, d=64, zero_stage=1).total / 1e9   # ZeRO Fig. 1
     31.40625
@@ -149,7 +157,9 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                               accounting=accounting, zero_stage=zero_stage,
                               distributed_optimizer=distributed_optimizer, stage=stage,
                               stage_layers=stage_layers, ep=ep, etp=etp, cp=cp,
-                              moe_layers=moe_layers)
+                              moe_layers=moe_layers,
+                              num_distributed_optimizer_instances=(
+                                  num_distributed_optimizer_instances))
         extra = fp8_stage_bytes(model_or_params, fp8, t, p, stage_layers)[states.stage]
         return replace(states, weights=states.weights + extra)
     d, cp = positive_int("d", d), positive_int("cp", cp)
@@ -169,6 +179,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
         raise ValueError(f"stage must be an int in 0..{len(per_stage) - 1}, got {stage!r}")
     dense, experts = per_stage[int(stage)]
     e_d = expert_data_parallel(model_or_params, t, d, ep, etp, cp) if experts else d * cp
+    instances = _instances(num_distributed_optimizer_instances, distributed_optimizer, d * cp, e_d)
     sharded = {"zero": (zero_stage >= 3, zero_stage >= 2, zero_stage >= 1),
                "megatron": (False, False, distributed_optimizer)}[accounting]
     if getattr(model_or_params, "lora_rank", None) is not None:  # frozen base, adapters
@@ -176,10 +187,23 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
         adapters = adapter_parameters(model_or_params, t, p, stage_layers)[int(stage)]
         return ModelStates(dense + adapters, stage=int(stage), frozen_parameters=dense,
                            **lora_model_states(dense, adapters, BYTES_PER_PARAMETER[accounting],
-                                               d * cp, sharded))
-    w, g, o = (_share(dense * k, d * cp, cut) + _share(experts * k, e_d, cut)
+                                               d * cp // instances, sharded))
+    ranks, expert_ranks = d * cp // instances, e_d // instances
+    w, g, o = (_share(dense * k, ranks, cut) + _share(experts * k, expert_ranks, cut)
                for k, cut in zip(BYTES_PER_PARAMETER[accounting], sharded))
     return ModelStates(dense + experts, w, g, o, int(stage), experts)
+
+
+def _instances(n, distributed_optimizer: bool, dense_ranks: int, expert_ranks: int) -> int:
+    """``num_distributed_optimizer_instances`` checked (:func:`model_states`)."""
+    n = positive_int("num_distributed_optimizer_instances", n)
+    if n > 1 and not distributed_optimizer:
+        raise ValueError(f"num_distributed_optimizer_instances={n} replicates the distributed "
+                         "optimizer: it needs distributed_optimizer=True")
+    if dense_ranks % n or expert_ranks % n:
+        raise ValueError(f"num_distributed_optimizer_instances={n} must divide d*cp={dense_ranks}"
+                         f" and the expert data-parallel size {expert_ranks} (parallel_state.py)")
+    return n
 
 
 def _share(nbytes: int, ranks: int, cut: bool) -> int:
