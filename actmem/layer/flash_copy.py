@@ -12,12 +12,14 @@ transposes Q, K, V into contiguous ``bshd`` copies, and turns flash-attn's
 output back with ``output.view(b, s, -1).transpose(0, 1)`` and
 ``return output.contiguous()``: a new ``sbhd`` tensor, which ``linear_proj``
 saves, while flash-attn's ``FlashAttnFunc`` keeps its own ``bshd`` output
-(``ctx.save_for_backward(q, k, v, out, softmax_lse, rng_state)``: its
-backward reads O for ``D = rowsum(dO * O)``). Q, K and V are not kept twice:
+(``ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)``, the
+output itself where the head width is a multiple of 8: its backward reads O
+for ``D = rowsum(dO * O)``). Q, K and V are not kept twice:
 nothing else keeps the ``sbhd`` originals. With context parallelism the same
 holds for ``p2p`` and ``allgather`` (TE's context-parallel functions save
-their ``bshd`` output and FlashAttention copies it back); ``a2a`` keeps its
-output before the all-to-all back instead (:mod:`actmem.layer.context_parallel`).
+their ``bshd`` output and FlashAttention copies it back); ``a2a`` adds no
+flash copy: what it keeps is its output before the all-to-all back, a row of
+its own (:mod:`actmem.layer.context_parallel`).
 
 :class:`actmem.LayerConfig`'s ``flash_output_copy`` adds the row
 ``flash_output`` (as many elements as ``proj_input``, 2 bytes each, split
@@ -87,10 +89,12 @@ def te_runs_flash_attn(backend: str, env: dict, compute_capability, deterministi
     Under ``auto`` both are allowed and TE's ``get_attention_backend``
     (``dot_product_attention/utils.py``) picks: FusedAttention on compute
     capability 9.0 and newer ("give FusedAttention preference on Hopper+"),
-    FlashAttention before; on 10.0 and newer a deterministic run has no
-    FusedAttention ("Disabling FusedAttention for determinism reasons on
-    Blackwell", TE 2.8 to 2.11, TransformerEngine#2130; from TE 2.12 cuDNN
-    9.18.1 and newer lifts it, #2584, which this rule does not follow).
+    FlashAttention before (flash-attn installed, as in Megatron-LM's CI
+    containers); on 10.0 and newer a deterministic run has no FusedAttention
+    ("Disabling FusedAttention for determinism reasons on Blackwell": TE 2.9
+    to 2.11, and 2.8 with cuDNN 9.14 or older, TransformerEngine#2130; from
+    TE 2.12 cuDNN 9.18.1 and newer lifts it, #2584, which this rule does not
+    follow).
     """
     if backend == "flash" or env.get("NVTE_FUSED_ATTN") == "0":
         return env.get("NVTE_FLASH_ATTN") != "0"
