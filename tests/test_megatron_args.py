@@ -163,7 +163,7 @@ def test_what_megatron_lm_itself_ignores_or_defaults_is_read_as_it_does():
     ("local", 64, 1, 1, False),                   # 4 maps, 2 rows of 64 per warp: 8 per block
 ])
 def test_the_fused_softmax_runs_where_its_kernel_takes_the_map(impl, s, b, t, runs):
-    from actmem.run.job.megatron_fields import softmax_in_16_bits
+    from actmem.run.job.megatron_attention import softmax_in_16_bits
     a = {"seq_length": s, "micro_batch_size": b, "num_attention_heads": 4,
          "tensor_model_parallel_size": t, "bf16": True, "fp16": False,
          "masked_softmax_fusion": True, "transformer_impl": impl, "attention_backend": "unfused",

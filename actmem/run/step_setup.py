@@ -103,7 +103,7 @@ def step_setup(job: Job) -> StepSetup:
     if j.global_memory_buffer:
         heads = 0 if model.flash_attention else model.a // j.t
         workspace += megatron_global_buffer(model.s, model.b, model.h, heads,
-                                            j.sequence_parallel, 4 if j.precision == "fp32" else 2)
+                                            j.sequence_parallel, _activation_bytes(j))
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)
     plan = simulate_schedule(j.schedule, j.p, j.m, j.v, j.order,
@@ -150,10 +150,16 @@ def _outside_layers(job: Job, model: ModelConfig, options: dict):
         chunk = (fused_loss_chunk(tokens, vocab, shape.h) if job.loss_chunk_tokens is None
                  else job.loss_chunk_tokens)
         gradients = last["output layer input"] + weight
-    losses = loss_bytes(job.loss, tokens * vocab, tokens, 4 if job.precision == "fp32" else 2,
+    losses = loss_bytes(job.loss, tokens * vocab, tokens, _activation_bytes(job),
                         job.logits_bytes, chunk, gradients)
     last["logits"] = losses["saved"]
     return first, last, losses, weight
+
+
+def _activation_bytes(job: Job) -> int:
+    """Bytes per element of the activations: 4 in fp32, else 2 (bf16, and
+    autocast's bf16 computation)."""
+    return 4 if job.precision == "fp32" else 2
 
 
 def _layer_moments(job: Job, model: ModelConfig, plan: PipelineSchedule, fusion: bool,

@@ -26,7 +26,8 @@ import json
 import shlex
 from importlib import resources
 
-from .megatron_fields import job_options, model_fields, softmax_in_16_bits
+from .megatron_attention import softmax_in_16_bits
+from .megatron_fields import job_options, model_fields
 
 TABLE = "data/megatron_arguments.json"
 RUNS = "data/megatron_runs.json"
@@ -147,7 +148,7 @@ def _parse(argv, env: dict) -> dict:
     applied), each refused argument set away from its default (a list of
     one value, its default, is its default; a row ``neutral_when``
     ``"softmax_in_16_bits"`` is neutral where the softmax keeps 16 bits,
-    :func:`actmem.run.job.megatron_fields.softmax_in_16_bits`)
+    :func:`actmem.run.job.megatron_attention.softmax_in_16_bits`)
     and each modelled value actmem does not model refused."""
     argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
     args = vars(_parser().parse_args(argv))
