@@ -180,7 +180,10 @@ def _cublas_workspace_config(a: dict, env: dict, gpu) -> str | None:
     container before 26.03 (``NVIDIA_PYTORCH_VERSION``): PyTorch's
     ``parseChosenWorkspaceSize`` gave 32 MiB to compute capability 9.0 alone
     until pytorch#175344 (merged 2026-02-19; the first container with it is
-    inferred from that date); None otherwise (actmem's default for the GPU,
+    inferred from that date, and Megatron-LM's GB200 golden values agree: the
+    runs whose memory series CI last wrote in its 25.11 and 26.02 containers
+    measure the 8 MiB workspaces, those written in 26.04 the 32 MiB ones);
+    None otherwise (actmem's default for the GPU,
     :func:`actmem.run.moments.framework.default_cublas_workspace_config`)."""
     from .gpus import find_gpu
     if env.get("CUBLAS_WORKSPACE_CONFIG"):
