@@ -8,11 +8,10 @@ that would give a silently wrong number.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from dataclasses import dataclass, fields
 
-from ..validate import (choice, common_divisors, divides, finite_number, flag, lists_keywords,
+from ..validate import (choice, common_divisors, divides, flag, lists_keywords,
                         plain_fields, positive_int)
 from .recompute_modules import check_recompute_modules
 
@@ -267,6 +266,7 @@ class LayerConfig:
         divides("t", self.t, **split_dimensions(
             self.h, self.a, self.s if self.sequence_parallel else None,
             self.kv_heads, self.ffn_hidden_size, self.activation))
+        from .moe_options import check_moe  # after LayerConfig: it reads its defaults
         check_moe(self)
         object.__setattr__(self, "recompute_modules", check_recompute_modules(self))
         from .mla import check_mla  # mla builds on the ledger, which imports this module
@@ -330,115 +330,5 @@ dropout, and the MoE options num_experts, moe_router_topk,
 moe_ffn_hidden_size, moe_shared_expert_intermediate_size, etp,
 moe_expert_capacity_factor, moe_pad_expert_input_to_capacity,
 moe_aux_loss_coeff, and options appended after them, such as recompute_modules)."""
-
-MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
-               "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
-               "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff")
-"""The options that only a mixture-of-experts layer takes (num_experts first)."""
-
-
-MOE_DEFAULTS = {f.name: f.default for f in fields(LayerConfig) if f.name in MOE_OPTIONS[1:]}
-"""Each MoE option's value without experts (a dense layer takes only these)."""
-_FLOATS = {"moe_aux_loss_coeff": (False, "a finite number >= 0 (0: no load-balancing loss)"),
-           "moe_expert_capacity_factor": (True, "None (dropless) or a finite number > 0")}
-"""The MoE options that take a real number: (must be > 0, what is allowed)."""
-
-
-def real(value: object) -> object:
-    """A NumPy floating scalar (``np.float32(1.2)``, ``np.float16``...) as
-    Python's ``float``; anything else (arrays, bools, ints) unchanged, for
-    the checks to judge."""
-    if (isinstance(value, numbers.Real) and not isinstance(value, (numbers.Integral, float))
-            and type(value).__module__ == "numpy"):
-        return float(value)
-    return value
-
-
-def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
-    """Check the type and range of each MoE option in ``names`` on the
-    frozen record ``c`` (a :class:`LayerConfig` or an
-    :class:`actmem.ModelConfig`), whether or not it has experts, and store
-    plain values (NumPy floats as ``float``).
-
-    Raises:
-        TypeError: moe_router_topk, moe_ffn_hidden_size,
-            moe_shared_expert_intermediate_size or etp not an int (the last
-            three may be None); moe_pad_expert_input_to_capacity not a bool.
-        ValueError: one of those ints < 1; moe_aux_loss_coeff not a finite
-            number >= 0; moe_expert_capacity_factor not None or a finite
-            number > 0 (arrays, bools, nan and inf are refused).
-    """
-    for name in names:
-        value = real(getattr(c, name))
-        if name == "moe_router_topk":
-            value = positive_int(name, value)
-        elif name in _FLOATS:
-            positive, allowed = _FLOATS[name]
-            if value is not None or not positive:
-                value = finite_number(name, value, positive=positive, allowed=allowed)
-        elif name == "moe_pad_expert_input_to_capacity":
-            flag(name, value)
-        elif value is not None:
-            value = positive_int(name, value)
-        object.__setattr__(c, name, value)
-
-
-def refuse_without_experts(c, names=MOE_OPTIONS[1:], defaults=MOE_DEFAULTS) -> None:
-    """Refuse an MoE option of ``c`` (values already checked by
-    :func:`check_moe_values`) that is not its dense default while
-    ``c.num_experts`` is None.
-
-    Raises:
-        ValueError: ``{name}={value} needs num_experts ...``, naming the
-            value a model without experts takes.
-    """
-    if c.num_experts is not None:
-        return
-    for name in names:
-        value = getattr(c, name)
-        if value != defaults[name]:
-            raise ValueError(f"{name}={value!r} needs num_experts (it describes the "
-                             "mixture-of-experts layers); without experts (num_experts=None) "
-                             f"{name} keeps its default, {defaults[name]!r}; or pass "
-                             "num_experts too")
-
-
-def check_moe(c: LayerConfig) -> None:
-    """Refuse MoE options Megatron-LM would refuse, or the ledger cannot count.
-
-    Raises:
-        TypeError, ValueError: an option of the wrong type or range
-            (:func:`check_moe_values`, checked first); an MoE option without
-            ``num_experts`` (:func:`refuse_without_experts`); k not in
-            1..E; experts with GeLU (Megatron fuses only SwiGLU into its
-            grouped experts, ``experts.py``: TEGroupedMLP); t > 1 without
-            sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
-            in training); etp not dividing f_e; t not dividing the shared
-            experts' width.
-    """
-    check_moe_values(c)
-    refuse_without_experts(c)
-    if c.num_experts is None:
-        return
-    E = positive_int("num_experts", c.num_experts)
-    k = c.moe_router_topk
-    if k > E:
-        raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
-                         "a token is routed to k distinct experts")
-    if c.activation != "swiglu":
-        raise ValueError(f"num_experts={E} with activation={c.activation!r}: the MoE rows "
-                         "follow Megatron-LM's fused weighted SwiGLU experts; use "
-                         "activation='swiglu'")
-    if c.t > 1 and not c.sequence_parallel:
-        raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
-                         "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
-                         "parallelism but no sequence parallelism in training)")
-    divides("etp", c.expert_t, moe_ffn_hidden_size=c.f_e)
-    if c.moe_expert_capacity_factor is None and c.moe_pad_expert_input_to_capacity:
-        raise ValueError("moe_pad_expert_input_to_capacity=True needs "
-                         "moe_expert_capacity_factor: padding is to that capacity")
-    if c.moe_shared_expert_intermediate_size is not None:
-        divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)
-
 
 LayerConfig.__init__ = lists_keywords(LayerConfig.__init__)  # unknown keywords list the fields

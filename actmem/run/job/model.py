@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ...layer.config import (MOE_OPTIONS, STORAGE_OPTIONS, LayerConfig, check_moe_values,
-                            refuse_without_experts)
+from ...layer.config import STORAGE_OPTIONS, LayerConfig
+from ...layer.moe_options import MOE_OPTIONS, check_moe_values, refuse_without_experts
 from ...layer.head_dim import HEAD_OPTIONS, kv_channels_or_default
 from ...layer.lora import LORA_OPTIONS
 from ...layer.mla import MLA_OPTIONS
