@@ -38,6 +38,20 @@ VARIANTS = {
     "aux_loss": dict(moe_router_topk=2, moe_aux_loss_coeff=0.01),
     "capacity_padded": dict(moe_router_topk=2, moe_expert_capacity_factor=1.3,
                             moe_pad_expert_input_to_capacity=True),
+    "gelu_shared": dict(activation="gelu", moe_router_topk=2,
+                        moe_shared_expert_intermediate_size=64),
+    "sinkhorn_top1": dict(activation="gelu", moe_router_topk=1,
+                          moe_router_load_balancing_type="sinkhorn"),
+    "sinkhorn_top2": dict(moe_router_topk=2, moe_router_load_balancing_type="sinkhorn"),
+    "allgather": dict(moe_router_topk=2, moe_token_dispatcher_type="allgather"),
+    "allgather_sinkhorn_gelu": dict(activation="gelu", moe_router_topk=1,
+                                    moe_router_load_balancing_type="sinkhorn",
+                                    moe_token_dispatcher_type="allgather"),
+    "router_fp32": dict(moe_router_topk=2, moe_router_dtype="fp32"),
+    "router_fp32_allgather": dict(activation="gelu", moe_router_topk=2,
+                                  moe_router_dtype="fp32", moe_token_dispatcher_type="allgather"),
+    "sinkhorn_top1_fp32": dict(activation="gelu", moe_router_topk=1, moe_router_dtype="fp32",
+                               moe_router_load_balancing_type="sinkhorn"),
 }
 LAYERNORM_STATS = 2 * 2 * (N * 2)
 """Two LayerNorms x (mean, rstd) x s*b bfloat16 elements (CPU), as test_measure."""
@@ -45,7 +59,7 @@ LAYERNORM_STATS = 2 * 2 * (N * 2)
 
 @pytest.fixture(scope="module")
 def measured():
-    return {name: compare(measure_moe(LayerConfig(**BASE, **extra)))
+    return {name: compare(measure_moe(LayerConfig(**{**BASE, **extra})))
             for name, extra in VARIANTS.items()}
 
 
@@ -53,7 +67,7 @@ def measured():
 def test_every_moe_row_is_measured_exactly(measured, name):
     c = measured[name]
     assert all(r.exact for r in c.rows), [r for r in c.rows if not r.exact]
-    config = LayerConfig(**BASE, **VARIANTS[name])
+    config = LayerConfig(**{**BASE, **VARIANTS[name]})
     assert c.measured_rows_total == c.ledger_total == activation_memory(
         **vars(config)).total
 
@@ -72,12 +86,56 @@ def test_the_moe_rows_bytes_by_hand(measured):
 
 
 @pytest.mark.parametrize("name", ["top2_shared", "top1", "top3_no_dropout", "selective",
-                                  "capacity_drop", "capacity_padded"])
+                                  "capacity_drop", "capacity_padded", "gelu_shared",
+                                  "sinkhorn_top1", "sinkhorn_top2", "allgather",
+                                  "allgather_sinkhorn_gelu", "router_fp32",
+                                  "router_fp32_allgather", "sinkhorn_top1_fp32"])
 def test_the_only_extras_are_the_layernorm_statistics(measured, name):
     extras = measured[name].extras
     assert [e.storage.saved_by[0].split(".")[0] for e in extras] == [
         "NativeLayerNormBackward0"] * 4
     assert measured[name].extras_total == LAYERNORM_STATS
+
+
+def test_gelu_experts_keep_their_output_for_the_probabilities(measured):
+    fe, fs, k = 96, 64, 2
+    rows = {r.key: r.measured_bytes for r in measured["gelu_shared"].rows}
+    assert {key: rows[key] for key in rows if key.startswith(("expert", "shared"))} == {
+        "expert_fc1_input": 2 * N * k * h, "expert_fc1_output": 2 * N * k * fe,
+        "expert_act_output": 2 * N * k * fe, "expert_probs": 2 * N * k,
+        "expert_fc2_input": 2 * N * k * fe,
+        "shared_fc1_output": 2 * N * fs, "shared_fc2_input": 2 * N * fs}
+
+
+def test_sinkhorn_keeps_every_score_and_the_routing_map(measured):
+    E = 4
+    top1 = {r.key: r for r in measured["sinkhorn_top1"].rows}
+    assert (top1["router_sinkhorn_scores"].measured_bytes,
+            top1["router_sinkhorn_scores"].measured_dtype) == (2 * N * E, "bfloat16")  # sigmoid
+    assert top1["router_routing_map"].measured_bytes == N * E  # bool
+    assert "router_topk_indices" not in top1 and "router_probs" not in top1
+    top2 = {r.key: r for r in measured["sinkhorn_top2"].rows}
+    assert (top2["router_sinkhorn_scores"].measured_bytes,
+            top2["router_sinkhorn_scores"].measured_dtype) == (4 * N * E, "float32")  # softmax
+    fp32 = {r.key: r.measured_bytes for r in measured["sinkhorn_top1_fp32"].rows}
+    assert fp32["router_sinkhorn_scores"] == 4 * N * E  # sigmoid in the logits' fp32
+
+
+def test_the_allgather_dispatcher_keeps_masked_select_inputs(measured):
+    E, k = 4, 2
+    rows = {r.key: r.measured_bytes for r in measured["allgather"].rows}
+    assert "permute_probs_index" not in rows
+    assert (rows["permute_index"], rows["dispatch_local_probs"],
+            rows["dispatch_local_map"]) == (8 * N * k, 2 * N * E, N * E)
+    fp32 = {r.key: r.measured_bytes for r in measured["router_fp32_allgather"].rows}
+    assert (fp32["dispatch_local_probs"], fp32["expert_probs"]) == (4 * N * E, 4 * N * k)
+
+
+def test_an_fp32_router_keeps_fp32_probabilities_only(measured):
+    rows = {r.key: r.measured_bytes for r in measured["router_fp32"].rows}
+    bf16 = {r.key: r.measured_bytes for r in measured["top2_shared"].rows}
+    assert rows["expert_probs"] == 2 * bf16["expert_probs"] == 4 * N * 2
+    assert rows["moe_input"] == 2 * N * h  # the router saves its bf16 input, not a copy
 
 
 def test_capacity_padding_gives_each_expert_exactly_its_capacity(measured):

@@ -95,6 +95,19 @@ def test_moe_launches_read_their_layer_pattern():
         (4, (0, 1, 1, 1), 2, 2)
 
 
+def test_megatron_lm_s_default_moe_launch_is_read_as_it_runs():
+    """Megatron-LM's MoE defaults (the all-gather dispatcher, GeLU experts)
+    and its CI's sinkhorn top-1 router with an fp32 router dtype."""
+    job = Job.from_megatron_args(
+        BASE + ["--num-experts", "8", "--moe-router-topk", "1", "--expert-model-parallel-size",
+                "2", "--moe-router-load-balancing-type", "sinkhorn", "--moe-router-dtype",
+                "fp32", "--disable-bias-linear", "--moe-grouped-gemm"], world_size=2)
+    m = job.model
+    assert (m.moe_token_dispatcher_type, m.activation, m.moe_router_load_balancing_type,
+            m.moe_router_dtype, m.moe_router_topk, job.ep, job.moe_grouped_gemm) == \
+        ("allgather", "gelu", "sinkhorn", "fp32", 1, 2, True)
+
+
 @pytest.mark.parametrize("extra, env, message", [
     (["--fp16"], {}, r"--fp16 True: refused: Refused when set: fp16"),
     (["--optimizer", "sgd"], {}, r"--optimizer sgd: refused: Refused unless 'adam'"),
@@ -103,8 +116,12 @@ def test_moe_launches_read_their_layer_pattern():
     (["--tensor-model-parallel-sizes", "2"], {}, r"unrecognized arguments: "
      r"--tensor-model-parallel-sizes"),
     (["--tensor-model-parallel-size", "two"], {}, r"--tensor-model-parallel-size: invalid int"),
-    (["--num-experts", "4"], {}, r"--moe-token-dispatcher-type allgather: actmem models the "
-     "alltoall"),
+    (["--num-experts", "4", "--moe-token-dispatcher-type", "flex"], {},
+     r"--moe-token-dispatcher-type flex: actmem models alltoall, allgather"),
+    (["--num-experts", "4", "--moe-router-load-balancing-type", "aux_loss", "sinkhorn"], {},
+     r"--moe-router-load-balancing-type aux_loss sinkhorn: several load-balancing types"),
+    (["--num-experts", "4", "--moe-router-load-balancing-type", "quantile_balancing"], {},
+     r"--moe-router-load-balancing-type quantile_balancing: actmem models aux_loss"),
     (["--hidden-dropout", "0"], {}, r"--hidden-dropout 0.0 with --attention-dropout 0.1"),
     (["--tokenizer-type", "HuggingFaceTokenizer"], {}, r"--tokenizer-type HuggingFaceTokenizer:"
      r" its vocabulary size is in the tokenizer's files"),

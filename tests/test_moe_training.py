@@ -57,6 +57,56 @@ def test_expert_tensor_parallelism_gathers_then_reduce_scatters():
         "unsorted output": R * x * ROW, "reduce-scatter output": R * ROW}
 
 
+def test_the_allgather_dispatcher_holds_the_gathered_probabilities_until_unpermute():
+    """t = 2, ep = 2, etp = t: each rank gathers G = s/t * etp * ep tokens
+    and runs the copies of E/ep experts, s/t * k * etp of them."""
+    G, copies = S // 2 * 2 * 2, S // 2 * K * 2
+    layer = moe_layer(t=2, moe_token_dispatcher_type="allgather")
+    assert dispatch_buffers(layer, ep=2) == {
+        "gathered probabilities": 2 * G * E, "local routing map": G * E // 2,
+        "experts' output": copies * ROW, "unpermuted output": G * ROW}
+    fp32 = moe_layer(t=2, moe_token_dispatcher_type="allgather", moe_router_dtype="fp32")
+    assert dispatch_buffers(fp32, ep=2) == {   # token_combine's fp32 cast is the busier
+        "gathered probabilities": 4 * G * E, "local routing map": G * E // 2,
+        "unpermuted output": G * ROW, "cast for the reduce-scatter": 2 * G * ROW}
+    assert dispatch_gradients(layer, ep=2)["combine gradients"] == (G + copies) * ROW
+    assert dispatch_gradients(fp32, ep=2)["combine gradients"] == 3 * G * ROW
+
+
+def test_the_allgather_dispatcher_gathers_its_tokens_into_megatron_s_buffer():
+    from actmem.run.moments.framework import workspace_bytes
+    gather = TINY.with_(moe_token_dispatcher_type="allgather")
+    assert actmem_workspace(gather, ep=2) - actmem_workspace(TINY, ep=2) == S * 2 * 2 * H
+    assert actmem_workspace(gather, ep=1) == actmem_workspace(TINY, ep=1)  # nothing gathered
+    te = workspace_bytes((9, 0))["Transformer Engine cuBLASLt workspace"]
+    assert workspace_bytes((9, 0), grouped_gemm=True)[
+        "Transformer Engine grouped-GEMM workspaces (4 streams)"] == 4 * te == 4 * 32 * 2**20
+    assert workspace_bytes((8, 0), grouped_gemm=True)[
+        "Transformer Engine grouped-GEMM workspaces (4 streams)"] == 4 * 4 * 2**20
+
+
+def actmem_workspace(model, ep, **options):
+    from actmem.run.step_setup import step_setup
+    from actmem import Job
+    return step_setup(Job(model, d=ep, ep=ep, **options)).workspace
+
+
+def test_grouped_gemm_needs_experts_and_transformer_engine():
+    from actmem import Job
+    assert actmem_workspace(TINY, 1, moe_grouped_gemm=True) - actmem_workspace(TINY, 1) \
+        == 4 * 32 * 2**20
+    with pytest.raises(ValueError, match="moe_grouped_gemm=True needs an MoE model"):
+        Job(PRESETS["llama2-7b"], moe_grouped_gemm=True)
+    with pytest.raises(ValueError, match="moe_grouped_gemm=True needs an MoE model"):
+        Job(TINY, moe_grouped_gemm=True, transformer_engine=False)
+
+
+def test_gelu_experts_have_two_matrices_each():
+    from actmem.run.job.parameters import parameter_count
+    gelu, swiglu = (parameter_count(TINY.with_(activation=a)) for a in ("gelu", "swiglu"))
+    assert swiglu.experts - gelu.experts == E * H * FE  # fc1's second half of SwiGLU
+
+
 def test_the_backward_holds_the_output_gradient_and_the_largest_pair_of_the_reverse_chain():
     R = S * K
     assert dispatch_gradients(moe_layer()) == {      # unpermute's R, the unsort's R

@@ -1285,23 +1285,29 @@ CLASSES: dict[str, tuple] = {
     "--moe-aux-loss-coeff": (M, "moe_aux_loss_coeff", "One coefficient > 0 keeps the router's "
                                                       "fp32 softmax over all E; a list of "
                                                       "several is refused."),
-    "--moe-token-dispatcher-type": (M, "derived", "actmem's MoE rows are the all-to-all "
-                                                  "dispatcher's, so an MoE run must pass "
-                                                  "alltoall: allgather (the default) and flex "
-                                                  "are refused for MoE models and "
-                                                  "memory-neutral for dense ones.",
-                                    {"values": ["alltoall"]}),
-    "--moe-router-load-balancing-type": (R, "Refused unless 'aux_loss' (its default, modelled "
-                                            "with --moe-aux-loss-coeff); seq_aux_loss, "
-                                            "global_aux_loss, sinkhorn, quantile_balancing and "
-                                            "none keep other router tensors."),
+    "--moe-token-dispatcher-type": (M, "moe_token_dispatcher_type",
+                                    "The all-to-all and all-gather dispatchers keep different "
+                                    "permutation tensors and buffers (actmem.layer.moe, "
+                                    "actmem.run.moments.moe_timeline); flex (DeepEP, HybridEP) "
+                                    "is refused for MoE models; memory-neutral for dense ones.",
+                                    {"values": ["alltoall", "allgather"]}),
+    "--moe-router-load-balancing-type": (M, "moe_router_load_balancing_type",
+                                         "aux_loss, seq_aux_loss and global_aux_loss keep the "
+                                         "softmax over all E when --moe-aux-loss-coeff > 0; "
+                                         "sinkhorn keeps the scores of all E and the routing "
+                                         "map; none keeps neither; quantile_balancing and "
+                                         "lists of several are refused.",
+                                         {"values": ["aux_loss", "seq_aux_loss",
+                                                     "global_aux_loss", "sinkhorn", "none"]}),
     "--moe-router-score-function": (R, "Refused unless 'softmax' (its default, the ledger's "
                                        "softmax after top-k); sigmoid and sqrtsoftplus also keep "
                                        "the fp32 scores of all E experts."),
     "--moe-router-pre-softmax": when_set("the softmax over all E experts before top-k keeps "
                                          "4sbE bytes, not the ledger's 4sbk"),
-    "--moe-router-dtype": when_set("the router's logits and weights run in fp32/fp64, other "
-                                   "bytes than the ledger's router rows"),
+    "--moe-router-dtype": (M, "moe_router_dtype", "The routing probabilities' precision, "
+                                                  "which the dispatcher and the experts keep "
+                                                  "(the router saves its bf16 input either way).",
+                           {"values": ["fp32", "fp64"]}),
     "--moe-router-num-groups": when_set("group-limited routing keeps group scores and masks "
                                         "over the E experts"),
     "--moe-router-group-topk": only("--moe-router-num-groups"),
@@ -1340,8 +1346,10 @@ CLASSES: dict[str, tuple] = {
     "--moe-shared-expert-glu-interleave-size": (N, "The layout of the same GLU activations."),
     "--use-grouped-gemm-for-dense-mlp": when_set("the dense MLP on TE's grouped-GEMM fused path "
                                                  "saves other tensors"),
-    "--moe-grouped-gemm": (N, "TEGroupedMLP saves the same bytes as SequentialMLP "
-                              "(actmem.layer.moe)."),
+    "--moe-grouped-gemm": (M, "moe_grouped_gemm", "TEGroupedMLP saves the same bytes as "
+                                                  "SequentialMLP (actmem.layer.moe), but "
+                                                  "Transformer Engine's grouped GEMM keeps four "
+                                                  "more cuBLASLt workspaces."),
     "--moe-use-grouped-tensor": when_set("TE's GroupedTensor path pads expert segments"),
     "--moe-single-grouped-weight": (N, "Stores the same expert weights as one grouped "
                                        "parameter."),
@@ -1664,9 +1672,8 @@ UNSURE: dict[str, str] = {
     "--pipeline-model-parallel-layout": "Refused when set although stage_layers could express "
         "the layer counts of a layout without MTP whose embedding and loss sit on the end "
         "stages; a parser for the layout string would make it modelled.",
-    "--moe-token-dispatcher-type": "Modelled with values ['alltoall']: Megatron-LM's default "
-        "'allgather' is not what actmem.layer.moe follows, so an MoE run on the default must "
-        "be refused; dense runs ignore the flag.",
+    "--moe-token-dispatcher-type": "Modelled with values ['alltoall', 'allgather']; flex "
+        "(DeepEP, HybridEP) is refused for MoE runs; dense runs ignore the flag.",
     "--dataloader-inter-document-masking": "Refused when set; it could be modelled as "
         "create_attention_mask_in_dataloader=False if THD attention saves the same bytes "
         "(not measured). Same for --sft.",
@@ -1687,8 +1694,6 @@ UNSURE: dict[str, str] = {
         "saved, the residual branch starts later); not measured.",
     "--moe-router-enable-expert-bias": "Neutral: an E-element buffer and a transient N x E "
         "biased score used only for top-k; not measured.",
-    "--moe-grouped-gemm": "Neutral on actmem.layer.moe's word that TEGroupedMLP and "
-        "SequentialMLP save the same bytes.",
     "--gpu-sniff-test-interval": "Neutral: its GEMM/all-to-all tests run between steps; their "
         "buffers were not sized.",
     "--use-mup": "Refused when set by reading LanguageModule (logits * mup_output_mult makes a "

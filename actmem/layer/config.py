@@ -205,6 +205,18 @@ class LayerConfig:
             input take it (:mod:`actmem.layer.head_dim`).
         qk_layernorm: norms on each head's query and key
             (``--qk-layernorm``), which keep their inputs.
+        moe_token_dispatcher_type: how tokens reach the experts
+            (``--moe-token-dispatcher-type``): ``"alltoall"`` (actmem's
+            default) or ``"allgather"`` (Megatron-LM's default); they keep
+            different permutation tensors (:mod:`actmem.layer.moe`).
+        moe_router_load_balancing_type: ``"aux_loss"`` (default),
+            ``"seq_aux_loss"``, ``"global_aux_loss"`` (each with
+            ``moe_aux_loss_coeff`` > 0 keeps the softmax over all E),
+            ``"sinkhorn"`` (keeps the scores of all E and the routing map)
+            or ``"none"`` (``--moe-router-load-balancing-type``).
+        moe_router_dtype: ``None`` (the activations' bf16), ``"fp32"`` or
+            ``"fp64"`` (``--moe-router-dtype``): the routing probabilities'
+            precision, which the dispatcher and the experts keep.
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -250,6 +262,9 @@ class LayerConfig:
     qk_layernorm: bool = False
     flash_output_copy: bool = False
     unfused_rope: bool = False
+    moe_token_dispatcher_type: str = "alltoall"
+    moe_router_load_balancing_type: str = "aux_loss"
+    moe_router_dtype: str | None = None
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

@@ -51,6 +51,12 @@ from fractions import Fraction
 
 from .config import LayerConfig
 from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
+from .moe_options import ROUTER_DTYPES
+
+AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
+"""Load-balancing types whose loss keeps the softmax over all experts
+(``moe_utils.py``: compute_routing_scores_for_aux_loss), when its
+coefficient is > 0 (``router.py``: TopKRouter.is_aux_loss_enabled)."""
 
 DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
 """The dense MLP's rows an MoE layer replaces."""
@@ -66,22 +72,37 @@ SOURCES = {
     "permute_probs_index": _MOE + "moe_utils.py: permute (probs.T.contiguous()"
                            ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
     "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
-                     "and unpermute (scatter_add_ with the same indices)",
+                     "and unpermute (scatter_add_ with the same indices), called by "
+                     "token_dispatcher.py's dispatchers",
     "router_aux_scores": _MOE + "moe_utils.py: compute_routing_scores_for_aux_loss "
                          "(torch.softmax(logits, dtype=torch.float32)), called by router.py: "
                          "TopKRouter.routing when the aux loss is on",
+    "router_sinkhorn_scores": _MOE + "router.py: TopKRouter._sinkhorn_activation "
+                              "(torch.sigmoid(logits) for k = 1, else torch.softmax(logits, "
+                              "dtype=torch.float32)), called by sinkhorn_load_balancing",
+    "router_routing_map": _MOE + "router.py: TopKRouter.sinkhorn_load_balancing "
+                          "(scores = logits * routing_map saves the map)",
+    "dispatch_local_probs": _MOE + "token_dispatcher.py: MoEAllGatherTokenDispatcher."
+                            "dispatch_postprocess (local_probs.T.contiguous().masked_select"
+                            "(local_map.T.contiguous()))",
+    "dispatch_local_map": _MOE + "token_dispatcher.py: MoEAllGatherTokenDispatcher."
+                          "dispatch_postprocess (the mask masked_select saves)",
+    "expert_act_output": _MOE + "experts.py: TEGroupedMLP.forward and transformer/mlp.py: "
+                         "MLP.forward, unfused activation with probabilities "
+                         "(activation_func(x) * probs.unsqueeze(-1))",
     "router_capacity_mask": _MOE + "moe_utils.py: apply_router_token_dropping "
                             "(final_probs = routing_probs * final_map)",
     "expert_fc1_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc1 on the tokens "
                         "token_dispatcher.py: MoEAlltoAllTokenDispatcher dispatched)",
     "expert_fc1_output": "megatron/core/fusions/fused_bias_swiglu.py: "
-                         "WeightedSwiGLUFunction.forward (save_for_backward(input, weights))",
+                         "WeightedSwiGLUFunction.forward (save_for_backward(input, weights)); "
+                         "GeLU: torch.nn.functional.gelu saves its input",
     "expert_probs": "megatron/core/fusions/fused_bias_swiglu.py: WeightedSwiGLUFunction."
                     "forward (the permuted probabilities as weights)",
     "expert_fc2_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc2 on the "
                         "weighted SwiGLU output)",
     "shared_fc1_output": _MOE + "shared_experts.py: SharedExpertMLP (transformer/mlp.py: "
-                         "MLP.forward, fused bias_swiglu saves its input)",
+                         "MLP.forward, fused bias_swiglu or bias_gelu saves its input)",
     "shared_fc2_input": _MOE + "shared_experts.py: SharedExpertMLP (transformer/mlp.py: "
                         "MLP.forward, linear_fc2)",
 }
@@ -101,15 +122,27 @@ NEEDED_FOR = {
                      "each copy",
     "router_aux_scores": "load-balancing loss backward through the softmax over all E "
                          "experts: dS = P * (dP - rowsum(dP * P)) needs P",
+    "router_sinkhorn_scores": "backward of the sigmoid (dS = dP * P * (1 - P)) or the "
+                              "softmax over all E experts: both need their output P",
+    "router_routing_map": "backward of logits * routing_map: the scores' gradient is "
+                          "masked by the same map",
+    "dispatch_local_probs": "backward of masked_select: the selected probabilities' "
+                            "gradient is scattered back into the local experts' columns",
+    "dispatch_local_map": "backward of masked_select: where each selected probability "
+                          "came from",
+    "expert_act_output": "backward of gelu(x) * p: the probability's gradient is "
+                         "rowsum(dY * gelu(x))",
     "router_capacity_mask": "backward of the capacity masking: the probabilities' gradient "
                             "is multiplied by the same mask",
     "expert_fc1_input": "weight gradient of each expert's first linear: dW_e = X_e^T dY_e",
-    "expert_fc1_output": "weighted SwiGLU backward: d(up) and d(gate) need gate and up",
+    "expert_fc1_output": "activation backward: SwiGLU's d(up) and d(gate) need gate and "
+                         "up, GeLU's derivative needs its input",
     "expert_probs": "weighted SwiGLU backward: the gradient is scaled by each copy's "
                     "routing probability, and the probability's gradient is "
                     "rowsum(dY * swiglu(x))",
     "expert_fc2_input": "weight gradient of each expert's second linear: dW_e = X_e^T dY_e",
-    "shared_fc1_output": "SwiGLU backward of the shared experts: needs gate and up",
+    "shared_fc1_output": "activation backward of the shared experts: SwiGLU needs gate "
+                         "and up, GeLU its input",
     "shared_fc2_input": "weight gradient of the shared experts' second linear: dW = X^T dY",
 }
 """Why each MoE row is kept, keyed by :attr:`LedgerRow.key`."""
@@ -124,65 +157,133 @@ def _row(c, key, name, shape, elements, bpe, placement, group):
 def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     """The MoE block's rows for one micro-batch (shapes in the module's symbols).
 
-    Router and permutation (whole on each tensor-parallel rank; split along s
-    by :func:`actmem.layer.ledger.with_sequence_parallel`): the MoE input
-    2Nh, the top-k indices 8Nk (int64), the softmax probabilities 4Nk
-    (fp32), the probabilities' gather index 8NE (int64: a slice of the
-    argsort of the whole E x N routing map keeps all of it alive), the
-    tokens' permutation index 8Nk (int64). Routed copies (``EXPERT_ROUTED``,
-    per rank over t): fc1 input 2Nk*etp*h, fc1 output 2*2Nk*f_e, the copies'
-    probabilities 2Nk*etp (bf16, the logits' dtype), fc2 input 2Nk*f_e.
-    With the load-balancing loss (``moe_aux_loss_coeff`` > 0): the softmax
-    over all experts, 4NE (fp32); its loss keeps E int64 token counts and a
-    0-d fp32 loss besides, 8E + 4 bytes left out (not split along s).
-    With a capacity factor: an N x E bool mask more, and Nk replaced by the
-    copies of :func:`routed_copies` (times t); padded to capacity, both
-    permutation indices hold those copies' E*capacity entries. Shared
-    experts (hidden-split over t): fc1 output 2*2N*f_s, fc2 input
-    2N*f_s.
+    The router (whole on each tensor-parallel rank; split along s by
+    :func:`actmem.layer.ledger.with_sequence_parallel`): the MoE input 2Nh
+    and :func:`router_rows`. The dispatcher's permutation tensors
+    (:func:`dispatch_rows`). Routed copies (``EXPERT_ROUTED``, per rank over
+    t): fc1 input 2Nk*etp*h, then :func:`expert_rows`. With a capacity
+    factor, Nk is replaced by the copies of :func:`routed_copies` (times t).
+    Shared experts (hidden-split over t): fc1 output 2*2N*f_s (SwiGLU's gate
+    and up; GeLU's input: 2N*f_s), fc2 input 2N*f_s.
     """
-    N, E, k, h, f, x = c.s * c.b, c.num_experts, c.moe_router_topk, c.h, c.f_e, c.expert_t
-    T, padded = routed_copies(c) * c.t, c.moe_pad_expert_input_to_capacity
-    copies = ("s", "b", "k") if T == N * k else ("E", "capacity")
+    N, h, x = c.s * c.b, c.h, c.expert_t
+    T = routed_copies(c) * c.t
+    copies = ("s", "b", "k") if T == N * c.moe_router_topk else ("E", "capacity")
     gathered = (*copies[:-1], copies[-1] + "*etp")
-    rows = [
-        _row(c, "moe_input", "input of the MoE layer (router and shared experts)",
-             ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
-        _row(c, "router_topk_indices", "router's top-k expert indices (int64)",
-             ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
-        _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
-             ("s", "b", "k"), N * k, 4, REPLICATED, "fixed"),
-    ]
-    if c.moe_aux_loss_coeff > 0:
+    rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
+                 ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
+            *router_rows(c), *dispatch_rows(c, T, copies),
+            _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
+                 (*gathered, "h"), T * x * h, 2, EXPERT_ROUTED, "intermediate"),
+            *expert_rows(c, T, copies, gathered)]
+    fs = c.moe_shared_expert_intermediate_size
+    if fs:
+        glu = 2 if c.activation == "swiglu" else 1
+        rows += [
+            _row(c, "shared_fc1_output", f"shared experts' fc1 output ({_ACT_INPUT[glu]})",
+                 ("s", "b", f"{'2' * (glu > 1)}f_s"), glu * N * fs, 2, HIDDEN_SPLIT,
+                 "intermediate"),
+            _row(c, "shared_fc2_input", "input of the shared experts' second linear",
+                 ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
+        ]
+    return tuple(rows)
+
+
+_ACT_INPUT = {1: "GeLU input", 2: "SwiGLU gate and up"}
+
+
+def probability_bytes(c: LayerConfig) -> int:
+    """Bytes of one routing probability as the dispatcher and the experts
+    keep it: the router's logits dtype (``--moe-router-dtype``; None: bf16,
+    ``router.py``: TopKRouter.gating; ``moe_utils.py``:
+    topk_routing_with_score_function casts the probabilities back to it)."""
+    return ROUTER_DTYPES[c.moe_router_dtype]
+
+
+def router_rows(c: LayerConfig) -> list[LedgerRow]:
+    """What the router keeps (N = s*b tokens, E experts, k): top-k routing
+    keeps the k indices (int64) and their softmax (fp32), 12Nk bytes, and
+    with an auxiliary loss (``aux_loss``, ``seq_aux_loss``,
+    ``global_aux_loss`` with ``moe_aux_loss_coeff`` > 0) the fp32 softmax
+    over all E, 4NE (its E token counts and 0-d loss, under 8E + 8 bytes,
+    left out). Sinkhorn (``router.py``: TopKRouter.sinkhorn_load_balancing;
+    its iterations and top-k run without grad) keeps the scores of all E,
+    ``sigmoid(logits)`` in the logits dtype when k = 1, an fp32 softmax when
+    k > 1, and the routing map (bool) that ``logits * routing_map`` saves.
+    With a capacity factor: an N x E bool mask more."""
+    N, E, k = c.s * c.b, c.num_experts, c.moe_router_topk
+    lb = c.moe_router_load_balancing_type
+    if lb == "sinkhorn":
+        rows = [_row(c, "router_sinkhorn_scores", "router's scores over all experts",
+                     ("s", "b", "E"), N * E, probability_bytes(c) if k == 1 else 4,
+                     REPLICATED, "fixed"),
+                _row(c, "router_routing_map", "router's routing map (bool)",
+                     ("s", "b", "E"), N * E, 1, REPLICATED, "fixed")]
+    else:
+        rows = [_row(c, "router_topk_indices", "router's top-k expert indices (int64)",
+                     ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
+                _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
+                     ("s", "b", "k"), N * k, 4, REPLICATED, "fixed")]
+    if lb in AUX_LOSSES and c.moe_aux_loss_coeff > 0:
         rows.append(_row(c, "router_aux_scores", "router's softmax over all experts (fp32)",
                          ("s", "b", "E"), N * E, 4, REPLICATED, "fixed"))
     if c.moe_expert_capacity_factor is not None:
         rows.append(_row(c, "router_capacity_mask", "capacity mask of the probabilities (bool)",
                          ("s", "b", "E"), N * E, 1, REPLICATED, "fixed"))
-    rows += [
-        _row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
-             copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
-             "fixed"),
-        _row(c, "permute_index", "permutation index of the tokens (int64)",
-             copies, T, 8, REPLICATED, "fixed"),
-        _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
-             (*gathered, "h"), T * x * h, 2, EXPERT_ROUTED, "intermediate"),
-        _row(c, "expert_fc1_output", "experts' fc1 output (SwiGLU gate and up)",
-             (*copies, "2f_e"), 2 * T * f, 2, EXPERT_ROUTED, "intermediate"),
+    return rows
+
+
+def dispatch_rows(c: LayerConfig, T: int, copies: tuple) -> list[LedgerRow]:
+    """The permutation's saved tensors. All-to-all (permute before the
+    exchange, on the rank's own tokens): the probabilities' gather index
+    8NE (int64: a slice of the argsort of the whole E x N routing map
+    keeps all of it alive) and the tokens' index 8Nk (int64); padded to
+    capacity, both hold the E*capacity copies. All-gather
+    (``token_dispatcher.py``: MoEAllGatherTokenDispatcher, after gathering
+    the tokens, probabilities and routing map of the etp*ep ranks of its
+    group): the tokens' index of the copies its local experts take,
+    8Nk*etp per rank over t (int64), and the transposed probabilities and
+    routing map of its E/ep local experts over the gathered s*b*etp*ep/t
+    tokens that ``masked_select`` saves, N*E*etp per rank over t each
+    (the probability's bytes, and bool)."""
+    N, E, x = c.s * c.b, c.num_experts, c.expert_t
+    if c.moe_token_dispatcher_type == "allgather":
+        return [_row(c, "permute_index", "permutation index of the tokens (int64)",
+                     (*copies[:-1], copies[-1] + "*etp"), T * x, 8, EXPERT_ROUTED, "fixed"),
+                _row(c, "dispatch_local_probs", "local experts' probabilities, transposed",
+                     ("E", "s*etp", "b"), N * E * x, probability_bytes(c), EXPERT_ROUTED,
+                     "fixed"),
+                _row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
+                     ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
+    padded = c.moe_pad_expert_input_to_capacity
+    return [_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
+                 copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
+                 "fixed"),
+            _row(c, "permute_index", "permutation index of the tokens (int64)",
+                 copies, T, 8, REPLICATED, "fixed")]
+
+
+def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[LedgerRow]:
+    """What the experts keep beyond their input, per routed copy
+    (``experts.py``: TEGroupedMLP, SequentialMLP). SwiGLU: the fused
+    weighted SwiGLU keeps its input 2*2f_e and the copy's probability.
+    GeLU (the unfused path Megatron-LM takes when the experts get
+    probabilities): ``F.gelu`` keeps its input 2f_e, and
+    ``gelu(x) * probs`` both its operands, the GeLU output 2f_e and the
+    probability. Then the input of fc2, 2f_e."""
+    f, x, glu = c.f_e, c.expert_t, c.activation == "swiglu"
+    rows = [_row(c, "expert_fc1_output", "experts' fc1 output ("
+                 + _ACT_INPUT[2 if glu else 1] + ")", (*copies, "2f_e" if glu else "f_e"),
+                 (2 if glu else 1) * T * f, 2, EXPERT_ROUTED, "intermediate")]
+    if not glu:
+        rows.append(_row(c, "expert_act_output", "experts' GeLU output (kept by the "
+                         "probability's multiplication)", (*copies, "f_e"), T * f, 2,
+                         EXPERT_ROUTED, "intermediate"))
+    return rows + [
         _row(c, "expert_probs", "routing probability of each routed copy",
-             gathered, T * x, 2, EXPERT_ROUTED, "intermediate"),
+             gathered, T * x, probability_bytes(c), EXPERT_ROUTED, "intermediate"),
         _row(c, "expert_fc2_input", "input of the experts' second linear",
-             (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate"),
-    ]
-    fs = c.moe_shared_expert_intermediate_size
-    if fs:
-        rows += [
-            _row(c, "shared_fc1_output", "shared experts' fc1 output (SwiGLU gate and up)",
-                 ("s", "b", "2f_s"), 2 * N * fs, 2, HIDDEN_SPLIT, "intermediate"),
-            _row(c, "shared_fc2_input", "input of the shared experts' second linear",
-                 ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
-        ]
-    return tuple(rows)
+             (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate")]
 
 
 def routed_copies(c: LayerConfig) -> int:

@@ -8,13 +8,27 @@ from __future__ import annotations
 import numbers
 from dataclasses import fields
 
-from ..validate import divides, finite_number, flag, positive_int
+from ..validate import choice, divides, finite_number, flag, positive_int, shown
 from .config import LayerConfig
 
 MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
-               "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff")
+               "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
+               "moe_token_dispatcher_type", "moe_router_load_balancing_type",
+               "moe_router_dtype")
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
+
+DISPATCHERS = ("alltoall", "allgather")
+"""Megatron-LM's token dispatchers the MoE rows follow (``--moe-token-dispatcher-type``;
+flex, DeepEP's, is not modelled)."""
+LOAD_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
+"""Megatron-LM's router load-balancing types the MoE rows follow
+(``--moe-router-load-balancing-type``)."""
+ROUTER_DTYPES = {None: 2, "fp32": 4, "fp64": 8}
+"""``--moe-router-dtype`` and the bytes of each routing probability it gives
+(None: the activations' bf16)."""
+_CHOICES = {"moe_token_dispatcher_type": DISPATCHERS,
+            "moe_router_load_balancing_type": LOAD_BALANCING}
 
 
 MOE_DEFAULTS = {f.name: f.default for f in fields(LayerConfig) if f.name in MOE_OPTIONS[1:]}
@@ -44,7 +58,10 @@ def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
         TypeError: moe_router_topk, moe_ffn_hidden_size,
             moe_shared_expert_intermediate_size or etp not an int (the last
             three may be None); moe_pad_expert_input_to_capacity not a bool.
-        ValueError: one of those ints < 1; moe_aux_loss_coeff not a finite
+        ValueError: one of those ints < 1; moe_token_dispatcher_type not
+            one of :data:`DISPATCHERS`, moe_router_load_balancing_type not one
+            of :data:`LOAD_BALANCING`, moe_router_dtype not None, 'fp32' or
+            'fp64'; moe_aux_loss_coeff not a finite
             number >= 0; moe_expert_capacity_factor not None or a finite
             number > 0 (arrays, bools, nan and inf are refused).
     """
@@ -58,6 +75,12 @@ def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
                 value = finite_number(name, value, positive=positive, allowed=allowed)
         elif name == "moe_pad_expert_input_to_capacity":
             flag(name, value)
+        elif name in _CHOICES:
+            choice(name, value, _CHOICES[name])
+        elif name == "moe_router_dtype":
+            if value is not None and (not isinstance(value, str) or value not in ROUTER_DTYPES):
+                raise ValueError(f"moe_router_dtype must be None (the activations' bf16), "
+                                 f"'fp32' or 'fp64', got {shown(value)}")
         elif value is not None:
             value = positive_int(name, value)
         object.__setattr__(c, name, value)
@@ -90,8 +113,7 @@ def check_moe(c: LayerConfig) -> None:
         TypeError, ValueError: an option of the wrong type or range
             (:func:`check_moe_values`, checked first); an MoE option without
             ``num_experts`` (:func:`refuse_without_experts`); k not in
-            1..E; experts with GeLU (Megatron fuses only SwiGLU into its
-            grouped experts, ``experts.py``: TEGroupedMLP); t > 1 without
+            1..E; the routing rules of :func:`_check_routing`; t > 1 without
             sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
             in training); etp not dividing f_e; t not dividing the shared
             experts' width.
@@ -105,10 +127,7 @@ def check_moe(c: LayerConfig) -> None:
     if k > E:
         raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
                          "a token is routed to k distinct experts")
-    if c.activation != "swiglu":
-        raise ValueError(f"num_experts={E} with activation={c.activation!r}: the MoE rows "
-                         "follow Megatron-LM's fused weighted SwiGLU experts; use "
-                         "activation='swiglu'")
+    _check_routing(c)
     if c.t > 1 and not c.sequence_parallel:
         raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
                          "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
@@ -119,3 +138,25 @@ def check_moe(c: LayerConfig) -> None:
                          "moe_expert_capacity_factor: padding is to that capacity")
     if c.moe_shared_expert_intermediate_size is not None:
         divides("t", c.t, moe_shared_expert_intermediate_size=c.moe_shared_expert_intermediate_size)
+
+
+def _check_routing(c: LayerConfig) -> None:
+    """Megatron-LM's own rules on the router and the capacity
+    (``transformer_config.py``: TransformerConfig.__post_init__; ``router.py``:
+    TopKRouter.sinkhorn_load_balancing asserts no auxiliary loss), and the
+    capacity rows, which follow the all-to-all dispatcher only."""
+    lb = c.moe_router_load_balancing_type
+    if lb == "sinkhorn" and c.moe_aux_loss_coeff > 0:
+        raise ValueError(f"moe_aux_loss_coeff={c.moe_aux_loss_coeff} with "
+                         "moe_router_load_balancing_type='sinkhorn': Megatron-LM's sinkhorn "
+                         "router asserts no auxiliary loss; pass moe_aux_loss_coeff=0")
+    if c.moe_expert_capacity_factor is None:
+        return
+    if lb == "sinkhorn":
+        raise ValueError(f"moe_expert_capacity_factor={c.moe_expert_capacity_factor} with "
+                         "moe_router_load_balancing_type='sinkhorn': Megatron-LM's capacity "
+                         "works with aux_loss, seq_aux_loss, global_aux_loss or none only")
+    if c.moe_token_dispatcher_type != "alltoall":
+        raise ValueError(f"moe_expert_capacity_factor={c.moe_expert_capacity_factor} with "
+                         f"moe_token_dispatcher_type={c.moe_token_dispatcher_type!r}: actmem "
+                         "counts token dropping with the alltoall dispatcher only")

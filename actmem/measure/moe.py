@@ -4,19 +4,23 @@ The attention block is :class:`.layer.ReferenceLayer`'s; the MLP is replaced
 by Megatron-LM's MoE layer (``megatron/core/transformer/moe/``) on one rank
 (t = ep = etp = 1), operation by operation on the default training path:
 
-1. router: ``logits = x W_r^T`` in the activations' dtype, top-k of the
+1. router: ``logits = x W_r^T`` in the router's dtype, top-k of the
    logits, softmax of the k scores in fp32, cast back, scattered into an
    N x E probability map (``moe_utils.py``: RouterGatingLinearFunction,
-   topk_routing_with_score_function);
+   topk_routing_with_score_function); or Sinkhorn's (``router.py``:
+   sinkhorn_load_balancing);
 2. permutation 1 (``moe_utils.py``: permute, unfused): the routing map's
-   argsort picks each expert's tokens; ``index_select`` copies them;
+   argsort picks each expert's tokens; ``index_select`` copies them (the
+   all-gather dispatcher then picks the probabilities with
+   ``masked_select`` and has no permutation 2);
 3. permutation 2 (``token_dispatcher.py``: sort_chunks_by_idxs, unfused
    split and cat), with the expert-parallel all-to-all and the etp
    all-gather being no-ops on one rank;
 4. experts one by one (``experts.py``: SequentialMLP order; TEGroupedMLP
    saves the same bytes): fc1, the weighted SwiGLU that saves only its
    input and the probabilities (:class:`WeightedSwiGLU`, as
-   ``fused_bias_swiglu.py``: WeightedSwiGLUFunction), fc2;
+   ``fused_bias_swiglu.py``: WeightedSwiGLUFunction) or GeLU times the
+   probabilities (the unfused path), fc2;
 5. unpermutation: ``scatter_add_`` of the copies into their tokens
    (``moe_utils.py``: unpermute);
 6. shared experts: fc1, fused SwiGLU (:class:`SwiGLU`), fc2, added.
@@ -79,6 +83,37 @@ class WeightedSwiGLU(torch.autograd.Function):
         return dy, dw
 
 
+class RouterGating(torch.autograd.Function):
+    """``logits = x W^T`` in the router's dtype, saving the bf16 input and
+    weight only (``moe_utils.py``: RouterGatingLinearFunction; its backward
+    casts them again)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, dtype):
+        ctx.save_for_backward(x, weight)
+        return x.to(dtype) @ weight.to(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        return ((grad @ weight.to(grad.dtype).T).to(x.dtype),
+                (x.to(grad.dtype).T @ grad).to(weight.dtype), None)
+
+
+def sinkhorn(cost, tol=1e-4):
+    """Megatron-LM's Sinkhorn normalisation (``moe_utils.py``: sinkhorn),
+    run without grad."""
+    cost = torch.exp(cost)
+    d0 = torch.ones(cost.size(0), dtype=cost.dtype)
+    d1 = torch.ones(cost.size(1), dtype=cost.dtype)
+    error, d1_old = 1e9, d1
+    while error > tol:
+        d0 = (1 / d0.size(0)) * 1 / (torch.sum(d1 * cost, 1) + 1e-8)
+        d1 = (1 / d1.size(0)) * 1 / (torch.sum(d0.unsqueeze(1) * cost, 0) + 1e-8)
+        error, d1_old = torch.mean(torch.abs(d1_old - d1)), d1
+    return d1 * cost * d0.unsqueeze(1)
+
+
 class AuxLossAutoScaler(torch.autograd.Function):
     """Attach the load-balancing loss to the probabilities: the identity,
     saving the 0-d loss so its backward can seed the loss's gradient with 1
@@ -121,9 +156,10 @@ class ReferenceMoELayer(ReferenceLayer):
         def weight(*shape):
             return nn.Parameter((torch.randn(*shape, generator=gen) * shape[-2] ** -0.5)
                                 .to(dtype))
+        glu = 2 if config.activation == "swiglu" else 1
         self.router = weight(h, E)
-        self.fc1, self.fc2 = weight(E, h, 2 * f), weight(E, f, h)
-        self.shared = (weight(h, 2 * fs), weight(fs, h)) if fs else ()
+        self.fc1, self.fc2 = weight(E, h, glu * f), weight(E, f, h)
+        self.shared = (weight(h, glu * fs), weight(fs, h)) if fs else ()
         for i, w in enumerate(self.shared):
             self.register_parameter(f"shared{i}", w)
 
@@ -142,13 +178,16 @@ class ReferenceMoELayer(ReferenceLayer):
     def _shared_experts(self, y):
         if not self.shared:
             return None
-        z = SwiGLU.apply(named("shared_fc1_output", y @ self.shared[0]))
+        y = named("shared_fc1_output", y @ self.shared[0])
+        z = SwiGLU.apply(y) if self.config.activation == "swiglu" else F.gelu(y)
         return named("shared_fc2_input", z) @ self.shared[1]
 
     def _moe(self, tokens):
         probs, routing_map = self._route(tokens)
         if self.config.moe_pad_expert_input_to_capacity:
             index, permuted_probs, counts = self._permute_padded(probs, routing_map)
+        elif self.config.moe_token_dispatcher_type == "allgather":
+            return self._allgather(tokens, probs, routing_map)
         else:
             n = tokens.shape[0]
             flat = routing_map.T.contiguous().reshape(-1).argsort(descending=True, stable=True)
@@ -160,22 +199,60 @@ class ReferenceMoELayer(ReferenceLayer):
                                            counts)
         outputs = self._combine(self._experts(named("expert_fc1_input", x),
                                               named("expert_probs", w), local), back)
+        return self._unpermute(tokens, index, outputs)
+
+    def _allgather(self, tokens, probs, routing_map):
+        """The all-gather dispatcher on one rank (its gathers are no-ops):
+        permute by the local routing map without probabilities, then pick
+        the probabilities with ``masked_select`` (``token_dispatcher.py``:
+        MoEAllGatherTokenDispatcher.dispatch_postprocess)."""
+        local_map, local_probs = routing_map.contiguous(), probs.contiguous()
+        n, counts = tokens.shape[0], local_map.sum(dim=0).tolist()
+        flat = local_map.T.contiguous().reshape(-1).argsort(descending=True, stable=True)
+        index = named("permute_index", flat[:sum(counts)] % n)
+        w = named("dispatch_local_probs", local_probs.T.contiguous()).masked_select(
+            named("dispatch_local_map", local_map.T.contiguous()))
+        outputs = self._experts(named("expert_fc1_input", tokens.index_select(0, index)),
+                                named("expert_probs", w), counts)
+        return self._unpermute(tokens, index, outputs)
+
+    @staticmethod
+    def _unpermute(tokens, index, outputs):
         combined = torch.zeros_like(tokens)
         return combined.scatter_add_(0, index.unsqueeze(1).expand(-1, tokens.shape[1]),
                                      outputs)
 
     def _route(self, tokens):
-        logits = tokens @ self.router
-        scores, top = torch.topk(logits, self.config.moe_router_topk, dim=1)
+        c = self.config
+        dtype = {None: tokens.dtype, "fp32": torch.float32, "fp64": torch.float64}[
+            c.moe_router_dtype]
+        logits = RouterGating.apply(tokens, self.router, dtype)
+        if c.moe_router_load_balancing_type == "sinkhorn":
+            return self._sinkhorn(logits)
+        scores, top = torch.topk(logits, c.moe_router_topk, dim=1)
         probs = named("router_probs", torch.softmax(scores, dim=-1, dtype=torch.float32))
         top = named("router_topk_indices", top)
         probs = torch.zeros_like(logits).scatter(1, top, probs.type_as(logits))
         routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
-        if self.config.moe_expert_capacity_factor is not None:
+        if c.moe_expert_capacity_factor is not None:
             probs, routing_map = self._drop(probs, routing_map)
-        if self.config.moe_aux_loss_coeff > 0:
+        if c.moe_router_load_balancing_type != "none" and c.moe_aux_loss_coeff > 0:
             probs = AuxLossAutoScaler.apply(probs, self._aux_loss(logits))
         return probs, routing_map
+
+    def _sinkhorn(self, logits):
+        """``router.py``: TopKRouter.sinkhorn_load_balancing in training."""
+        k = self.config.moe_router_topk
+        with torch.no_grad():
+            _, top = torch.topk(sinkhorn(logits.float()), k=k, dim=1)
+        if k == 1:
+            scores = named("router_sinkhorn_scores", torch.sigmoid(logits))
+        else:  # the fp32 softmax is kept, its cast back is what is multiplied
+            scores = named("router_sinkhorn_scores", torch.softmax(
+                logits, dim=-1, dtype=torch.float32)).type_as(logits)
+        routing_map = named("router_routing_map",
+                            torch.zeros_like(scores).int().scatter(1, top, 1).bool())
+        return scores * routing_map, routing_map
 
     def _aux_loss(self, logits):
         """The switch load-balancing loss on one rank (``moe_utils.py``:
@@ -238,8 +315,11 @@ class ReferenceMoELayer(ReferenceLayer):
         for e, (x, w) in enumerate(zip(torch.split(tokens, counts),
                                        torch.split(probs, counts)), start=self.first_expert):
             y = named("expert_fc1_output", x @ self.fc1[e])
-            z = named("expert_fc2_input", WeightedSwiGLU.apply(y, w.unsqueeze(-1)))
-            outs.append(z @ self.fc2[e])
+            if self.config.activation == "swiglu":
+                z = WeightedSwiGLU.apply(y, w.unsqueeze(-1))
+            else:  # experts.py: the unfused activation with probabilities
+                z = (named("expert_act_output", F.gelu(y)) * w.unsqueeze(-1)).to(y.dtype)
+            outs.append(named("expert_fc2_input", z) @ self.fc2[e])
         return torch.cat(outs)
 
 

@@ -119,6 +119,10 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             it (:func:`actmem.run.moments.framework.megatron_global_buffer`).
         cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
             (default: PyTorch's for the GPU; Hopper's without a GPU preset).
+        moe_grouped_gemm: the experts run Transformer Engine's grouped GEMM
+            (``--moe-grouped-gemm``), which keeps four more cuBLASLt
+            workspaces (:func:`actmem.run.moments.framework.workspace_bytes`);
+            an MoE model with Transformer Engine only.
         stage_layers, decoder_first_pipeline_num_layers,
         decoder_last_pipeline_num_layers,
         account_for_embedding_in_pipeline_split,

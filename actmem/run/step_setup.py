@@ -25,7 +25,7 @@ from .job.gpus import find_gpu, gpu_capacity
 from .job.job import Job
 from ..memo import kept_by_repr
 from .job.model import ModelConfig
-from .moments.moe_timeline import dense_twin, kind_moments
+from .moments.moe_timeline import dense_twin, gathered_tokens_buffer, kind_moments
 from .moments.pass_parts import embedding_activations, output_activations
 from .moments.precision import precision_moments, precision_outputs
 from .schedule.schedules import PipelineSchedule, simulate_schedule
@@ -99,11 +99,14 @@ def step_setup(job: Job) -> StepSetup:
     capacity = None if j.gpu_memory is None else gpu_capacity(j.gpu_memory)
     gpu = find_gpu(j.gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
-                                    j.cublas_workspace_config, j.transformer_engine).values())
+                                    j.cublas_workspace_config, j.transformer_engine,
+                                    j.moe_grouped_gemm).values())
+    local = 0
     if j.global_memory_buffer:
         heads = 0 if model.flash_attention else model.a // j.t
-        workspace += megatron_global_buffer(model.s, model.b, model.h, heads,
-                                            j.sequence_parallel, _activation_bytes(j))
+        local = megatron_global_buffer(model.s, model.b, model.h, heads,
+                                       j.sequence_parallel, _activation_bytes(j))
+    workspace += max(local, gathered_tokens_buffer(model, j.t, j.ep, j.etp))  # one buffer
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)
     plan = simulate_schedule(j.schedule, j.p, j.m, j.v, j.order,

@@ -43,7 +43,8 @@ GROUPS = {
                "reshard_after_forward"),
     "framework": ("loss", "loss_chunk_tokens", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
-                  "transformer_engine", "global_memory_buffer", "cublas_workspace_config"),
+                  "transformer_engine", "global_memory_buffer", "cublas_workspace_config",
+                  "moe_grouped_gemm"),
     "gpu": ("gpu_memory", "reserve", "expandable_segments"),
 }
 """The options of a :class:`Job` by group, in the order its repr shows them."""
@@ -114,6 +115,7 @@ class Job:
     transformer_engine: bool = True
     global_memory_buffer: bool = False
     cublas_workspace_config: str | None = None
+    moe_grouped_gemm: bool = False
     # the GPU
     gpu_memory: int | str | None = None
     reserve: int | float | str = "default"

@@ -91,21 +91,34 @@ def _vocabulary(a: dict) -> int:
 
 
 def _moe_fields(a: dict) -> dict:
-    """An MoE model's fields (``--moe-token-dispatcher-type alltoall`` only:
-    the dispatch buffers actmem models)."""
-    if a["moe_token_dispatcher_type"] != "alltoall":
+    """An MoE model's fields (``--moe-token-dispatcher-type`` alltoall or
+    allgather, one load-balancing type: the table refuses the others)."""
+    if a["moe_token_dispatcher_type"] not in ("alltoall", "allgather"):
         raise ValueError(f"--moe-token-dispatcher-type {a['moe_token_dispatcher_type']}: actmem "
-                         "models the alltoall dispatcher's buffers "
-                         "(actmem.run.moments.moe_timeline); "
-                         "Megatron-LM's default, allgather, keeps others")
-    coeff = a["moe_aux_loss_coeff"]
+                         "models the alltoall and allgather dispatchers "
+                         "(actmem.run.moments.moe_timeline); flex (DeepEP, HybridEP) keeps "
+                         "buffers of its own")
+    coeff, balancing = a["moe_aux_loss_coeff"], a["moe_router_load_balancing_type"]
     return dict(num_experts=a["num_experts"], moe_router_topk=a["moe_router_topk"],
                 moe_ffn_hidden_size=a["moe_ffn_hidden_size"],
                 moe_shared_expert_intermediate_size=a["moe_shared_expert_intermediate_size"],
                 moe_layer_freq=_layer_pattern(a["moe_layer_freq"]),
                 moe_expert_capacity_factor=a["moe_expert_capacity_factor"],
                 moe_pad_expert_input_to_capacity=a["moe_pad_expert_input_to_capacity"],
-                moe_aux_loss_coeff=coeff[0] if isinstance(coeff, list) else coeff)
+                moe_aux_loss_coeff=coeff[0] if isinstance(coeff, list) else coeff,
+                moe_token_dispatcher_type=a["moe_token_dispatcher_type"],
+                moe_router_load_balancing_type=_one(balancing),
+                moe_router_dtype=a["moe_router_dtype"])
+
+
+def _one(value):
+    """A list argument of one value as that value (several are refused)."""
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise ValueError(f"--moe-router-load-balancing-type {' '.join(value)}: several "
+                             "load-balancing types at once are not modelled")
+        return value[0]
+    return value
 
 
 def _layer_pattern(text):
@@ -169,7 +182,9 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
         transformer_engine=a["transformer_impl"] == "transformer_engine",
         global_memory_buffer=a["transformer_impl"] == "local",
-        cublas_workspace_config=_cublas_workspace_config(a, env, gpu))
+        cublas_workspace_config=_cublas_workspace_config(a, env, gpu),
+        moe_grouped_gemm=bool(model.num_experts) and a["moe_grouped_gemm"]
+        and a["transformer_impl"] == "transformer_engine")
 
 
 def _cublas_workspace_config(a: dict, env: dict, gpu) -> str | None:

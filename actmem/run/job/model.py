@@ -30,7 +30,9 @@ POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
 MODEL_MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size",
                     "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
-                    "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff")
+                    "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
+                    "moe_token_dispatcher_type", "moe_router_load_balancing_type",
+                    "moe_router_dtype")
 """The MoE options a :class:`ModelConfig` keeps (besides num_experts and
 moe_layer_freq); a model without experts takes only their defaults."""
 MAX_LAYERS = 10**6
@@ -72,8 +74,9 @@ class ModelConfig:
         source: where the numbers come from (presets cite a paper or card).
         num_experts, moe_router_topk, moe_ffn_hidden_size,
         moe_shared_expert_intermediate_size, moe_expert_capacity_factor,
-        moe_pad_expert_input_to_capacity, moe_aux_loss_coeff: the MoE layers'
-            options, as
+        moe_pad_expert_input_to_capacity, moe_aux_loss_coeff,
+        moe_token_dispatcher_type, moe_router_load_balancing_type,
+        moe_router_dtype: the MoE layers' options, as
             :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case;
             NumPy floats are stored as ``float``); without ``num_experts``
             each must keep its default.
@@ -140,6 +143,9 @@ class ModelConfig:
     qk_layernorm: bool = False
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = ()
+    moe_token_dispatcher_type: str = "alltoall"
+    moe_router_load_balancing_type: str = "aux_loss"
+    moe_router_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.lora_targets, list):  # PEFT's target_modules is a list
@@ -254,14 +260,8 @@ class ModelConfig:
             if self.num_experts is None:
                 raise ValueError("moe=True: this model has no MoE layers (num_experts=None); "
                                  "it takes moe=False or moe=None")
-            experts = dict(num_experts=self.num_experts, moe_router_topk=self.moe_router_topk,
-                           moe_ffn_hidden_size=self.moe_ffn_hidden_size, etp=etp,
-                           moe_shared_expert_intermediate_size=(
-                               self.moe_shared_expert_intermediate_size),
-                           moe_expert_capacity_factor=self.moe_expert_capacity_factor,
-                           moe_pad_expert_input_to_capacity=(
-                               self.moe_pad_expert_input_to_capacity),
-                           moe_aux_loss_coeff=self.moe_aux_loss_coeff)
+            experts = dict(num_experts=self.num_experts, etp=etp,
+                           **{name: getattr(self, name) for name in MODEL_MOE_FIELDS})
         elif etp is not None:
             positive_int("etp", etp)  # a wrong value is named as such first
             raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")

@@ -95,7 +95,10 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     An MoE layer (``moe_pattern``) has, instead of the MLP, the router
     (E x h), E experts of 3 h f_e each and the shared experts (3 h f_s),
     as Megatron-LM's ``theoretical_memory_usage.py``:
-    compute_weight_and_optimizer_memory counts them.
+    compute_weight_and_optimizer_memory counts them for SwiGLU; GeLU
+    experts have 2 h f_e each and the shared experts 2 h f_s
+    (``experts.py``: linear_fc1 is h x f_e, twice as wide for a gated
+    activation).
 
     Args:
         model: the model.
@@ -129,13 +132,14 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     moe = {}
     if model.num_experts is not None:
         m = model.layer(moe=True)
+        mats = 3 if m.activation == "swiglu" else 2   # fc1 (doubled when gated) and fc2
         moe = dict(moe_layers=sum(model.moe_pattern()),
                    moe_split={"attention": split["attention"],
-                              "shared_experts": 3 * h * (m.moe_shared_expert_intermediate_size
-                                                         or 0)},
+                              "shared_experts": mats * h * (
+                                  m.moe_shared_expert_intermediate_size or 0)},
                    moe_replicated={"attention": replicated["attention"], "mlp": norm,
                                    "router": m.num_experts * h},
-                   experts=m.num_experts * 3 * h * m.f_e)
+                   experts=m.num_experts * mats * h * m.f_e)
     return ParameterCount(
         layer_split=split, layer_replicated=replicated, L=model.L, vocab=vocab,
         embedding=table,

@@ -206,7 +206,11 @@ def check_job(job) -> None:
     gpu = find_gpu(job.gpu_memory)
     check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
     workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
-                    job.transformer_engine)
+                    job.transformer_engine, job.moe_grouped_gemm)
+    if job.moe_grouped_gemm and (job.model.num_experts is None or not job.transformer_engine):
+        raise ValueError("moe_grouped_gemm=True needs an MoE model (num_experts) run with "
+                         "Transformer Engine (transformer_engine=True): it is TE's grouped "
+                         "GEMM of the experts")
     uneven = {name: o[name] for name in UNEVEN}
     split_layers(job.model.L, job.p, job.v, **uneven)
     check_size(job.p, job.m, job.v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")

@@ -241,19 +241,33 @@ def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> 
 @lists_keywords
 def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
                     cublas_workspace_config: str | None = None,
-                    transformer_engine: bool = True) -> dict[str, int]:
+                    transformer_engine: bool = True,
+                    grouped_gemm: bool = False) -> dict[str, int]:
     """Persistent workspaces on one GPU, by name (bytes): PyTorch's two cuBLAS
     workspaces (forward and backward threads) and, with Transformer Engine,
-    its cuBLASLt workspace. ``compute_capability``: the NVIDIA GPU's, or None
-    for an AMD GPU (ROCm)."""
+    its cuBLASLt workspace, and with its grouped GEMM (the experts'
+    ``--moe-grouped-gemm``) one more per compute stream: TE's
+    ``cpp_extensions/gemm.py``: get_cublas_workspace(grouped_gemm=True)
+    allocates ``nvte_get_num_compute_streams()`` = 4 of them
+    (``common/util/multi_stream.cpp``). ``compute_capability``: the NVIDIA
+    GPU's, or None for an AMD GPU (ROCm)."""
     compute_capability = capability("compute_capability", compute_capability)
     flag("transformer_engine", transformer_engine)
+    flag("grouped_gemm", grouped_gemm)
     one = torch_cublas_workspace(compute_capability, cublas_workspace_config)
     parts = {"PyTorch cuBLAS workspace (forward thread)": one,
              "PyTorch cuBLAS workspace (autograd thread)": one}
     if transformer_engine:
         parts["Transformer Engine cuBLASLt workspace"] = te_cublas_workspace(compute_capability)
+    if transformer_engine and grouped_gemm:
+        parts["Transformer Engine grouped-GEMM workspaces (4 streams)"] = \
+            TE_COMPUTE_STREAMS * te_cublas_workspace(compute_capability)
     return parts
+
+
+TE_COMPUTE_STREAMS = 4
+"""Transformer Engine's compute streams, one grouped-GEMM workspace each
+(``transformer_engine/common/util/multi_stream.cpp``: get_num_compute_streams)."""
 
 
 def megatron_global_buffer(s: int, b: int, h: int, heads: int, sequence_parallel: bool,

@@ -43,6 +43,21 @@ backward (a gather, R copies), the all-to-all's (R), the reduce-scatter's
 (an all-gather, R*x), the unsort's (R*x), each op's input and output
 gradient alive together, before any expert's backward frees a row. The
 routed copies are the balanced expectation of :mod:`actmem.layer.moe`.
+
+**The all-gather dispatcher** (``token_dispatcher.py``:
+MoEAllGatherTokenDispatcher, Megatron-LM's default) gathers, over the etp*ep
+ranks of its group, the G = s*b*etp*ep/t tokens into the global memory
+buffer (:func:`gathered_tokens_buffer`, a workspace), their dense
+probabilities (held until the layer returns) and routing map; it keeps the
+local experts' columns of the map (``self.local_map``), permutes without
+probabilities and picks them with ``masked_select`` (ledger rows). After
+the experts, ``unpermute`` scatters their output into zeros of the G
+tokens (both alive), and ``token_combine`` reduce-scatters that (cast to
+the router's dtype first when it is fp32 or fp64). The permutation's own
+moment (the routing map's argsort, 8 bytes per gathered token and local
+expert) comes before the experts' rows exist and holds less. In the
+backward the reduce-scatter's gradient is an all-gather (G tokens) beside
+unpermute's gather of the copies' gradients (:func:`dispatch_gradients`).
 """
 
 from __future__ import annotations
@@ -50,7 +65,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from ...layer.config import LayerConfig
-from ...layer.moe import routed_copies
+from ...layer.moe import probability_bytes, routed_copies
 from ...layer.recompute_modules import for_layer
 from ...memo import kept_by_repr
 from ..job.model import ModelConfig
@@ -80,6 +95,8 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     {'permuted tokens': 64, "experts' output": 64, 'all-to-all back': 64}
     """
     E, x = _experts(c, ep), c.expert_t
+    if c.moe_token_dispatcher_type == "allgather":
+        return _allgather_buffers(c, ep)
     R, row, local = routed_copies(c), 2 * c.h, E // ep
     chain = [("permuted tokens", R)] + [("all-to-all output", R)] * (ep > 1) \
         + [("all-gather output", R * x)] * (x > 1) + [("sorted tokens", R * x)] * (local > 1)
@@ -87,7 +104,7 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
                                                                  "all-to-all output")}
     probs = "all-to-all output" if ep > 1 else "permuted tokens"   # dispatch() returns
     if chain[-1][0] != probs:  # held too (the experts' own input otherwise: a ledger row)
-        held["dispatched probabilities"] = 2 * R
+        held["dispatched probabilities"] = probability_bytes(c) * R
     after = [("experts' output", R * x)] + [("unsorted output", R * x)] * (local > 1) \
         + [("reduce-scatter output", R)] * (x > 1) + [("all-to-all back", R)] * (ep > 1)
     moments = [after[:n] for n in range(1, len(after) + 1)]
@@ -111,11 +128,56 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     """
     E, x = _experts(c, ep), c.expert_t
     R, row, local = routed_copies(c), 2 * c.h, E // ep
+    sbh = c.s * c.b * c.h // (c.t if c.sequence_parallel else 1)
+    output = {"layer output gradient": 2 * sbh * (1 + c.dropout)}
+    if c.moe_token_dispatcher_type == "allgather":
+        gathered, copies = _gathered(c, ep), R * x
+        wide = probability_bytes(c) > 2 and x * ep > 1   # its gather in the router's dtype
+        return {**output, "combine gradients": max(
+            (gathered + copies) * row, 3 * gathered * row if wide else 0)}
     chain = [R] + [R] * (ep > 1) + [R * x] * (x > 1) + [R * x] * (local > 1)
     pairs = [a + b for a, b in zip(chain, chain[1:])] or chain
-    sbh = c.s * c.b * c.h // (c.t if c.sequence_parallel else 1)
-    return {"layer output gradient": 2 * sbh * (1 + c.dropout),
-            "combine gradients": max(pairs) * row}
+    return {**output, "combine gradients": max(pairs) * row}
+
+
+def _gathered(c: LayerConfig, ep: int) -> int:
+    """Tokens the all-gather dispatcher gathers over its etp*ep ranks: the
+    rank's s*b/t times etp*ep."""
+    return c.s * c.b // c.t * c.expert_t * ep
+
+
+def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
+    """:func:`dispatch_buffers` of the all-gather dispatcher (module
+    docstring): held through the layer's forward, the gathered
+    probabilities (when etp*ep > 1) and the local experts' routing map
+    (when ep > 1, a column slice made contiguous); then the busier of
+    unpermute (the experts' output and the zeros of the gathered tokens it
+    scatters into) and, with an fp32 or fp64 router, token_combine's cast of
+    those gathered tokens before the reduce-scatter (the experts' output
+    freed)."""
+    G, E, row = _gathered(c, ep), c.num_experts, 2 * c.h
+    p, copies = probability_bytes(c), routed_copies(c) * c.expert_t
+    held = {"gathered probabilities": p * G * E * (c.expert_t * ep > 1),
+            "local routing map": G * E // ep * (ep > 1)}
+    unpermute = {"experts' output": copies * row, "unpermuted output": G * row}
+    cast = {"unpermuted output": G * row, "cast for the reduce-scatter": G * row * p // 2}
+    wide = p > 2 and c.expert_t * ep > 1
+    busiest = max([unpermute] + [cast] * wide, key=lambda m: sum(m.values()))
+    return {name: n for name, n in {**held, **busiest}.items() if n}
+
+
+def gathered_tokens_buffer(model: ModelConfig, t: int, ep: int, etp: int | None) -> int:
+    """Bytes of the gathered tokens the all-gather dispatcher writes into
+    Megatron-LM's global memory buffer ``"mpu"`` (``token_dispatcher.py``:
+    MoEAllGatherTokenDispatcher.token_dispatch, ``use_global_buffer=True``):
+    2h bytes for each of the s*b*etp*ep/t tokens, allocated once and kept
+    (``megatron/core/utils.py``: GlobalMemoryBuffer); 0 without experts,
+    with the all-to-all dispatcher, or when etp*ep = 1 (nothing gathered)."""
+    x = t if etp is None else etp
+    if model.num_experts is None or model.moe_token_dispatcher_type != "allgather" \
+            or x * ep == 1:
+        return 0
+    return model.s * model.b // t * x * ep * 2 * model.h
 
 
 def _experts(c: LayerConfig, ep: int) -> int:
