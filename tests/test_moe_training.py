@@ -20,6 +20,7 @@ from actmem.run.moments.moe_timeline import (dense_twin, dispatch_buffers, dispa
                                      stack_parts, stage_moe_layers, stage_stacks,
                                      virtual_offsets)
 from actmem.run.moments.timeline_events import LayerMoments
+from actmem.layer.moe import hot_rank_load
 
 S, H, A, E, K, FE = 64, 64, 4, 4, 2, 32
 TINY = ModelConfig(s=S, b=1, h=H, a=A, L=4, vocab_size=256, activation="swiglu",
@@ -334,3 +335,49 @@ def test_mixed_model_takes_moe_recompute_modules_on_its_moe_layers_only():
         pattern.count(0) * layer(False) + pattern.count(1) * layer(True)
     assert layer(False) == activation_memory(**asdict(lite.layer(
         1, False, "selective", moe=False, recompute_modules=()))).total  # no name applies
+
+
+def test_a_hot_expert_loads_its_rank_by_the_hand_derivation():
+    """E = 8, k = 2, f = 2: the hot expert takes 2 mu, the other seven share
+    the rest, 6/7 mu each. One expert per rank (ep = 8): the rank takes 2x;
+    two per rank (ep = 4): (2 + 6/7) / 2 = 10/7; ep = 1: every copy stays."""
+    assert hot_rank_load(2, 8, 2, 8) == 2.0
+    assert hot_rank_load(2, 8, 2, 4) == pytest.approx(10 / 7, rel=1e-15)
+    assert hot_rank_load(2, 8, 2, 1) == 1.0
+    assert hot_rank_load(4, 8, 2, 8) == 4.0   # E/k: the expert takes every token once
+    for bad in (0.5, 4.01, float("nan"), True, "2"):
+        with pytest.raises(ValueError, match="moe_hot_expert"):
+            hot_rank_load(bad, 8, 2, 8)
+
+
+def test_a_hot_expert_moves_the_received_rows_and_buffers_only():
+    """ep = E = 4, one expert per rank, f = 2: the rank's experts receive
+    twice the copies; what it sends (permutation indices, its permuted
+    tokens, the all-to-all back) stays its own."""
+    R = S * K
+    hot = moe_layer(moe_rank_load=2.0)
+    rows = {r.key: r.bytes for r in activation_memory(**vars(hot)).rows}
+    base = {r.key: r.bytes for r in activation_memory(**vars(moe_layer())).rows}
+    for key in ("expert_fc1_input", "expert_fc1_output", "expert_probs", "expert_fc2_input"):
+        assert rows[key] == 2 * base[key], key
+    for key in ("permute_index", "permute_probs_index", "router_probs", "moe_input"):
+        assert rows[key] == base[key], key
+    assert dispatch_buffers(hot, ep=E) == {
+        "permuted tokens": R * ROW, "experts' output": 2 * R * ROW, "all-to-all back": R * ROW}
+
+
+def test_the_hot_expert_what_if_raises_the_peak_of_a_job():
+    mixtral = MOE_PRESETS["mixtral-8x7b"]
+    job = dict(t=2, sequence_parallel=True, p=2, d=4, ep=4, m=8)
+    peaks = [max(s.peak for s in training_memory(mixtral, moe_hot_expert=f, **job).stages)
+             for f in (1, 2, 4)]
+    assert peaks[0] < peaks[1] < peaks[2]
+    assert training_memory(mixtral, moe_hot_expert=1.0, **job).stages[0].peak == \
+        training_memory(mixtral, **job).stages[0].peak
+    with pytest.raises(ValueError, match=r"moe_hot_expert=2 needs an MoE model"):
+        training_memory(PRESETS["llama2-7b"], moe_hot_expert=2)
+    with pytest.raises(ValueError, match=r"moe_hot_expert=5 must be from 1 \(balanced\) to "
+                                         r"E/k=4"):
+        training_memory(mixtral, moe_hot_expert=5, **job)
+    with pytest.raises(ValueError, match="the imbalance what-if is for dropless routing"):
+        training_memory(mixtral.with_(moe_expert_capacity_factor=1.0), moe_hot_expert=2, **job)

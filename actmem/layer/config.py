@@ -217,6 +217,10 @@ class LayerConfig:
         moe_router_dtype: ``None`` (the activations' bf16), ``"fp32"`` or
             ``"fp64"`` (``--moe-router-dtype``): the routing probabilities'
             precision, which the dispatcher and the experts keep.
+        moe_rank_load: the routed copies this rank's experts receive as a
+            multiple of the balanced expectation (1; a what-if of dropless
+            routing, :func:`actmem.layer.moe.hot_rank_load` gives it for a
+            hot expert), at most E.
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -265,6 +269,7 @@ class LayerConfig:
     moe_token_dispatcher_type: str = "alltoall"
     moe_router_load_balancing_type: str = "aux_loss"
     moe_router_dtype: str | None = None
+    moe_rank_load: int | float = 1.0
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

@@ -162,20 +162,23 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     and :func:`router_rows`. The dispatcher's permutation tensors
     (:func:`dispatch_rows`). Routed copies (``EXPERT_ROUTED``, per rank over
     t): fc1 input 2Nk*etp*h, then :func:`expert_rows`. With a capacity
-    factor, Nk is replaced by the copies of :func:`routed_copies` (times t).
+    factor, Nk is replaced by the copies of :func:`routed_copies` (times t);
+    with ``moe_rank_load`` by those of :func:`received_copies`.
     Shared experts (hidden-split over t): fc1 output 2*2N*f_s (SwiGLU's gate
     and up; GeLU's input: 2N*f_s), fc2 input 2N*f_s.
     """
     N, h, x = c.s * c.b, c.h, c.expert_t
-    T = routed_copies(c) * c.t
+    T, received = routed_copies(c) * c.t, received_copies(c) * c.t
     copies = ("s", "b", "k") if T == N * c.moe_router_topk else ("E", "capacity")
+    if received != T:
+        copies = ("s", "b", "k*load")
     gathered = (*copies[:-1], copies[-1] + "*etp")
     rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
                  ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
-            *router_rows(c), *dispatch_rows(c, T, copies),
+            *router_rows(c), *dispatch_rows(c, T, received, copies),
             _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
-                 (*gathered, "h"), T * x * h, 2, EXPERT_ROUTED, "intermediate"),
-            *expert_rows(c, T, copies, gathered)]
+                 (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
+            *expert_rows(c, received, copies, gathered)]
     fs = c.moe_shared_expert_intermediate_size
     if fs:
         glu = 2 if c.activation == "swiglu" else 1
@@ -233,7 +236,7 @@ def router_rows(c: LayerConfig) -> list[LedgerRow]:
     return rows
 
 
-def dispatch_rows(c: LayerConfig, T: int, copies: tuple) -> list[LedgerRow]:
+def dispatch_rows(c: LayerConfig, T: int, received: int, copies: tuple) -> list[LedgerRow]:
     """The permutation's saved tensors. All-to-all (permute before the
     exchange, on the rank's own tokens): the probabilities' gather index
     8NE (int64: a slice of the argsort of the whole E x N routing map
@@ -249,7 +252,8 @@ def dispatch_rows(c: LayerConfig, T: int, copies: tuple) -> list[LedgerRow]:
     N, E, x = c.s * c.b, c.num_experts, c.expert_t
     if c.moe_token_dispatcher_type == "allgather":
         return [_row(c, "permute_index", "permutation index of the tokens (int64)",
-                     (*copies[:-1], copies[-1] + "*etp"), T * x, 8, EXPERT_ROUTED, "fixed"),
+                     (*copies[:-1], copies[-1] + "*etp"), received * x, 8, EXPERT_ROUTED,
+                     "fixed"),
                 _row(c, "dispatch_local_probs", "local experts' probabilities, transposed",
                      ("E", "s*etp", "b"), N * E * x, probability_bytes(c), EXPERT_ROUTED,
                      "fixed"),
@@ -306,6 +310,48 @@ def routed_copies(c: LayerConfig) -> int:
     if c.moe_pad_expert_input_to_capacity or tokens * k > E * capacity:
         return E * capacity
     return tokens * k
+
+
+def received_copies(c: LayerConfig) -> int:
+    """Copies one rank's experts receive (before the etp all-gather): the
+    :func:`routed_copies` it sends under balanced routing, times
+    ``moe_rank_load`` for a busier rank, rounded up to whole copies."""
+    sent = routed_copies(c)
+    if c.moe_rank_load == 1:
+        return sent
+    return math.ceil(sent * Fraction(c.moe_rank_load))
+
+
+def hot_rank_load(moe_hot_expert: int | float, num_experts: int, topk: int, ep: int) -> float:
+    """The ``moe_rank_load`` of the rank that holds a hot expert.
+
+    A hot expert receives ``moe_hot_expert`` = f times the mean copies per expert,
+    mu = ep*R/E for the R copies each of the ep ranks sends; the other E-1
+    experts share the rest evenly, (E-f)/(E-1) times mu each. The rank
+    holding it runs l = E/ep local experts, so it receives
+    f*mu + (l-1)*(E-f)/(E-1)*mu = R * (f + (l-1)*(E-f)/(E-1)) / l: f itself
+    when l = 1 (one expert per rank), 1 when ep = 1 (every copy stays).
+    A token picks k distinct experts, so an expert takes at most every token
+    once: f <= E/k.
+
+    >>> hot_rank_load(2, num_experts=8, topk=2, ep=8), hot_rank_load(2, 8, 2, 1)
+    (2.0, 1.0)
+
+    Raises:
+        ValueError: f not a finite number from 1 to E/k; ep not a positive
+            int dividing E.
+    """
+    from ..validate import finite_number, positive_int
+    E, k, ep = (positive_int(n, v) for n, v in (("num_experts", num_experts),
+                                                ("topk", topk), ("ep", ep)))
+    f = finite_number("moe_hot_expert", moe_hot_expert, positive=True,
+                      allowed=f"a finite number from 1 (balanced) to E/k={E / k:g}")
+    if not 1 <= f <= Fraction(E, k) or E % ep:
+        raise ValueError(f"moe_hot_expert={f!r} must be from 1 (balanced) to E/k={E / k:g}, and "
+                         f"ep={ep} must divide num_experts={E}")
+    local = E // ep
+    share = (Fraction(E) - Fraction(f)) / (E - 1) if E > 1 else Fraction(0)
+    return float((Fraction(f) + (local - 1) * share) / local)
 
 
 def with_moe(rows, c: LayerConfig):

@@ -120,7 +120,13 @@ def check_moe(c: LayerConfig) -> None:
     """
     check_moe_values(c)
     refuse_without_experts(c)
+    load = finite_number("moe_rank_load", real(c.moe_rank_load), positive=True,
+                         allowed="a finite number from 1 (balanced routing) to num_experts")
+    object.__setattr__(c, "moe_rank_load", load)
     if c.num_experts is None:
+        if load != 1:
+            raise ValueError(f"moe_rank_load={load!r} needs num_experts: it is the load of a "
+                             "rank's experts")
         return
     E = positive_int("num_experts", c.num_experts)
     k = c.moe_router_topk
@@ -128,6 +134,7 @@ def check_moe(c: LayerConfig) -> None:
         raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
                          "a token is routed to k distinct experts")
     _check_routing(c)
+    _check_rank_load(c)
     if c.t > 1 and not c.sequence_parallel:
         raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
                          "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
@@ -160,3 +167,17 @@ def _check_routing(c: LayerConfig) -> None:
         raise ValueError(f"moe_expert_capacity_factor={c.moe_expert_capacity_factor} with "
                          f"moe_token_dispatcher_type={c.moe_token_dispatcher_type!r}: actmem "
                          "counts token dropping with the alltoall dispatcher only")
+
+
+def _check_rank_load(c: LayerConfig) -> None:
+    """The hot-rank what-if: 1 <= moe_rank_load <= E (a rank cannot receive
+    more than the copies of all E experts' senders), and only without a
+    capacity factor (a capacity caps every expert's copies)."""
+    load, E = c.moe_rank_load, c.num_experts
+    if not 1 <= load <= E:
+        raise ValueError(f"moe_rank_load={load!r} must be from 1 (balanced routing) to "
+                         f"num_experts={E}")
+    if load != 1 and c.moe_expert_capacity_factor is not None:
+        raise ValueError(f"moe_rank_load={load!r} with moe_expert_capacity_factor="
+                         f"{c.moe_expert_capacity_factor}: the capacity caps every expert's "
+                         "copies; the imbalance what-if is for dropless routing")

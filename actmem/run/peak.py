@@ -64,6 +64,12 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             (:mod:`actmem.run.moments.moe_timeline`). A model that mixes dense and
             MoE layers (``moe_layer_freq``) puts each stage's own layers,
             each of its kind, in the stage's parts and timeline.
+        moe_hot_expert: a routing-imbalance what-if (dropless routing): the
+            copies the busiest expert receives as a multiple of the mean per
+            expert, 1 (balanced, the default) to E/k. The GPU that holds it
+            receives :func:`actmem.layer.moe.hot_rank_load` times the
+            balanced copies, which moves its expert rows and dispatch
+            buffers; the estimate at 1 is a lower bound.
         m, schedule, v, order: micro-batches per step and the pipeline
             schedule (:func:`actmem.simulate_schedule`; order None: Megatron-LM's,
             PyTorch's for its own schedules). Under ZBV and DualPipeV the loss

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
+from ..layer.moe import hot_rank_load
 from ..layer.recompute_modules import named_modules
 from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes,
                                 megatron_global_buffer, workspace_bytes)
@@ -173,10 +174,12 @@ def _layer_moments(job: Job, model: ModelConfig, plan: PipelineSchedule, fusion:
     precision (:func:`actmem.run.moments.precision.precision_moments`; LoRA leaves
     fc2 frozen, so its weight gradient is not made)."""
     if model.num_experts is not None:
+        load = hot_rank_load(job.moe_hot_expert, model.num_experts, model.moe_router_topk,
+                             job.ep)
         kinds = kind_moments(model, job.t, job.sequence_parallel, job.recompute,
                              job.recompute_num_layers, ep=job.ep, etp=job.etp,
                              weight_gradients=not fusion, split_backward=plan.splits_backward,
-                             layer_options=options)
+                             layer_options=options, rank_load=load)
         return kinds, kinds[max(kinds)]
     return None, precision_moments(
         model, job.t, job.sequence_parallel, job.recompute, job.recompute_num_layers,

@@ -29,7 +29,7 @@ from ...validate import lists_keywords, plain_fields
 GROUPS = {
     "model": ("model",),
     "parallelism": ("t", "p", "d", "cp", "ep", "etp", "sequence_parallel", "cp_comm_type",
-                    "hierarchical_context_parallel_sizes"),
+                    "hierarchical_context_parallel_sizes", "moe_hot_expert"),
     "schedule": ("m", "schedule", "v", "order", "microbatch_group_size_per_vp_stage",
                  "stage_layers",
                  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
@@ -77,6 +77,7 @@ class Job:
     sequence_parallel: bool = False
     cp_comm_type: str = "p2p"
     hierarchical_context_parallel_sizes: tuple[int, int] | None = None
+    moe_hot_expert: int | float = 1.0
     # schedule
     m: int = 1
     schedule: str = "1f1b"

@@ -200,6 +200,7 @@ def check_job(job) -> None:
     check_training(job.model, **{name: o[name] for name in _TRAINING_CHECKED})
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
+    _check_hot_expert(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
@@ -240,3 +241,20 @@ _FSDP2_CHECKED = (
     "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
     "distributed_optimizer", "gradient_buffer", "precision", "fp8",
     "cpu_offloading_num_layers", "recompute_modules")
+
+
+def _check_hot_expert(job) -> None:
+    """``moe_hot_expert``: 1 for a dense model; from 1 to E/k for an MoE one
+    (:func:`actmem.layer.moe.hot_rank_load`), and 1 with a capacity factor."""
+    from ...layer.moe import hot_rank_load
+    model, f = job.model, job.moe_hot_expert
+    if model.num_experts is None:
+        if isinstance(f, bool) or f != 1:
+            raise ValueError(f"moe_hot_expert={f!r} needs an MoE model (num_experts): it is the "
+                             "busiest expert's share of the routed copies")
+        return
+    hot_rank_load(f, model.num_experts, model.moe_router_topk, job.ep)
+    if f != 1 and model.moe_expert_capacity_factor is not None:
+        raise ValueError(f"moe_hot_expert={f!r} with moe_expert_capacity_factor="
+                         f"{model.moe_expert_capacity_factor}: the capacity caps every expert's "
+                         "copies; the imbalance what-if is for dropless routing")

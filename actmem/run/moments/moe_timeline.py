@@ -42,7 +42,9 @@ the same chain in reverse from the MoE block's output gradient: unpermute's
 backward (a gather, R copies), the all-to-all's (R), the reduce-scatter's
 (an all-gather, R*x), the unsort's (R*x), each op's input and output
 gradient alive together, before any expert's backward frees a row. The
-routed copies are the balanced expectation of :mod:`actmem.layer.moe`.
+routed copies are the balanced expectation of :mod:`actmem.layer.moe`, or,
+with ``moe_rank_load``, those of a busier rank on the receiving side (the
+copies a rank sends, and gets back, stay its own s*b*k/t).
 
 **The all-gather dispatcher** (``token_dispatcher.py``:
 MoEAllGatherTokenDispatcher, Megatron-LM's default) gathers, over the etp*ep
@@ -65,7 +67,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from ...layer.config import LayerConfig
-from ...layer.moe import probability_bytes, routed_copies
+from ...layer.moe import probability_bytes, received_copies, routed_copies
 from ...layer.recompute_modules import for_layer
 from ...memo import kept_by_repr
 from ..job.model import ModelConfig
@@ -97,16 +99,16 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     E, x = _experts(c, ep), c.expert_t
     if c.moe_token_dispatcher_type == "allgather":
         return _allgather_buffers(c, ep)
-    R, row, local = routed_copies(c), 2 * c.h, E // ep
-    chain = [("permuted tokens", R)] + [("all-to-all output", R)] * (ep > 1) \
-        + [("all-gather output", R * x)] * (x > 1) + [("sorted tokens", R * x)] * (local > 1)
+    (R, got), row, local = _copies(c, ep), 2 * c.h, E // ep
+    chain = [("permuted tokens", R)] + [("all-to-all output", got)] * (ep > 1) \
+        + [("all-gather output", got * x)] * (x > 1) + [("sorted tokens", got * x)] * (local > 1)
     held = {name: n * row for name, n in chain[:-1] if name in ("permuted tokens",
                                                                  "all-to-all output")}
     probs = "all-to-all output" if ep > 1 else "permuted tokens"   # dispatch() returns
     if chain[-1][0] != probs:  # held too (the experts' own input otherwise: a ledger row)
-        held["dispatched probabilities"] = probability_bytes(c) * R
-    after = [("experts' output", R * x)] + [("unsorted output", R * x)] * (local > 1) \
-        + [("reduce-scatter output", R)] * (x > 1) + [("all-to-all back", R)] * (ep > 1)
+        held["dispatched probabilities"] = probability_bytes(c) * got
+    after = [("experts' output", got * x)] + [("unsorted output", got * x)] * (local > 1) \
+        + [("reduce-scatter output", got)] * (x > 1) + [("all-to-all back", R)] * (ep > 1)
     moments = [after[:n] for n in range(1, len(after) + 1)]
     if ep > 1 and len(after) > 2:   # combine's all-to-all: the experts' output is freed
         moments[-1] = after[-2:]
@@ -127,17 +129,25 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
         ValueError: as :func:`dispatch_buffers`.
     """
     E, x = _experts(c, ep), c.expert_t
-    R, row, local = routed_copies(c), 2 * c.h, E // ep
+    (R, got), row, local = _copies(c, ep), 2 * c.h, E // ep
     sbh = c.s * c.b * c.h // (c.t if c.sequence_parallel else 1)
     output = {"layer output gradient": 2 * sbh * (1 + c.dropout)}
     if c.moe_token_dispatcher_type == "allgather":
-        gathered, copies = _gathered(c, ep), R * x
+        gathered, copies = _gathered(c, ep), got * x
         wide = probability_bytes(c) > 2 and x * ep > 1   # its gather in the router's dtype
         return {**output, "combine gradients": max(
             (gathered + copies) * row, 3 * gathered * row if wide else 0)}
-    chain = [R] + [R] * (ep > 1) + [R * x] * (x > 1) + [R * x] * (local > 1)
+    chain = [R] + [got] * (ep > 1) + [got * x] * (x > 1) + [got * x] * (local > 1)
     pairs = [a + b for a, b in zip(chain, chain[1:])] or chain
     return {**output, "combine gradients": max(pairs) * row}
+
+
+def _copies(c: LayerConfig, ep: int) -> tuple[int, int]:
+    """(copies the rank sends, copies its experts receive): the second is
+    :func:`actmem.layer.moe.received_copies` (a busier rank's, with
+    ``moe_rank_load``), the first itself when ep = 1 (every copy local)."""
+    got = received_copies(c)
+    return (got if ep == 1 else routed_copies(c)), got
 
 
 def _gathered(c: LayerConfig, ep: int) -> int:
@@ -156,7 +166,7 @@ def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     those gathered tokens before the reduce-scatter (the experts' output
     freed)."""
     G, E, row = _gathered(c, ep), c.num_experts, 2 * c.h
-    p, copies = probability_bytes(c), routed_copies(c) * c.expert_t
+    p, copies = probability_bytes(c), received_copies(c) * c.expert_t
     held = {"gathered probabilities": p * G * E * (c.expert_t * ep > 1),
             "local routing map": G * E // ep * (ep > 1)}
     unpermute = {"experts' output": copies * row, "unpermuted output": G * row}
@@ -258,11 +268,13 @@ def stack_parts(stack, recompute: str, group: int) -> tuple[int, int]:
 def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute: str,
                  k: int, *, ep: int = 1, etp: int | None = None,
                  weight_gradients: bool = True, split_backward: bool = False,
-                 layer_options: dict | None = None) -> dict[int, LayerMoments]:
+                 layer_options: dict | None = None,
+                 rank_load: int | float = 1.0) -> dict[int, LayerMoments]:
     """One :class:`LayerMoments` per kind of layer the model has (0 dense,
     1 MoE), in bf16 (:func:`actmem.run.moments.precision.precision_moments`): the
     dense layers are :func:`dense_twin`'s, the MoE layers carry their
     dispatch buffers under ``ep`` and ``etp`` (default t);
+    ``rank_load``: the MoE layers' ``moe_rank_load`` (a busier rank's);
     ``split_backward``: with the rows a weight-gradient step reads
     (:func:`actmem.run.schedule.split_backward.layer_weight_rows`).
 
@@ -272,7 +284,9 @@ def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute:
     kinds = {}
     for kind in sorted(set(model.moe_pattern())):
         shape = model if kind else dense_twin(model)
-        opts = {**(layer_options or {}), **({"moe": True, "etp": etp} if kind else {})}
+        moe = {"moe": True, "etp": etp, **({"moe_rank_load": rank_load} if rank_load != 1
+                                           else {})}
+        opts = {**(layer_options or {}), **(moe if kind else {})}
         if not kind and "recompute_modules" in opts:  # the names a dense layer of model has
             opts["recompute_modules"] = for_layer(opts["recompute_modules"], recompute,
                                                   moe=False, has_experts=True)
