@@ -1032,6 +1032,22 @@ ZH = {
         "Mixtral 8x7B，t=2，p=2，d=4，m=16，H100 80GB SXM：每种手段改变了哪一部分",
     # actmem.views.lever_figures
     "Which part each lever moves": "每种手段改变了哪一部分",
+    "What an uneven router costs": "路由不均衡的代价",
+    "hot expert": "热门专家",
+    "busiest expert's copies over the mean (moe_hot_expert)":
+        "最忙的专家收到的副本数与平均值之比（moe_hot_expert）",
+    "peak + reserve of the most loaded GPU (GiB)": "负载最重的 GPU 的峰值 + 预留（GiB）",
+    "Mixtral 8x7B, t=2, p=2, d=4, m=16 on H100 80GB SXM GPUs: a hot expert":
+        "Mixtral 8x7B，t=2、p=2、d=4、m=16，H100 80GB SXM GPU：一个热门专家",
+    "ep=4, etp=2 (two experts per GPU)": "ep=4，etp=2（每块 GPU 两个专家）",
+    "ep=8, etp=1 (one expert per GPU)": "ep=8，etp=1（每块 GPU 一个专家）",
+    "{label}: fits up to moe_hot_expert = {f}": "{label}：moe_hot_expert 不超过 {f} 时放得下",
+    "{dispatcher}: {in_flight} in flight at its busiest moment, {kept} kept all step in "
+    "Megatron-LM's global buffer; peak {peak}":
+        "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
+        "{kept}；峰值 {peak}",
+    "4. ep={ep}: load {load}, peak {peak}, fits: {fits}":
+        "4. ep={ep}：负载 {load}，峰值 {peak}，放得下：{fits}",
     "most loaded GPU at its peak (GiB)": "负载最重的 GPU 在峰值时刻（GiB）",
     "GPU capacity: {size}": "GPU 容量：{size}",
     "{n:,} parameters; experts {experts:,} ({share:.1%})": "{n:,} 个参数；其中专家 {experts:,}（{share:.1%}）",

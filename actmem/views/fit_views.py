@@ -234,6 +234,21 @@ def expert_choices(model, t: int, d: int, ep: int | None = None,
     return eps, [x for x in common_divisors(f_e) if ranks % (ep * x) == 0]
 
 
+HOT_EXPERT = (1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 16, 32, 64)
+"""The busiest expert's loads the planner offers (:func:`hot_expert_choices`)."""
+
+
+def hot_expert_choices(model) -> list[int | float]:
+    """The ``moe_hot_expert`` values the planner offers: those of
+    :data:`HOT_EXPERT` up to E/k, and E/k itself (every token picks the hot
+    expert); ``[1]`` for a dense model or one with a capacity factor (which
+    caps every expert: the what-if is for dropless routing)."""
+    if model.num_experts is None or model.moe_expert_capacity_factor is not None:
+        return [1]
+    top = model.num_experts / model.moe_router_topk
+    return sorted({*(f for f in HOT_EXPERT if f <= top), int(top) if top.is_integer() else top})
+
+
 @menu_cache
 def recompute_options(layers: int, model=None, t: int = 1, sequence_parallel: bool = False
                       ) -> list[tuple[str, tuple]]:
@@ -278,6 +293,7 @@ def run_arguments(values: dict) -> dict:
     return dict(**split_arguments(values["split"]), **levers,
                 ep=values.get("ep", 1) if moe else 1,
                 etp=values.get("etp") if moe else None,
+                moe_hot_expert=values.get("hot_expert", 1) if moe else 1,
                 t=values["t"], p=values["p"], d=values["d"], m=values["m"],
                 schedule=values["schedule"], v=values["v"],
                 sequence_parallel=values["sequence_parallel"], recompute=recompute,
@@ -365,6 +381,8 @@ class FitPlanner(_Explorer):
     mixture-of-experts model (:data:`actmem.MOE_PRESETS`; etp None: t), the
     values of :func:`expert_choices`; choosing an MoE model turns sequence
     parallelism on (Megatron-LM refuses MoE with t > 1 without it).
+    ``hot_expert``: the busiest expert's copies over the mean
+    (``moe_hot_expert``), a value of :func:`hot_expert_choices`.
     ``cp``, ``cp_comm_type`` (``"p2p"``, ``"allgather"``, ``"a2a"`` or
     ``"a2a+p2p:NxM"``), ``fp8`` (``"off"``, ``"e4m3"``, ``"hybrid"``) and a
     ``recompute`` of ``("selective", 1, modules)`` (Megatron-LM's
@@ -402,7 +420,7 @@ class FitPlanner(_Explorer):
                  states="Megatron-LM (18 B/param)", loss="vocab_parallel",
                  gradient_buffer="persistent", gpu="A100 80GB", ep=1, etp=None, cp=1,
                  cp_comm_type="p2p", fp8="off", offload=0, s=None, b=None,
-                 reserve=RESERVE_DEFAULT, attention_mask=True):
+                 reserve=RESERVE_DEFAULT, attention_mask=True, hot_expert=1):
         preset = MODELS[choice("model", model, tuple(MODELS))]
         if flash_attention is None:
             flash_attention = preset.flash_attention
@@ -435,6 +453,9 @@ class FitPlanner(_Explorer):
         etp = _default(etp, t, etps)
         c["etp"] = _dropdown("etp", etps, etp, "etp divides f_e, ep*etp divides t*d")
         c["etp"].description = tr("etp")  # a word in Chinese, not a symbol (the catalog's key)
+        c["hot_expert"] = _dropdown("hot_expert", hot_expert_choices(shape), hot_expert,
+                                    "1 to E/k, dropless routing (no capacity factor)")
+        c["hot_expert"].description = tr("hot expert")
         chunks = interleaving_chunks(shape.L, p)
         c["schedule"] = _dropdown("schedule", schedule_options(chunks), schedule, schedule_rule(
             shape.L, p, chunks, [q for q in pipeline_choices(shape.L)
@@ -487,7 +508,7 @@ class FitPlanner(_Explorer):
                 control.layout.width = "max-content"
         rows = [widgets.HBox([c[k] for k in row], layout=widgets.Layout(flex_flow="row wrap"))
                 for row in (
-            ("model", "t", "p", "d", "ep", "etp"), ("s", "b", "split"),
+            ("model", "t", "p", "d", "ep", "etp", "hot_expert"), ("s", "b", "split"),
             ("schedule", "v", "m", "recompute"), ("cp", "cp_comm_type", "fp8", "offload"),
             ("flash_attention", "sequence_parallel", "attention_mask", "states"),
             ("loss", "gradient_buffer", "gpu", "reserve"))]
@@ -516,6 +537,7 @@ class FitPlanner(_Explorer):
                                                     cp)[0])
         self._set_options("etp", expert_choices(shape, t, d, ep, cp)[1],
                           prefer=t if self.cause in ("model", "t") else None)
+        self._set_options("hot_expert", hot_expert_choices(shape))
         p = self._set_options("p", pipeline_choices(shape.L))
         restrict_schedule(self, interleaving_chunks(shape.L, p), p)
         v = self.controls["v"].value

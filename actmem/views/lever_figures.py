@@ -147,3 +147,48 @@ def lever_figure(runs: Mapping[str, TrainingMemory], title: str = "") -> Figure:
     fig.legend(*ax.get_legend_handles_labels(), fontsize=FONT, loc="outside lower center",
                ncols=4)
     return fig
+
+
+def imbalance_figure(curves: Mapping[str, Mapping[float, TrainingMemory]],
+                     title: str = "") -> Figure:
+    """What must fit (the most loaded GPU's peak plus its reserve) against
+    a routing imbalance, one line per job: x is ``moe_hot_expert``, the
+    busiest expert's copies over the mean (1: balanced routing), and the
+    GPU's capacity is a dashed line, so the imbalance a job survives reads
+    off where its line crosses it.
+
+    Args:
+        curves: label -> {moe_hot_expert -> :func:`actmem.training_memory`
+            result}, in the order to draw (labels translated when the
+            catalog has them).
+        title: drawn above (translated when the catalog has it); empty:
+            "What an uneven router costs".
+
+    Raises:
+        TypeError, ValueError: ``curves`` not a non-empty mapping of labels
+            to non-empty mappings of numbers to results; otherwise as
+            :func:`_checked` says of all the results together.
+    """
+    if not isinstance(curves, Mapping) or not curves or not all(
+            isinstance(points, Mapping) and points for points in curves.values()):
+        raise TypeError("curves must be a non-empty dict label -> {moe_hot_expert -> "
+                        f"TrainingMemory}}, got {curves!r:.80}")
+    capacity = _checked({f"{label} {f!r}": result for label, points in curves.items()
+                         for f, result in points.items()}, title)
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    ax = fig.subplots()
+    for label, points in curves.items():
+        factors = sorted(points)
+        must_fit = [points[f].most_loaded.peak + points[f].most_loaded.reserve for f in factors]
+        ax.plot(factors, [to_gib(n) for n in must_fit], marker="o", label=tr(label))
+    if capacity is not None:
+        ax.axhline(to_gib(capacity), color="black", linestyle="--", label=tr(
+            "GPU capacity: {size}").format(size=format_bytes(capacity, "GiB")))
+    ax.tick_params(labelsize=FONT)
+    ax.set_xlabel(tr("busiest expert's copies over the mean (moe_hot_expert)"),
+                  fontsize=FONT + 1)
+    ax.set_ylabel(tr("peak + reserve of the most loaded GPU (GiB)"), fontsize=FONT + 1)
+    ax.set_title(tr(title) if title else tr("What an uneven router costs"), fontsize=FONT + 2)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=FONT, loc="outside lower center",
+               ncols=3)
+    return fig

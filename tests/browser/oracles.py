@@ -242,10 +242,11 @@ SETUPS = {"FitPlanner": {
     "offload": [("p", "1"), ("schedule", "1F1B"), ("recompute", "none"),
                 ("model", "LLaMA-3-8B"), ("p", "1"), ("recompute", "none")],
     "ep": [("model", "Mixtral 8x7B")], "etp": [("model", "Mixtral 8x7B")],
+    "hot_expert": [("model", "Mixtral 8x7B")],
     "v": [("p", "2")]}}
 """Menus that offer one value under some settings of the other controls
 (FP8 needs cp = 1 and a dense model; offloading p = 1, 1F1B, no
-recomputation and a dense model; ep and etp an MoE model; v p > 1):
+recomputation and a dense model; ep, etp and hot_expert an MoE model; v p > 1):
 explorer class -> control name -> the
 (control name, English option label) picks a learner makes, in order, until
 the menu offers more; the suite makes them only while it offers one value."""
