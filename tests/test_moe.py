@@ -202,3 +202,42 @@ def test_training_memory_takes_ep_and_the_moe_rows():
 def test_invalid_moe_input_names_the_argument_and_what_is_allowed(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_gelu_experts_states_shard_as_the_dense_part_does_to_the_byte():
+    """Megatron-LM's default MoE (GeLU experts, 2 h f_e each): the attention
+    over t, router (E x h) and the two LayerNorms (weight and bias) whole on
+    each tensor-parallel rank, the experts over ep and etp, and the
+    distributed optimizer shards the dense part over d and the experts over
+    the expert data-parallel group t*d/(ep*etp)."""
+    h, L, f, vocab = 512, 4, 2048, 50304
+    gelu = actmem.ModelConfig(s=1024, b=4, h=h, a=8, L=L, vocab_size=vocab, bias=False,
+                              num_experts=8, moe_router_topk=1,
+                              moe_router_load_balancing_type="sinkhorn",
+                              moe_token_dispatcher_type="allgather", flash_attention=True)
+    t, d, ep = 2, 4, 2
+    etp, e_d = t, t * d // (ep * t)
+    attention, router, norms = 4 * h * h // t, 8 * h, 2 * 2 * h
+    experts = L * (8 // ep) * 2 * h * f // etp
+    padded = 50432   # the vocabulary padded to a multiple of 128 * t = 256
+    dense = L * (attention + router + norms) + padded * h // t + 1024 * h + 2 * h
+    s = model_states(gelu, t=t, d=d, ep=ep, accounting="megatron", distributed_optimizer=True)
+    assert (s.parameters, s.expert_parameters) == (dense + experts, experts)
+    assert (s.weights, s.gradients) == (2 * s.parameters, 4 * s.parameters)
+    assert s.optimizer == -(-12 * dense // d) + 12 * experts // e_d
+
+
+def test_allgather_and_sinkhorn_rows_at_t2_by_hand():
+    """t = etp = 2 under sequence parallelism: the router's rows split along
+    s, the all-gather dispatcher's over the gathered s*b*etp/t tokens."""
+    r = rows(t=2, sequence_parallel=True, moe_token_dispatcher_type="allgather",
+             moe_router_load_balancing_type="sinkhorn", moe_router_topk=1,
+             moe_router_dtype="fp32")
+    n = N // 2   # a rank's tokens
+    assert r["router_sinkhorn_scores"].bytes == 4 * n * E      # sigmoid in the fp32 logits
+    assert r["router_routing_map"].bytes == n * E
+    assert r["permute_index"].bytes == 8 * n * 1 * 2          # k = 1 copy, gathered over etp
+    assert r["dispatch_local_probs"].bytes == 4 * n * 2 * E   # fp32 over the gathered tokens
+    assert r["dispatch_local_map"].bytes == n * 2 * E
+    assert r["expert_probs"].bytes == 4 * n * 2
+    assert "router_topk_indices" not in r and "permute_probs_index" not in r
