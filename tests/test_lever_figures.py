@@ -121,3 +121,25 @@ def test_runs_on_two_gpus_and_a_bad_title_are_refused():
         lever_figure({"H100": one}, title=3)
     with pytest.raises(TypeError, match="TrainingMemory"):
         peak_parts(one.most_loaded)
+
+
+MIXTRAL_JOB = dict(t=2, p=2, d=4, m=16, ep=4, sequence_parallel=True, accounting="megatron",
+                   distributed_optimizer=True, gpu_memory="H100 80GB SXM")
+
+
+def test_the_imbalance_figure_draws_what_must_fit_against_the_hot_expert():
+    from actmem.views.lever_figures import imbalance_figure
+    mixtral = actmem.MOE_PRESETS["mixtral-8x7b"]
+    points = {f: actmem.training_memory(mixtral, moe_hot_expert=f, **MIXTRAL_JOB)
+              for f in (1, 2, 4)}
+    fig = imbalance_figure({"ep=4": points})
+    line, capacity = fig.axes[0].lines
+    assert list(line.get_xdata()) == [1, 2, 4]
+    assert list(line.get_ydata()) == [to_gib(r.most_loaded.peak + r.most_loaded.reserve)
+                                      for r in points.values()]
+    assert list(line.get_ydata()) == sorted(line.get_ydata())   # a hotter expert costs more
+    assert capacity.get_ydata()[0] == to_gib(actmem.gpu_capacity("H100 80GB SXM"))
+    assert fig.axes[0].get_title() == "What an uneven router costs"
+    for bad in ({}, {"ep=4": {}}, {"ep=4": [1, 2]}):
+        with pytest.raises(TypeError, match="curves must be a non-empty dict"):
+            imbalance_figure(bad)

@@ -169,13 +169,12 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     """
     N, h, x = c.s * c.b, c.h, c.expert_t
     T, received = routed_copies(c) * c.t, received_copies(c) * c.t
-    copies = ("s", "b", "k") if T == N * c.moe_router_topk else ("E", "capacity")
-    if received != T:
-        copies = ("s", "b", "k*load")
+    sent = ("s", "b", "k") if T == N * c.moe_router_topk else ("E", "capacity")
+    copies = sent if received == T else ("s", "b", "k*load")
     gathered = (*copies[:-1], copies[-1] + "*etp")
     rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
                  ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
-            *router_rows(c), *dispatch_rows(c, T, received, copies),
+            *router_rows(c), *dispatch_rows(c, (T, sent), (received, gathered)),
             _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
                  (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
             *expert_rows(c, received, copies, gathered)]
@@ -236,7 +235,8 @@ def router_rows(c: LayerConfig) -> list[LedgerRow]:
     return rows
 
 
-def dispatch_rows(c: LayerConfig, T: int, received: int, copies: tuple) -> list[LedgerRow]:
+def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, tuple]
+                  ) -> list[LedgerRow]:
     """The permutation's saved tensors. All-to-all (permute before the
     exchange, on the rank's own tokens): the probabilities' gather index
     8NE (int64: a slice of the argsort of the whole E x N routing map
@@ -248,12 +248,14 @@ def dispatch_rows(c: LayerConfig, T: int, received: int, copies: tuple) -> list[
     8Nk*etp per rank over t (int64), and the transposed probabilities and
     routing map of its E/ep local experts over the gathered s*b*etp*ep/t
     tokens that ``masked_select`` saves, N*E*etp per rank over t each
-    (the probability's bytes, and bool)."""
+    (the probability's bytes, and bool). ``sent``, ``received``: (copies
+    over the layer, their shape) a rank sends, and its experts receive
+    (:func:`received_copies`, before the etp all-gather)."""
     N, E, x = c.s * c.b, c.num_experts, c.expert_t
+    (T, copies), (got, gathered) = sent, received
     if c.moe_token_dispatcher_type == "allgather":
         return [_row(c, "permute_index", "permutation index of the tokens (int64)",
-                     (*copies[:-1], copies[-1] + "*etp"), received * x, 8, EXPERT_ROUTED,
-                     "fixed"),
+                     gathered, got * x, 8, EXPERT_ROUTED, "fixed"),
                 _row(c, "dispatch_local_probs", "local experts' probabilities, transposed",
                      ("E", "s*etp", "b"), N * E * x, probability_bytes(c), EXPERT_ROUTED,
                      "fixed"),
