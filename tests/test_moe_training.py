@@ -20,7 +20,7 @@ from actmem.run.moments.moe_timeline import (dense_twin, dispatch_buffers, dispa
                                      stack_parts, stage_moe_layers, stage_stacks,
                                      virtual_offsets)
 from actmem.run.moments.timeline_events import LayerMoments
-from actmem.layer.moe import hot_rank_load
+from actmem.layer.moe_copies import hot_rank_load
 
 S, H, A, E, K, FE = 64, 64, 4, 4, 2, 32
 TINY = ModelConfig(s=S, b=1, h=H, a=A, L=4, vocab_size=256, activation="swiglu",

@@ -219,7 +219,7 @@ class LayerConfig:
             precision, which the dispatcher and the experts keep.
         moe_rank_load: the routed copies this rank's experts receive as a
             multiple of the balanced expectation (1; a what-if of dropless
-            routing, :func:`actmem.layer.moe.hot_rank_load` gives it for a
+            routing, :func:`actmem.layer.moe_copies.hot_rank_load` gives it for a
             hot expert), at most E.
 
     Raises:

@@ -31,7 +31,7 @@ all N*k*etp*ep/t copies), so the expert rows are expectations, exact when
 ep = 1 (every copy stays local, whatever the routing). A capacity factor c
 (``--moe-expert-capacity-factor``) caps each expert at
 ceil(N*k*c/(t*E)) copies per source rank (``moe_utils.py``: get_capacity,
-apply_router_token_dropping), an option here (:func:`routed_copies`):
+apply_router_token_dropping), an option here (:func:`actmem.layer.moe_copies.routed_copies`):
 dropping keeps the balanced expectation for c >= 1 and caps each expert at
 the capacity below it, and the masking of the probabilities keeps an N x E
 boolean mask;
@@ -59,11 +59,9 @@ forward, N*E + 8Nk + Nk*probability bytes per MoE layer.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 from .config import LayerConfig
 from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
+from .moe_copies import received_copies, routed_copies
 from .moe_options import ROUTER_DTYPES
 
 AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
@@ -175,8 +173,9 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     and :func:`router_rows`. The dispatcher's permutation tensors
     (:func:`dispatch_rows`). Routed copies (``EXPERT_ROUTED``, per rank over
     t): fc1 input 2Nk*etp*h, then :func:`expert_rows`. With a capacity
-    factor, Nk is replaced by the copies of :func:`routed_copies` (times t);
-    with ``moe_rank_load`` by those of :func:`received_copies`.
+    factor, Nk is replaced by the copies of :func:`~actmem.layer.moe_copies.routed_copies` (times t);
+    with ``moe_rank_load`` by those of
+    :func:`~actmem.layer.moe_copies.received_copies`.
     Shared experts (hidden-split over t): fc1 output 2*2N*f_s (SwiGLU's gate
     and up; GeLU's input: 2N*f_s), fc2 input 2N*f_s.
     """
@@ -263,7 +262,8 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
     tokens that ``masked_select`` saves, N*E*etp per rank over t each
     (the probability's bytes, and bool). ``sent``, ``received``: (copies
     over the layer, their shape) a rank sends, and its experts receive
-    (:func:`received_copies`, before the etp all-gather)."""
+    (:func:`~actmem.layer.moe_copies.received_copies`, before the etp
+    all-gather)."""
     N, E, x = c.s * c.b, c.num_experts, c.expert_t
     (T, copies), (got, gathered) = sent, received
     if c.moe_token_dispatcher_type == "allgather":
@@ -303,70 +303,6 @@ def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[
              gathered, T * x, probability_bytes(c), EXPERT_ROUTED, "intermediate"),
         _row(c, "expert_fc2_input", "input of the experts' second linear",
              (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate")]
-
-
-def routed_copies(c: LayerConfig) -> int:
-    """Copies one rank sends to the experts (T before the etp all-gather):
-    N_r*k for dropless routing, N_r = s*b/t the rank's tokens; with a
-    capacity factor c each expert takes at most
-    ``capacity = ceil(N_r*k/E * c)`` (Megatron-LM's get_capacity, in its
-    floating-point arithmetic), and no more than the N_r tokens there are:
-    E*capacity when padded to capacity or when the balanced share N_r*k/E
-    is above the capacity (the rest are dropped), else N_r*k.
-    """
-    tokens, E, k = c.s * c.b // c.t, c.num_experts, c.moe_router_topk
-    if c.moe_expert_capacity_factor is None:
-        return tokens * k
-    factor = c.moe_expert_capacity_factor
-    try:
-        capacity = min(math.ceil((tokens * k / E) * factor), tokens)
-    except OverflowError:  # past floats (a factor of 1e308): the exact share
-        capacity = min(math.ceil(Fraction(tokens * k, E) * Fraction(factor)), tokens)
-    if c.moe_pad_expert_input_to_capacity or tokens * k > E * capacity:
-        return E * capacity
-    return tokens * k
-
-
-def received_copies(c: LayerConfig) -> int:
-    """Copies one rank's experts receive (before the etp all-gather): the
-    :func:`routed_copies` it sends under balanced routing, times
-    ``moe_rank_load`` for a busier rank, rounded up to whole copies."""
-    sent = routed_copies(c)
-    if c.moe_rank_load == 1:
-        return sent
-    return math.ceil(sent * Fraction(c.moe_rank_load))
-
-
-def hot_rank_load(moe_hot_expert: int | float, num_experts: int, topk: int, ep: int) -> float:
-    """The ``moe_rank_load`` of the rank that holds a hot expert.
-
-    A hot expert receives ``moe_hot_expert`` = f times the mean copies per expert,
-    mu = ep*R/E for the R copies each of the ep ranks sends; the other E-1
-    experts share the rest evenly, (E-f)/(E-1) times mu each. The rank
-    holding it runs l = E/ep local experts, so it receives
-    f*mu + (l-1)*(E-f)/(E-1)*mu = R * (f + (l-1)*(E-f)/(E-1)) / l: f itself
-    when l = 1 (one expert per rank), 1 when ep = 1 (every copy stays).
-    A token picks k distinct experts, so an expert takes at most every token
-    once: f <= E/k.
-
-    >>> hot_rank_load(2, num_experts=8, topk=2, ep=8), hot_rank_load(2, 8, 2, 1)
-    (2.0, 1.0)
-
-    Raises:
-        ValueError: f not a finite number from 1 to E/k; ep not a positive
-            int dividing E.
-    """
-    from ..validate import finite_number, positive_int
-    E, k, ep = (positive_int(n, v) for n, v in (("num_experts", num_experts),
-                                                ("topk", topk), ("ep", ep)))
-    f = finite_number("moe_hot_expert", moe_hot_expert, positive=True,
-                      allowed=f"a finite number from 1 (balanced) to E/k={E / k:g}")
-    if not 1 <= f <= Fraction(E, k) or E % ep:
-        raise ValueError(f"moe_hot_expert={f!r} must be from 1 (balanced) to E/k={E / k:g}, and "
-                         f"ep={ep} must divide num_experts={E}")
-    local = E // ep
-    share = (Fraction(E) - Fraction(f)) / (E - 1) if E > 1 else Fraction(0)
-    return float((Fraction(f) + (local - 1) * share) / local)
 
 
 def with_moe(rows, c: LayerConfig):

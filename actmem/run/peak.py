@@ -67,7 +67,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         moe_hot_expert: a routing-imbalance what-if (dropless routing): the
             copies the busiest expert receives as a multiple of the mean per
             expert, 1 (balanced, the default) to E/k. The GPU that holds it
-            receives :func:`actmem.layer.moe.hot_rank_load` times the
+            receives :func:`actmem.layer.moe_copies.hot_rank_load` times the
             balanced copies, which moves its expert rows and dispatch
             buffers; the estimate at 1 is a lower bound.
         m, schedule, v, order: micro-batches per step and the pipeline

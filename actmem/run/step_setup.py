@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
-from ..layer.moe import hot_rank_load
+from ..layer.moe_copies import hot_rank_load
 from ..layer.recompute_modules import named_modules
 from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes,
                                 megatron_global_buffer, workspace_bytes)

@@ -245,8 +245,8 @@ _FSDP2_CHECKED = (
 
 def _check_hot_expert(job) -> None:
     """``moe_hot_expert``: 1 for a dense model; from 1 to E/k for an MoE one
-    (:func:`actmem.layer.moe.hot_rank_load`), and 1 with a capacity factor."""
-    from ...layer.moe import hot_rank_load
+    (:func:`actmem.layer.moe_copies.hot_rank_load`), and 1 with a capacity factor."""
+    from ...layer.moe_copies import hot_rank_load
     model, f = job.model, job.moe_hot_expert
     if model.num_experts is None:
         if isinstance(f, bool) or f != 1:

@@ -18,7 +18,7 @@ made, the permuted tokens (``hidden_states = self.preprocess(...)``:
 MoEAlltoAllTokenDispatcher.token_dispatch); neither is saved for backward
 (``index_select`` and ``_AllToAll`` keep indices and sizes only), so the
 ledger does not count them. With R = the copies a rank sends
-(:func:`actmem.layer.moe.routed_copies`), x = etp, l = E/ep local
+(:func:`actmem.layer.moe_copies.routed_copies`), x = etp, l = E/ep local
 experts and 2h bytes per bf16 token copy (probabilities: 2 bytes per copy):
 
 * the all-to-all over ep ranks returns its input when ep = 1
@@ -67,7 +67,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from ...layer.config import LayerConfig
-from ...layer.moe import probability_bytes, received_copies, routed_copies
+from ...layer.moe import probability_bytes
+from ...layer.moe_copies import received_copies, routed_copies
 from ...layer.recompute_modules import for_layer
 from ...memo import kept_by_repr
 from ..job.model import ModelConfig
@@ -144,7 +145,7 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
 
 def _copies(c: LayerConfig, ep: int) -> tuple[int, int]:
     """(copies the rank sends, copies its experts receive): the second is
-    :func:`actmem.layer.moe.received_copies` (a busier rank's, with
+    :func:`actmem.layer.moe_copies.received_copies` (a busier rank's, with
     ``moe_rank_load``), the first itself when ep = 1 (every copy local)."""
     got = received_copies(c)
     return (got if ep == 1 else routed_copies(c)), got
