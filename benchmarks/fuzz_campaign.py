@@ -168,7 +168,11 @@ MOE_OPTIONS = dict(
     num_experts=OI, moe_router_topk=I, moe_ffn_hidden_size=OI,
     moe_shared_expert_intermediate_size=OI, etp=OI,
     moe_expert_capacity_factor=Real(optional=True, lo_open=True),
-    moe_pad_expert_input_to_capacity=B, moe_aux_loss_coeff=Real())
+    moe_pad_expert_input_to_capacity=B, moe_aux_loss_coeff=Real(),
+    moe_token_dispatcher_type=Choice(("alltoall", "allgather")),
+    moe_router_load_balancing_type=Choice(("aux_loss", "seq_aux_loss", "global_aux_loss",
+                                           "sinkhorn", "none")),
+    moe_router_dtype=Choice(("fp32", "fp64"), optional=True))
 MODEL_MOE = {k: v for k, v in MOE_OPTIONS.items() if k != "etp"}
 LAYER_ARGS = dict(s=I, b=I, h=I, a=I, t=I, **LAYER_OPTIONS)
 MODEL_FIELDS = dict(
@@ -187,7 +191,7 @@ RUN = dict(
     decoder_first_pipeline_num_layers=OI, decoder_last_pipeline_num_layers=OI,
     account_for_embedding_in_pipeline_split=B, account_for_loss_in_pipeline_split=B,
     precision=Any_(), fused_projections=B, autocast_device=Any_(), loss_chunk_tokens=OI,
-    gradient_accumulation_fusion=Flag(optional=True))
+    gradient_accumulation_fusion=Flag(optional=True), moe_hot_expert=Real(lo=1, hi=1))
 
 
 @dataclasses.dataclass

@@ -381,3 +381,13 @@ def test_the_hot_expert_what_if_raises_the_peak_of_a_job():
         training_memory(mixtral, moe_hot_expert=5, **job)
     with pytest.raises(ValueError, match="the imbalance what-if is for dropless routing"):
         training_memory(mixtral.with_(moe_expert_capacity_factor=1.0), moe_hot_expert=2, **job)
+
+
+def test_a_numpy_hot_expert_is_stored_as_python_s_float():
+    import numpy as np
+    from actmem import Job
+    job = Job(MOE_PRESETS["mixtral-8x7b"], t=2, sequence_parallel=True, d=4, ep=4,
+              moe_hot_expert=np.float32(1.5))
+    assert type(job.moe_hot_expert) is float and job.moe_hot_expert == 1.5
+    with pytest.raises(TypeError, match="moe_grouped_gemm must be True or False, got 'yes'"):
+        Job(MOE_PRESETS["mixtral-8x7b"], moe_grouped_gemm="yes")

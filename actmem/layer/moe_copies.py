@@ -62,14 +62,15 @@ def hot_rank_load(moe_hot_expert: int | float, num_experts: int, topk: int, ep: 
         ValueError: f not a finite number from 1 to E/k; ep not a positive
             int dividing E.
     """
-    from ..validate import finite_number, positive_int
+    from ..validate import finite_number, positive_int, shown
+    from .moe_options import real
     E, k, ep = (positive_int(n, v) for n, v in (("num_experts", num_experts),
                                                 ("topk", topk), ("ep", ep)))
-    f = finite_number("moe_hot_expert", moe_hot_expert, positive=True,
+    f = finite_number("moe_hot_expert", real(moe_hot_expert), positive=True,
                       allowed=f"a finite number from 1 (balanced) to E/k={E / k:g}")
     if not 1 <= f <= Fraction(E, k) or E % ep:
-        raise ValueError(f"moe_hot_expert={f!r} must be from 1 (balanced) to E/k={E / k:g}, and "
-                         f"ep={ep} must divide num_experts={E}")
+        raise ValueError(f"moe_hot_expert={shown(f)} must be from 1 (balanced) to "
+                         f"E/k={E / k:g}, and ep={ep} must divide num_experts={E}")
     local = E // ep
     share = (Fraction(E) - Fraction(f)) / (E - 1) if E > 1 else Fraction(0)
     return float((Fraction(f) + (local - 1) * share) / local)

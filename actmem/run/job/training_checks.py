@@ -20,7 +20,7 @@ from ..moments.framework import GRADIENT_BUFFERS, LOSSES, gradient_fusion
 from .model import ModelConfig
 from ..moments.offload import check_offload
 from ..moments.precision import AUTOCAST_DEVICES, PRECISIONS, check_precision_features
-from ...validate import choice, flag, instance, integer, one_of_ints, positive_int
+from ...validate import choice, flag, instance, integer, one_of_ints, positive_int, shown
 
 
 class CheckedRun(NamedTuple):
@@ -247,14 +247,16 @@ def _check_hot_expert(job) -> None:
     """``moe_hot_expert``: 1 for a dense model; from 1 to E/k for an MoE one
     (:func:`actmem.layer.moe_copies.hot_rank_load`), and 1 with a capacity factor."""
     from ...layer.moe_copies import hot_rank_load
-    model, f = job.model, job.moe_hot_expert
+    from ...layer.moe_options import real
+    model, f = job.model, real(job.moe_hot_expert)
+    object.__setattr__(job, "moe_hot_expert", f)   # a NumPy float as Python's
     if model.num_experts is None:
         if isinstance(f, bool) or f != 1:
-            raise ValueError(f"moe_hot_expert={f!r} needs an MoE model (num_experts): it is the "
-                             "busiest expert's share of the routed copies")
+            raise ValueError(f"moe_hot_expert={shown(f)} needs an MoE model (num_experts): it "
+                             "is the busiest expert's share of the routed copies")
         return
     hot_rank_load(f, model.num_experts, model.moe_router_topk, job.ep)
     if f != 1 and model.moe_expert_capacity_factor is not None:
-        raise ValueError(f"moe_hot_expert={f!r} with moe_expert_capacity_factor="
+        raise ValueError(f"moe_hot_expert={shown(f)} with moe_expert_capacity_factor="
                          f"{model.moe_expert_capacity_factor}: the capacity caps every expert's "
                          "copies; the imbalance what-if is for dropless routing")

@@ -253,7 +253,7 @@ def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
     GPU's, or None for an AMD GPU (ROCm)."""
     compute_capability = capability("compute_capability", compute_capability)
     flag("transformer_engine", transformer_engine)
-    flag("grouped_gemm", grouped_gemm)
+    flag("moe_grouped_gemm", grouped_gemm)
     one = torch_cublas_workspace(compute_capability, cublas_workspace_config)
     parts = {"PyTorch cuBLAS workspace (forward thread)": one,
              "PyTorch cuBLAS workspace (autograd thread)": one}
