@@ -17,8 +17,8 @@ are importable from ``actmem``; so are the modules by their short name
 import importlib
 
 from .language import LANGUAGES, get_language, set_language
-from .layer.config import (ACTIVATIONS, RECOMPUTE, LayerConfig, default_ffn_hidden_size,
-                           valid_tensor_parallel_sizes)
+from .layer.config import RECOMPUTE, LayerConfig
+from .layer.dimensions import ACTIVATIONS, default_ffn_hidden_size, valid_tensor_parallel_sizes
 from .layer.coefficients import coefficient_units, coefficients, row_coefficient
 from .layer.context_parallel import CP_COMM_TYPES, valid_context_parallel_sizes
 from .layer.formula import TABLE2_FORMULAS, paper_formula

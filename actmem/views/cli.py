@@ -22,7 +22,8 @@ import warnings
 from . import job_cli, train_cli
 from .train_cli import count
 from ..language import LANGUAGES, get_language, set_language
-from ..layer.config import ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size
+from ..layer.config import RECOMPUTE
+from ..layer.dimensions import ACTIVATIONS, default_ffn_hidden_size
 from ..layer.memory import activation_memory
 from ..run.schedule.training import model_activation_memory
 from ..units import format_bytes, format_value

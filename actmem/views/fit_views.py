@@ -45,7 +45,8 @@ import html
 import ipywidgets as widgets
 
 from ..language import english, tr
-from ..layer.config import RECOMPUTE, valid_tensor_parallel_sizes
+from ..layer.config import RECOMPUTE
+from ..layer.dimensions import valid_tensor_parallel_sizes
 from .fit_figures import event_label, timeline_figure
 from .fit_levers import (B_MAX, RESERVE_DEFAULT, RESERVE_GIB, comm_arguments, comm_options,
                          cp_choices, fp8_options, gpu_choices, gpus_text, job_model,

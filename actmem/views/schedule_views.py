@@ -17,7 +17,7 @@ import ipywidgets as widgets
 
 from ..language import english, tr
 from ..memo import kept_by_repr
-from ..layer.config import valid_tensor_parallel_sizes
+from ..layer.dimensions import valid_tensor_parallel_sizes
 from ..layer.memory import ActivationMemory, activation_memory
 from .schedule_figures import TITLES, schedule_figure, schedule_title
 from ..run.schedule.schedule_orders import megatron_groups

@@ -25,8 +25,8 @@ from fractions import Fraction
 import ipywidgets as widgets
 
 from ..language import english, tr, translator
-from ..layer.config import (ACTIVATIONS, RECOMPUTE, default_ffn_hidden_size,
-                            valid_tensor_parallel_sizes)
+from ..layer.config import RECOMPUTE
+from ..layer.dimensions import ACTIVATIONS, default_ffn_hidden_size, valid_tensor_parallel_sizes
 from ..layer.ledger import GROUPS
 from ..layer.ledger_diff import RowChange, diff_ledgers
 from ..layer.memory import ActivationMemory, activation_memory
@@ -41,7 +41,7 @@ GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
 """Short column headings for the three groups."""
 
 ACTIVATION_NAMES = {"gelu": "GeLU", "swiglu": "SwiGLU"}
-"""The MLP menu's names for :data:`actmem.layer.config.ACTIVATIONS` (its
+"""The MLP menu's names for :data:`actmem.layer.dimensions.ACTIVATIONS` (its
 values stay the code's)."""
 
 TABLE_DIGITS = 4

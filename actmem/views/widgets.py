@@ -37,7 +37,8 @@ from .redraw import png
 from .strict_controls import strict
 from ..language import english, get_language, tr, translator
 from ..layer.coefficients import coefficient_units, coefficients
-from ..layer.config import SP_AT_T1, valid_tensor_parallel_sizes
+from ..layer.config import SP_AT_T1
+from ..layer.dimensions import valid_tensor_parallel_sizes
 from ..layer.memory import activation_memory
 from ..units import format_bytes, format_value
 from ..validate import flag, lists_keywords, positive_int, shown
