@@ -109,7 +109,8 @@ def test_megatron_lm_s_default_moe_launch_is_read_as_it_runs():
 
 
 @pytest.mark.parametrize("extra, env, message", [
-    (["--fp16"], {}, r"--fp16 True: refused: Refused when set: fp16"),
+    (["--main-grads-dtype", "bf16"], {}, r"--main-grads-dtype bf16: refused: Refused when "
+     r"set: bf16 main gradients"),
     (["--optimizer", "sgd"], {}, r"--optimizer sgd: refused: Refused unless 'adam'"),
     (["--recompute-granularity", "full", "--recompute-method", "block"], {},
      r"--recompute-method block: actmem models uniform"),

@@ -243,8 +243,8 @@ def test_gradient_accumulation_fusion_makes_no_weight_gradient_tensors():
 
 
 def test_precision_options_refuse_what_contradicts():
-    with pytest.raises(ValueError, match="precision.*'fp16'"):
-        training_memory(GPT, precision="fp16")
+    with pytest.raises(ValueError, match="precision.*'fp64'"):
+        training_memory(GPT, precision="fp64")
     with pytest.raises(ValueError, match="precision='fp32' does not model logits_bytes=2 .*fp32 logits"):
         training_memory(GPT, precision="fp32", logits_bytes=2, loss="torch")
     with pytest.raises(ValueError, match="loss_chunk_tokens=64 is for loss='fused'"):

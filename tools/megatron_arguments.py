@@ -1018,15 +1018,17 @@ CLASSES: dict[str, tuple] = {
     "--bf16": (M, "precision", "precision='bf16' (bf16 parameters and activations, fp32 "
                                "gradients and main weights); neither --bf16 nor --fp16 is "
                                "'fp32'."),
-    "--fp16": (R, "Refused when set: fp16 keeps 16-bit gradient buffers unless "
-                  "--accumulate-allreduce-grads-in-fp32, and loss-scaling state, while actmem's "
-                  "precision is bf16 or fp32; its default (off) is memory-neutral."),
-    "--accumulate-allreduce-grads-in-fp32": (M, "accounting", "Derived: fp32 gradient buffers, "
-                                                              "the 4 bytes of the 'megatron' "
-                                                              "accounting; --bf16 turns it on "
-                                                              "by itself."),
-    "--grad-reduce-in-bf16": when_set("bf16 gradient buffers (2 bytes), not the fp32 ones of "
-                                      "actmem's 'megatron' accounting"),
+    "--fp16": (M, "precision", "precision='fp16': activations as bf16's, a 16-bit gradient "
+                               "buffer and the optimizer step's fp32 copies of it "
+                               "(actmem.run.moments.precision); loss scaling keeps scalars."),
+    "--accumulate-allreduce-grads-in-fp32": (M, "accumulate_allreduce_grads_in_fp32",
+                                             "The gradient buffer's dtype: fp32 (4 bytes) or, "
+                                             "off under --fp16, 16 bits with fp32 copies at "
+                                             "the optimizer step; --bf16 turns it on by itself."),
+    "--grad-reduce-in-bf16": (M, "accumulate_allreduce_grads_in_fp32",
+                              "With --bf16 it turns accumulate_allreduce_grads_in_fp32 off: a "
+                              "bf16 gradient buffer (2 bytes) and the optimizer step's fp32 "
+                              "copies of it."),
     "--loss-scale": (N, "fp16 loss scaling: a scalar."),
     "--initial-loss-scale": (N, "fp16 loss scaling: a scalar."),
     "--min-loss-scale": (N, "fp16 loss scaling: a scalar."),
@@ -1036,9 +1038,9 @@ CLASSES: dict[str, tuple] = {
         "where the unfused attention's softmax runs in PyTorch it saves an fp32 map"),
     "--apply-query-key-layer-scaling": refused_with_a_map(
         "it turns on attention_softmax_in_fp32, so a softmax run in PyTorch keeps an fp32 map"),
-    "--fp16-lm-cross-entropy": when_set("it needs --fp16 (refused) and keeps 16-bit logits in "
-                                        "the loss", "its default keeps fp32 logits, as "
-                                                    "actmem (logits_bytes=4)"),
+    "--fp16-lm-cross-entropy": (N, "GPTModel stores it (gpt_model.py: "
+                                   "self.fp16_lm_cross_entropy) and nothing on the GPT path "
+                                   "reads it: the loss keeps fp32 logits either way."),
     "--output-logit-dtype": when_set("the output GEMM writes logits in this dtype, so the loss's "
                                      "fp32 copy is made or not made as actmem does not assume",
                                      "its default (the input's dtype) is modelled"),

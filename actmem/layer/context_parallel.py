@@ -246,7 +246,7 @@ def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int =
     Raises:
         TypeError, ValueError: as :class:`actmem.LayerConfig` (``cp`` and
             ``cp_comm_type`` at every cp, 1 included); cp > 1 with
-            ``precision`` other than ``"bf16"`` (TE's FlashAttention and
+            ``precision`` other than ``"bf16"`` or ``"fp16"`` (TE's FlashAttention and
             fused attention, the only ones with context parallelism, take
             16-bit inputs; the fp32 and autocast paths are modelled without
             them); a2a or a2a+p2p with cp > 1 for an MoE model (left).
@@ -259,10 +259,10 @@ def rank_model(model, t: int, sequence_parallel: bool, recompute: str, cp: int =
     model.layer(t, sequence_parallel, recompute, moe=False, **options)  # the attention's checks
     if cp == 1:
         return model
-    if precision != "bf16":
+    if precision not in ("bf16", "fp16"):
         raise ValueError(f"cp={cp} with precision={precision!r}: context parallelism runs in "
                          "Transformer Engine's FlashAttention or fused attention, on 16-bit "
-                         "inputs; use precision='bf16'")
+                         "inputs; use precision='bf16' or 'fp16'")
     if cp_comm_type in ("a2a", "a2a+p2p") and model.num_experts is not None:
         raise ValueError(f"cp_comm_type={cp_comm_type!r} with cp={cp} is modelled in "
                          f"training_memory for dense models (this one has num_experts="

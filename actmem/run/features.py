@@ -27,7 +27,8 @@ from ..layer.context_parallel import with_a2a_output
 from .moments.cp_timeline import with_exchange
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .moments.offload import cpu_offload, offloaded_timeline
-from .moments.precision import full_precision_states, layer_rows
+from .model_states.states import expert_data_parallel, sixteen_bit_gradients
+from .moments.precision import SIXTEEN_BITS, full_precision_states, layer_rows, sixteen_bit_buffer
 from .schedule.split_backward import layer_weight_rows
 
 
@@ -86,10 +87,26 @@ class FullPrecision(Feature):
 
     def states(self, setup, states):
         j = setup.job
-        if j.precision == "bf16":
+        if j.precision in SIXTEEN_BITS:
             return states
         return replace(states, **full_precision_states(
             states.parameters, j.d * j.cp, j.zero_stage, j.distributed_optimizer))
+
+
+class GradientDtype(Feature):
+    """Megatron-LM's 16-bit gradient buffer (``--fp16``, ``--grad-reduce-in-bf16``;
+    :func:`actmem.run.model_states.states.sixteen_bit_gradients`): 2 bytes
+    per parameter, and the optimizer step's fp32 copies."""
+
+    def states(self, setup, states):
+        j = setup.job
+        if j.accounting != "megatron" or not sixteen_bit_buffer(
+                j.precision, j.accumulate_allreduce_grads_in_fp32):
+            return states
+        n = j.num_distributed_optimizer_instances
+        e_d = (expert_data_parallel(setup.model, j.t, j.d, j.ep, j.etp, j.cp)
+               if states.expert_parameters else j.d * j.cp)
+        return sixteen_bit_gradients(states, j.d * j.cp // n, e_d // n, j.distributed_optimizer)
 
 
 class LoRA(Feature):
@@ -144,5 +161,6 @@ class Offload(Feature):
                        host_memory=offload.host)
 
 
-FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), LoRA(), FSDP2(), Offload())
+FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), GradientDtype(), LoRA(),
+            FSDP2(), Offload())
 """The features, in the order they apply."""

@@ -134,10 +134,16 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split: uneven pipeline stages, as
             :func:`actmem.split_layers` (default: ``L/(p*v)`` per chunk).
-        precision: ``"bf16"`` (Megatron-LM's ``--bf16``), ``"fp32"`` or
+        precision: ``"bf16"`` (Megatron-LM's ``--bf16``), ``"fp16"``
+            (``--fp16``: bf16's activations, a 16-bit gradient buffer whose
+            fp32 copies the optimizer step makes), ``"fp32"`` or
             ``"autocast"`` (fp32 parameters under ``torch.autocast``, bf16):
             :mod:`actmem.run.moments.precision`; fp32 and autocast need
-            ``logits_bytes=4``. fused_projections: under autocast, Q/K/V
+            ``logits_bytes=4``. accumulate_allreduce_grads_in_fp32:
+            Megatron-LM's, with accounting "megatron": None is its rule (an
+            fp32 gradient buffer under bf16, 16 bits under fp16); False
+            under bf16 is ``--grad-reduce-in-bf16``
+            (:func:`actmem.run.model_states.states.sixteen_bit_gradients`). fused_projections: under autocast, Q/K/V
             (and SwiGLU's gate/up) are one linear, which casts its input once.
             autocast_device: whose autocast op lists apply, ``"cuda"`` or
             ``"cpu"`` (where softmax stays bf16).
@@ -211,7 +217,8 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
         scores_in_workspace=j.global_memory_buffer)
     for feature in FEATURES:
         timeline = feature.timeline(setup, timeline, passes)
-    stage = StageMemory(i, states.weights, states.gradients, states.optimizer,
+    stage = StageMemory(i, states.weights, states.gradients + states.step_gradients,
+                        states.optimizer,
                         **plan.peak_parts(i, chunks, _pending(
                             moments, stacks or [(moments,) * n for n in setup.split[i]])),
                         recompute_working_set=max(w for _, w in parts),

@@ -22,7 +22,9 @@ class StageMemory:
     """Bytes one GPU of pipeline stage ``stage`` holds at its peak, by part
     (:data:`PARTS`). ``reserve_parts``: the default reserve's parts
     (:class:`actmem.run.reserve.ReserveParts`, whose total is ``reserve``),
-    or None when the reserve was given (or is 0 without a GPU preset)."""
+    or None when the reserve was given (or is 0 without a GPU preset).
+    ``gradients`` counts a 16-bit gradient buffer's fp32 copies, which the
+    optimizer step holds beside it (``ModelStates.step_gradients``)."""
 
     stage: int
     weights: int

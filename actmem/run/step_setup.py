@@ -28,7 +28,7 @@ from ..memo import kept_by_repr
 from .job.model import ModelConfig
 from .moments.moe_timeline import dense_twin, gathered_tokens_buffer, kind_moments
 from .moments.pass_parts import embedding_activations, output_activations
-from .moments.precision import precision_moments, precision_outputs
+from .moments.precision import SIXTEEN_BITS, precision_moments, precision_outputs
 from .schedule.schedules import PipelineSchedule, simulate_schedule
 from .schedule.stage_split import split_layers
 from .moments.timeline import LayerMoments
@@ -148,7 +148,7 @@ def _outside_layers(job: Job, model: ModelConfig, options: dict):
                                                 job.logits_bytes, options), job.precision)
     shape = model.layer(job.t, moe=False)  # s, b, h
     tokens, vocab = shape.s * shape.b, model.padded_vocab(shape.t) // shape.t  # plain ints
-    weight = (2 + 2 * (job.precision != "bf16")) * vocab * shape.h   # the output weight's
+    weight = (2 + 2 * (job.precision not in SIXTEEN_BITS)) * vocab * shape.h   # the output weight's
     chunk, gradients = None, 0  # what only loss="fused" takes (loss_bytes)
     if job.loss == "fused":
         chunk = (fused_loss_chunk(tokens, vocab, shape.h) if job.loss_chunk_tokens is None

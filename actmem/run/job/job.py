@@ -35,7 +35,8 @@ GROUPS = {
                  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "account_for_embedding_in_pipeline_split",
                  "account_for_loss_in_pipeline_split"),
-    "precision": ("precision", "fp8", "logits_bytes", "autocast_device", "fused_projections"),
+    "precision": ("precision", "accumulate_allreduce_grads_in_fp32", "fp8", "logits_bytes",
+                  "autocast_device", "fused_projections"),
     "recomputation": ("recompute", "recompute_num_layers", "recompute_modules",
                       "cpu_offloading_num_layers"),
     "states": ("accounting", "zero_stage", "distributed_optimizer",
@@ -91,6 +92,7 @@ class Job:
     account_for_loss_in_pipeline_split: bool = False
     # precision
     precision: str = "bf16"
+    accumulate_allreduce_grads_in_fp32: bool | None = None
     fp8: str | None = None
     logits_bytes: int = 4
     autocast_device: str = "cuda"

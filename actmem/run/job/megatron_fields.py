@@ -172,7 +172,8 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         decoder_last_pipeline_num_layers=a["decoder_last_pipeline_num_layers"],
         account_for_embedding_in_pipeline_split=a["account_for_embedding_in_pipeline_split"],
         account_for_loss_in_pipeline_split=a["account_for_loss_in_pipeline_split"],
-        precision="bf16" if a["bf16"] else "fp32", fp8=a["fp8"],
+        precision="bf16" if a["bf16"] else "fp16" if a["fp16"] else "fp32",
+        accumulate_allreduce_grads_in_fp32=_grads_in_fp32(a), fp8=a["fp8"],
         **_recomputation(a), cpu_offloading_num_layers=a["cpu_offloading_num_layers"],
         distributed_optimizer=a["use_distributed_optimizer"],
         num_distributed_optimizer_instances=a["num_distributed_optimizer_instances"],
@@ -237,6 +238,18 @@ def _virtual_stages(a: dict, L: int, p: int) -> int:
                              f"it must divide --num-layers {L}")
         return L // (p * per_stage)
     return stages or 1
+
+
+def _grads_in_fp32(a: dict) -> bool | None:
+    """Megatron-LM's ``accumulate_allreduce_grads_in_fp32`` where it differs
+    from what ``arguments.py`` derives by itself (None: on for ``--bf16``,
+    off for ``--fp16``): off under ``--bf16 --grad-reduce-in-bf16``, on under
+    ``--fp16 --accumulate-allreduce-grads-in-fp32``."""
+    if a["bf16"] and a["grad_reduce_in_bf16"]:
+        return False
+    if a["fp16"] and a["accumulate_allreduce_grads_in_fp32"]:
+        return True
+    return None
 
 
 def _recomputation(a: dict) -> dict:

@@ -19,7 +19,8 @@ from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, LOSSES, gradient_fusion
 from .model import ModelConfig
 from ..moments.offload import check_offload
-from ..moments.precision import AUTOCAST_DEVICES, PRECISIONS, check_precision_features
+from ..moments.precision import (AUTOCAST_DEVICES, PRECISIONS, SIXTEEN_BITS,
+                                 check_precision_features)
 from ...validate import choice, flag, instance, integer, one_of_ints, positive_int, shown
 
 
@@ -201,6 +202,7 @@ def check_job(job) -> None:
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
+    _check_gradient_dtype(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
@@ -241,6 +243,22 @@ _FSDP2_CHECKED = (
     "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
     "distributed_optimizer", "gradient_buffer", "precision", "fp8",
     "cpu_offloading_num_layers", "recompute_modules")
+
+
+def _check_gradient_dtype(job) -> None:
+    """``accumulate_allreduce_grads_in_fp32``: None (Megatron-LM's rule), or a
+    bool where it chooses Megatron-LM's gradient buffer: precision bf16 or
+    fp16 with accounting "megatron" and no FSDP2."""
+    value = job.accumulate_allreduce_grads_in_fp32
+    if value is None:
+        return
+    flag("accumulate_allreduce_grads_in_fp32", value)
+    if job.precision not in SIXTEEN_BITS or job.accounting != "megatron" or job.use_torch_fsdp2:
+        raise ValueError(
+            f"accumulate_allreduce_grads_in_fp32={value!r} chooses the dtype of Megatron-LM's "
+            "gradient buffer: it needs precision 'bf16' or 'fp16', accounting='megatron' and "
+            f"use_torch_fsdp2=False (got precision={job.precision!r}, accounting="
+            f"{job.accounting!r}, use_torch_fsdp2={job.use_torch_fsdp2!r}); leave it None")
 
 
 def _check_hot_expert(job) -> None:

@@ -63,6 +63,9 @@ class ModelStates:
             (sharded over the expert data-parallel group).
         frozen_parameters: how many of ``parameters`` are frozen (LoRA:
             the whole base model; weights only, :mod:`actmem.run.model_states.lora_states`).
+        step_gradients: bytes the optimizer step makes beside the states:
+            the fp32 copies of a 16-bit gradient buffer
+            (:func:`sixteen_bit_gradients`), 0 otherwise.
     """
 
     parameters: int
@@ -72,6 +75,7 @@ class ModelStates:
     stage: int = 0
     expert_parameters: int = 0
     frozen_parameters: int = 0
+    step_gradients: int = 0
 
     def __post_init__(self):
         """Raises TypeError, ValueError: a field that is not an integer >= 0,
@@ -204,6 +208,37 @@ def _instances(n, distributed_optimizer: bool, dense_ranks: int, expert_ranks: i
         raise ValueError(f"num_distributed_optimizer_instances={n} must divide d*cp={dense_ranks}"
                          f" and the expert data-parallel size {expert_ranks} (parallel_state.py)")
     return n
+
+
+def sixteen_bit_gradients(states: ModelStates, ranks: int, expert_ranks: int,
+                          distributed_optimizer: bool) -> ModelStates:
+    """``states`` (accounting ``"megatron"``) with Megatron-LM's 16-bit
+    gradient buffer: ``--fp16`` without ``--accumulate-allreduce-grads-in-fp32``,
+    or ``--grad-reduce-in-bf16``.
+
+    The buffer takes the parameters' dtype, 2 bytes per trainable parameter
+    (``megatron/core/distributed/param_and_grad_buffer.py``: ``param.dtype``
+    unless ``grad_reduce_in_fp32``), not 4. The optimizer's fp32 main
+    parameters need fp32 gradients, so its step copies them:
+    ``Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads``
+    (``main_param.grad = model_param.main_grad.float()``, 4 bytes per
+    parameter) or, with the distributed optimizer, the rank's shard
+    (``distrib_optimizer.py``: ``shard_model_grad.float()``, 4 bytes over
+    ``ranks``, ``expert_ranks`` for the routed experts). Of an fp32 buffer
+    ``.float()`` is the tensor itself, so the 4-byte buffer makes no copy.
+    The copies stay until the next step's ``zero_grad`` (``set_to_none``),
+    after the step: :attr:`ModelStates.step_gradients`.
+
+    Args:
+        states: the states with an fp32 buffer (4 bytes per trainable
+            parameter, never sharded in Megatron-LM's accounting).
+        ranks, expert_ranks: the ranks the distributed optimizer shards the
+            dense and the expert parameters over.
+    """
+    trainable, experts = states.gradients // 4, states.expert_parameters
+    copies = (_share(4 * (trainable - experts), ranks, distributed_optimizer)
+              + _share(4 * experts, expert_ranks, distributed_optimizer))
+    return replace(states, gradients=2 * trainable, step_gradients=copies)
 
 
 def _share(nbytes: int, ranks: int, cut: bool) -> int:

@@ -7,6 +7,15 @@ with ``precision`` (:data:`PRECISIONS`):
 
 * ``"bf16"``: the paper's and Megatron-LM's (``--bf16``): bf16 parameters and
   activations; ``accounting`` decides the model states.
+* ``"fp16"``: Megatron-LM's ``--fp16``: every activation as in bf16 (2
+  bytes; the fused softmax and the loss's ``.float()`` read and write the
+  same bytes, ``megatron/core/fusions/fused_softmax.py``,
+  ``tensor_parallel/cross_entropy.py``); what differs is the gradient
+  buffer, which Megatron-LM keeps in the parameters' dtype, 2 bytes,
+  unless ``--accumulate-allreduce-grads-in-fp32`` (``arguments.py`` turns
+  that on for ``--bf16`` only; ``param_and_grad_buffer.py`` takes
+  ``param.dtype`` otherwise), and the optimizer step's fp32 copies of those
+  gradients (:func:`actmem.run.model_states.states.sixteen_bit_gradients`).
 * ``"fp32"``: Megatron-LM without ``--fp16``/``--bf16`` (``params_dtype`` is
   ``torch.float``), or plain PyTorch in float32: every 16-bit ledger row takes
   4 bytes per element (dropout masks stay 1 byte, FlashAttention's
@@ -51,8 +60,11 @@ from ..job.record_fields import check_fields
 from .timeline_events import LayerMoments
 from ...validate import choice, shown
 
-PRECISIONS = ("bf16", "fp32", "autocast")
+PRECISIONS = ("bf16", "fp16", "fp32", "autocast")
 """Ways to train (module docstring)."""
+SIXTEEN_BITS = ("bf16", "fp16")
+"""Megatron-LM's mixed precisions: 16-bit parameters and activations, the
+same bytes in every ledger row."""
 PLAIN_PYTORCH = {
     "num_experts": (None, "MoE layers' rows and token dispatch are modelled in bf16"),
     "kv_channels": (None, "heads are h/a wide"),
@@ -81,7 +93,7 @@ AUTOCAST_FP32_ROWS = {"cuda": ("attn_norm_input", "mlp_norm_input", "softmax_out
 
 
 def check_precision_features(precision: str, **features) -> None:
-    """The one rule for the precisions other than ``"bf16"``: fp32 and
+    """The one rule for the precisions other than ``"bf16"`` and ``"fp16"``: fp32 and
     autocast are modelled for the paper's dense layer in plain PyTorch
     (module docstring), so each feature of :data:`PLAIN_PYTORCH` (given
     as a keyword, already checked alone) must have its plain value there.
@@ -90,7 +102,7 @@ def check_precision_features(precision: str, **features) -> None:
         ValueError: ``precision='fp32' does not model {feature}={value}
             ({why}): use {feature}={plain value}, or precision='bf16'``.
     """
-    if precision == "bf16":
+    if precision in SIXTEEN_BITS:
         return
     for name, value in features.items():
         plain, why = PLAIN_PYTORCH[name]
@@ -98,6 +110,17 @@ def check_precision_features(precision: str, **features) -> None:
             raise ValueError(f"precision={precision!r} does not model {name}={shown(value)} "
                              f"({why}; fp32 and autocast are modelled for the paper's dense "
                              f"layer): use {name}={plain!r}, or precision='bf16'")
+
+
+def sixteen_bit_buffer(precision: str, accumulate_allreduce_grads_in_fp32: bool | None) -> bool:
+    """Whether Megatron-LM's gradient buffer holds 16 bits: ``arguments.py``
+    turns ``accumulate_allreduce_grads_in_fp32`` on for ``--bf16`` (off with
+    ``--grad-reduce-in-bf16``) and leaves it as given for ``--fp16`` (off by
+    default); None is that rule. fp32 and autocast keep fp32 gradients."""
+    default = precision == "bf16"
+    in_fp32 = default if accumulate_allreduce_grads_in_fp32 is None \
+        else accumulate_allreduce_grads_in_fp32
+    return precision in SIXTEEN_BITS and not in_fp32
 
 
 def full_precision_states(parameters: int, d: int, zero_stage: int,
@@ -116,7 +139,7 @@ def full_precision_states(parameters: int, d: int, zero_stage: int,
 def row_bytes(row, precision: str, copies: dict[str, int], device: str = "cuda") -> int:
     """Bytes of ledger ``row`` on one GPU under ``precision``; ``copies``:
     ledger key -> how many linears cast it (autocast on ``device``)."""
-    if precision == "bf16" or row.bytes_per_element != 2:
+    if precision in SIXTEEN_BITS or row.bytes_per_element != 2:
         return row.bytes
     if precision == "fp32" or row.key in AUTOCAST_FP32_ROWS[device]:
         return 2 * row.bytes
@@ -186,12 +209,13 @@ def _modules_rebuilt(model, t, sequence_parallel, recompute, precision, layer_op
     ``recompute_modules`` with another precision."""
     options = layer_options or {}
     if recompute != "selective" or options.get("recompute_modules") is None \
-            or precision != "bf16":
+            or precision not in SIXTEEN_BITS:
         return None
     return working_set(model.layer(t, sequence_parallel, recompute, **options))
 
 
-MLP_GRADIENT_BYTES = {"bf16": (2, 2, 2, 2), "fp32": (4, 4, 4, 4), "autocast": (4, 4, 2, 2)}
+MLP_GRADIENT_BYTES = {"bf16": (2, 2, 2, 2), "fp16": (2, 2, 2, 2), "fp32": (4, 4, 4, 4),
+                      "autocast": (4, 4, 2, 2)}
 """Bytes per element of the layer output's gradient, the dropout's, the MLP's
 second linear's input gradient and its weight gradient: under autocast the
 first two follow the fp32 residual stream, the linear's are bf16 (its
@@ -280,6 +304,6 @@ def precision_outputs(parts: dict[str, int], precision: str) -> dict[str, int]:
     the final norm's input is the fp32 residual stream in fp32 and under
     autocast; the output layer's input is fp32 in fp32 and a bf16 cast under
     autocast."""
-    scale = {"bf16": (1, 1), "fp32": (2, 2), "autocast": (2, 1)}[precision]
+    scale = {"bf16": (1, 1), "fp16": (1, 1), "fp32": (2, 2), "autocast": (2, 1)}[precision]
     return {**parts, "final norm input": scale[0] * parts["final norm input"],
             "output layer input": scale[1] * parts["output layer input"]}
