@@ -1227,10 +1227,14 @@ CLASSES: dict[str, tuple] = {
         "alive", "its default (clone) is what actmem models"),
     "--mrope-section": only("--position-embedding-type mrope"),
     # ---- loss
-    "--cross-entropy-loss-fusion": when_set("the fused cross-entropy keeps other tensors than "
-                                            "the vocab-parallel loss actmem models (its 'fused' "
-                                            "loss is a chunked one, not this)"),
-    "--cross-entropy-fusion-impl": only("--cross-entropy-loss-fusion"),
+    "--cross-entropy-loss-fusion": (M, "cross_entropy_loss_fusion",
+                                    "The vocab-parallel loss compiled by torch.compile: its "
+                                    "backward holds an fp32 clone of the softmax "
+                                    "(actmem.loss_bytes)."),
+    "--cross-entropy-fusion-impl": (M, "cross_entropy_loss_fusion",
+                                    "Which fused loss: 'native' is modelled; Megatron-LM itself "
+                                    "refuses 'te' with the fusion (arguments.py: disabled for "
+                                    "stability).", {"values": ["native"]}),
     "--calculate-per-token-loss": (N, "Normalises the loss by the count of non-padded tokens "
                                       "(a sum and a count), not the logits or gradients."),
     "--use-mup": when_set("MuP multiplies the embedding output and the logits by constants, "
@@ -1520,9 +1524,13 @@ CLASSES: dict[str, tuple] = {
                                           "Given: weight gradients are tensors passed to "
                                           "AccumulateGrad, not added into the fp32 buffer in the "
                                           "GEMM (gradient_accumulation_fusion=False)."),
-    "--defer-embedding-wgrad-compute": when_set("the embedding's weight-gradient GEMMs wait for "
-                                                "the pipeline flush, keeping their inputs"),
-    "--wgrad-deferral-limit": only("--defer-embedding-wgrad-compute"),
+    "--defer-embedding-wgrad-compute": (M, "defer_embedding_wgrad_compute",
+                                        "The output layer's weight gradients wait for the "
+                                        "pipeline flush, keeping their input and the logits' "
+                                        "gradient (actmem.run.moments.deferred_wgrad)."),
+    "--wgrad-deferral-limit": (M, "wgrad_deferral_limit",
+                               "How many micro-batches defer (0: all); read with "
+                               "--defer-embedding-wgrad-compute only."),
     # ---- distributed setup that keeps no tensor of the step
     "--distributed-backend": (N, "NCCL or Gloo: the process groups' library, not the tensors."),
     "--distributed-timeout-minutes": (N, "A timeout."),

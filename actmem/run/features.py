@@ -26,9 +26,11 @@ from dataclasses import replace
 from ..layer.context_parallel import with_a2a_output
 from .moments.cp_timeline import with_exchange
 from .model_states.fsdp import fsdp2, fsdp_timeline
+from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
 from .moments.offload import cpu_offload, offloaded_timeline
 from .model_states.states import expert_data_parallel, sixteen_bit_gradients
-from .moments.precision import SIXTEEN_BITS, full_precision_states, layer_rows, sixteen_bit_buffer
+from .moments.precision import (SIXTEEN_BITS, activation_bytes, full_precision_states, layer_rows,
+                                sixteen_bit_buffer)
 from .schedule.split_backward import layer_weight_rows
 
 
@@ -141,6 +143,25 @@ class FSDP2(Feature):
                              setup.job.recompute_num_layers, setup.job.recompute == "full")
 
 
+class DeferredEmbeddingWgrad(Feature):
+    """Megatron-LM's ``--defer-embedding-wgrad-compute``
+    (:mod:`actmem.run.moments.deferred_wgrad`): on the last stage the deferred
+    micro-batches' output layer inputs and logits' gradients wait for the
+    flush."""
+
+    def timeline(self, setup, timeline, passes):
+        j = setup.job
+        last = [c for c, one in enumerate(passes) if one.last]
+        if not j.defer_embedding_wgrad_compute or not last:
+            return timeline
+        shape = setup.model.layer(j.t, moe=False)
+        logits = shape.s * shape.b * (setup.model.padded_vocab(j.t) // j.t)
+        gathered = 2 * shape.s * shape.b * shape.h if j.sequence_parallel else 0
+        deferred = deferred_wgrad(j.wgrad_deferral_limit, j.m, setup.last["output layer input"],
+                                  logits, activation_bytes(j.precision), gathered)
+        return deferred_timeline(timeline, deferred, last[0])
+
+
 class Offload(Feature):
     """Activation offloading (:mod:`actmem.run.moments.offload`): n layers'
     offloadable rows on the host while a pass is held."""
@@ -162,5 +183,5 @@ class Offload(Feature):
 
 
 FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), GradientDtype(), LoRA(),
-            FSDP2(), Offload())
+            FSDP2(), DeferredEmbeddingWgrad(), Offload())
 """The features, in the order they apply."""

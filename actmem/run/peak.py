@@ -112,6 +112,10 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             is 80 x 10^9 bytes, less than an "80GB" GPU has).
         loss: ``"vocab_parallel"`` (Megatron-LM), ``"torch"``
             (``F.cross_entropy``) or ``"fused"`` (keeps no logits).
+            cross_entropy_loss_fusion: Megatron-LM's
+            ``--cross-entropy-loss-fusion``, the vocab-parallel loss compiled,
+            whose backward holds one fp32 logits tensor more
+            (:func:`actmem.loss_bytes`); bf16 only.
         gradient_buffer: ``"persistent"`` (Megatron-LM) or ``"backward"``
             (plain PyTorch, ``set_to_none=True``).
         create_attention_mask_in_dataloader: the data loader's ``b*s*s``
@@ -125,6 +129,12 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             it (:func:`actmem.run.moments.framework.megatron_global_buffer`).
         cublas_workspace_config: PyTorch's ``CUBLAS_WORKSPACE_CONFIG``
             (default: PyTorch's for the GPU; Hopper's without a GPU preset).
+        defer_embedding_wgrad_compute, wgrad_deferral_limit: Megatron-LM's
+            flags: on the last stage the output layer's weight gradient of
+            the first ``wgrad_deferral_limit`` micro-batches (0: all) waits
+            for the pipeline flush, keeping its input and the logits'
+            gradient (:mod:`actmem.run.moments.deferred_wgrad`); needs p > 1,
+            gradient accumulation fusion, '1f1b' or 'interleaved'.
         moe_grouped_gemm: the experts run Transformer Engine's grouped GEMM
             (``--moe-grouped-gemm``), which keeps four more cuBLASLt
             workspaces (:func:`actmem.run.moments.framework.workspace_bytes`);

@@ -28,7 +28,7 @@ from ..memo import kept_by_repr
 from .job.model import ModelConfig
 from .moments.moe_timeline import dense_twin, gathered_tokens_buffer, kind_moments
 from .moments.pass_parts import embedding_activations, output_activations
-from .moments.precision import SIXTEEN_BITS, precision_moments, precision_outputs
+from .moments.precision import SIXTEEN_BITS, activation_bytes, precision_moments, precision_outputs
 from .schedule.schedules import PipelineSchedule, simulate_schedule
 from .schedule.stage_split import split_layers
 from .moments.timeline import LayerMoments
@@ -106,7 +106,7 @@ def step_setup(job: Job) -> StepSetup:
     if j.global_memory_buffer:
         heads = 0 if model.flash_attention else model.a // j.t
         local = megatron_global_buffer(model.s, model.b, model.h, heads,
-                                       j.sequence_parallel, _activation_bytes(j))
+                                       j.sequence_parallel, activation_bytes(j.precision))
     workspace += max(local, gathered_tokens_buffer(model, j.t, j.ep, j.etp))  # one buffer
     options = layer_options(j)
     fusion = gradient_fusion(j.gradient_accumulation_fusion, j.gradient_buffer)
@@ -154,16 +154,10 @@ def _outside_layers(job: Job, model: ModelConfig, options: dict):
         chunk = (fused_loss_chunk(tokens, vocab, shape.h) if job.loss_chunk_tokens is None
                  else job.loss_chunk_tokens)
         gradients = last["output layer input"] + weight
-    losses = loss_bytes(job.loss, tokens * vocab, tokens, _activation_bytes(job),
-                        job.logits_bytes, chunk, gradients)
+    losses = loss_bytes(job.loss, tokens * vocab, tokens, activation_bytes(job.precision),
+                        job.logits_bytes, chunk, gradients, job.cross_entropy_loss_fusion)
     last["logits"] = losses["saved"]
     return first, last, losses, weight
-
-
-def _activation_bytes(job: Job) -> int:
-    """Bytes per element of the activations: 4 in fp32, else 2 (bf16, and
-    autocast's bf16 computation)."""
-    return 4 if job.precision == "fp32" else 2
 
 
 def _layer_moments(job: Job, model: ModelConfig, plan: PipelineSchedule, fusion: bool,

@@ -42,10 +42,10 @@ GROUPS = {
     "states": ("accounting", "zero_stage", "distributed_optimizer",
                "num_distributed_optimizer_instances", "use_torch_fsdp2",
                "reshard_after_forward"),
-    "framework": ("loss", "loss_chunk_tokens", "gradient_buffer",
+    "framework": ("loss", "loss_chunk_tokens", "cross_entropy_loss_fusion", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
                   "transformer_engine", "global_memory_buffer", "cublas_workspace_config",
-                  "moe_grouped_gemm"),
+                  "moe_grouped_gemm", "defer_embedding_wgrad_compute", "wgrad_deferral_limit"),
     "gpu": ("gpu_memory", "reserve", "expandable_segments"),
 }
 """The options of a :class:`Job` by group, in the order its repr shows them."""
@@ -112,6 +112,7 @@ class Job:
     # framework choices (actmem.run.moments.framework)
     loss: str = "vocab_parallel"
     loss_chunk_tokens: int | None = None
+    cross_entropy_loss_fusion: bool = False
     gradient_buffer: str = "persistent"
     gradient_accumulation_fusion: bool | None = None
     create_attention_mask_in_dataloader: bool = True
@@ -119,6 +120,8 @@ class Job:
     global_memory_buffer: bool = False
     cublas_workspace_config: str | None = None
     moe_grouped_gemm: bool = False
+    defer_embedding_wgrad_compute: bool = False
+    wgrad_deferral_limit: int = 0
     # the GPU
     gpu_memory: int | str | None = None
     reserve: int | float | str = "default"

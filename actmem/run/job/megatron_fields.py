@@ -180,6 +180,10 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         use_torch_fsdp2=a["use_torch_fsdp2"],
         reshard_after_forward=a["torch_fsdp2_reshard_after_forward"],
         gradient_accumulation_fusion=a["gradient_accumulation_fusion"],
+        cross_entropy_loss_fusion=a["cross_entropy_loss_fusion"],
+        defer_embedding_wgrad_compute=a["defer_embedding_wgrad_compute"],
+        wgrad_deferral_limit=a["wgrad_deferral_limit"] if a["defer_embedding_wgrad_compute"]
+        else 0,   # read by the deferral only
         create_attention_mask_in_dataloader=a["create_attention_mask_in_dataloader"],
         transformer_engine=a["transformer_impl"] == "transformer_engine",
         global_memory_buffer=a["transformer_impl"] == "local",

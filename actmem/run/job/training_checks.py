@@ -21,7 +21,8 @@ from .model import ModelConfig
 from ..moments.offload import check_offload
 from ..moments.precision import (AUTOCAST_DEVICES, PRECISIONS, SIXTEEN_BITS,
                                  check_precision_features)
-from ...validate import choice, flag, instance, integer, one_of_ints, positive_int, shown
+from ...validate import (choice, flag, instance, integer, non_negative_int, one_of_ints,
+                         positive_int, shown)
 
 
 class CheckedRun(NamedTuple):
@@ -203,6 +204,13 @@ def check_job(job) -> None:
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
     _check_gradient_dtype(job)
+    _check_deferral(job)
+    if flag("cross_entropy_loss_fusion", job.cross_entropy_loss_fusion) and \
+            job.precision != "bf16":
+        raise ValueError(f"cross_entropy_loss_fusion=True with precision={job.precision!r}: "
+                         "Megatron-LM's compiled loss returns a bfloat16 gradient "
+                         "(fused_cross_entropy.py: calculate_gradients); it is modelled under "
+                         "precision='bf16'")
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
@@ -243,6 +251,26 @@ _FSDP2_CHECKED = (
     "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
     "distributed_optimizer", "gradient_buffer", "precision", "fp8",
     "cpu_offloading_num_layers", "recompute_modules")
+
+
+def _check_deferral(job) -> None:
+    """``defer_embedding_wgrad_compute`` with Megatron-LM's rules
+    (``model_parallel_config.py``: pipeline parallelism, gradient
+    accumulation fusion) on its schedules; ``wgrad_deferral_limit`` >= 0,
+    and 0 without the deferral."""
+    from ..moments.framework import gradient_fusion
+    limit = non_negative_int("wgrad_deferral_limit", job.wgrad_deferral_limit)
+    if not flag("defer_embedding_wgrad_compute", job.defer_embedding_wgrad_compute):
+        if limit:
+            raise ValueError(f"wgrad_deferral_limit={limit} limits "
+                             "defer_embedding_wgrad_compute, which is False; leave it 0")
+        return
+    fusion = gradient_fusion(job.gradient_accumulation_fusion, job.gradient_buffer)
+    if job.p == 1 or not fusion or job.schedule not in ("1f1b", "interleaved"):
+        raise ValueError(
+            "defer_embedding_wgrad_compute=True needs p > 1, gradient accumulation fusion "
+            "and Megatron-LM's schedule, '1f1b' or 'interleaved' (model_parallel_config.py; "
+            f"got p={job.p}, gradient fusion {fusion}, schedule={job.schedule!r})")
 
 
 def _check_gradient_dtype(job) -> None:

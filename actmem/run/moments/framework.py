@@ -14,6 +14,20 @@ The defaults reproduce Megatron-LM, the paper's framework.
     alive; subtraction, ``exp`` and division then work in place, and the fp32
     softmax is saved for backward, whose gradient is written into it in place
     and cast back to the logits' dtype for the output layer.
+    ``cross_entropy_loss_fusion`` (Megatron-LM's ``--cross-entropy-loss-fusion``,
+    ``megatron/core/fusions/fused_cross_entropy.py``) runs the same steps as
+    functions compiled by ``torch.compile`` (``megatron/core/jit.py``:
+    jit_fuser): the forward keeps the same bytes, but in backward the
+    compiled ``calculate_gradients`` does not update the saved softmax in
+    place: its ``grad_2d[arange, target] -= update`` on a view of that
+    input is lowered as ``index_put`` of a clone (inductor reinplaces an
+    ``index_put`` only when a later ``copy_`` writes that op's own result
+    back, and here the ``mul_`` result is written back), a second fp32
+    logits tensor beside the softmax and the bf16 gradient it returns
+    (``.to(torch.bfloat16)``). Found in inductor's generated code for its C++
+    and its Triton scheduler alike (the same buffers), and measured on CPU:
+    6, 4 and 10 bytes per logit at the three moments, against 6, 4, 6
+    unfused.
   - ``"torch"``: PyTorch's eager ``F.cross_entropy`` (``log_softmax`` then
     ``nll_loss``) in the logits' dtype: the log-probabilities are saved; in
     backward ``nll_loss_backward`` writes their gradient and
@@ -75,7 +89,8 @@ MiB = 2**20
 @lists_keywords
 def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
                loss_dtype: int = 4, chunk: int | None = None,
-               output_gradients: int = 0) -> dict[str, int]:
+               output_gradients: int = 0,
+               cross_entropy_loss_fusion: bool = False) -> dict[str, int]:
     """Bytes the loss holds at its three moments, for ``logits`` elements on
     this GPU (``s*b*V/t``, V padded) and ``tokens`` tokens (``s*b``).
 
@@ -98,6 +113,9 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             output_gradients: ``"fused"`` only:
             bytes of the output layer's input and weight gradients, which
             the fused loss's backward makes.
+        cross_entropy_loss_fusion: ``"vocab_parallel"`` with 16-bit logits
+            only: Megatron-LM's compiled cross-entropy, whose backward
+            holds an fp32 clone of the softmax (module docstring).
 
     Returns:
         ``{"forward": ..., "saved": ..., "backward": ...}``: the most alive
@@ -111,7 +129,9 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
             ``tokens`` < 1, ``chunk`` < 1, ``output_gradients`` < 0, a
             ``chunk`` or non-zero ``output_gradients`` with a loss other
             than ``"fused"`` (which would ignore them), or
-            ``"vocab_parallel"`` with ``loss_dtype=2``.
+            ``"vocab_parallel"`` with ``loss_dtype=2``, or
+            ``cross_entropy_loss_fusion`` without ``"vocab_parallel"`` and
+            16-bit logits (its backward returns bf16).
     """
     choice("loss", loss, LOSSES)
     logits, tokens = positive_int("logits", logits), positive_int("tokens", tokens)
@@ -119,6 +139,11 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
     loss_dtype = one_of_ints("loss_dtype", loss_dtype, (2, 4))
     chunk = optional(positive_int, "chunk", chunk)
     output_gradients = non_negative_int("output_gradients", output_gradients)
+    if flag("cross_entropy_loss_fusion", cross_entropy_loss_fusion) and (
+            loss != "vocab_parallel" or logits_dtype != 2):
+        raise ValueError(f"cross_entropy_loss_fusion=True is Megatron-LM's compiled "
+                         f"vocab-parallel loss over 16-bit logits (got loss={loss!r}, "
+                         f"logits_dtype={logits_dtype}); leave it False")
     for name, value in (("chunk", chunk), ("output_gradients", output_gradients or None)):
         if value is not None and loss != "fused":
             raise ValueError(f"{name}={value!r} is for loss='fused' only (got loss={loss!r}, "
@@ -136,9 +161,10 @@ def loss_bytes(loss: str, logits: int, tokens: int, logits_dtype: int = 2,
                          "Megatron-LM's cross-entropy always calls .float(); for 16-bit "
                          "logits use loss='torch'")
     cast = loss_dtype if loss_dtype != logits_dtype else 0   # .float() of fp32 is itself
-    if loss == "vocab_parallel":
+    if loss == "vocab_parallel":   # compiled: an fp32 clone in backward
         return {"forward": (logits_dtype + cast) * logits, "saved": 4 * logits,
-                "backward": (4 + logits_dtype * bool(cast)) * logits}
+                "backward": (4 + logits_dtype * bool(cast) + 4 * cross_entropy_loss_fusion)
+                * logits}
     # torch: the logits, their cast copy and the log-probs in forward; the
     # saved log-probs, their gradient and the logits' gradient in backward
     return {"forward": (logits_dtype + cast + loss_dtype) * logits,

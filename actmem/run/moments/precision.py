@@ -112,6 +112,12 @@ def check_precision_features(precision: str, **features) -> None:
                              f"layer): use {name}={plain!r}, or precision='bf16'")
 
 
+def activation_bytes(precision: str) -> int:
+    """Bytes per element of the activations: 4 in fp32, else 2 (bf16, fp16,
+    and autocast's bf16 computation)."""
+    return 4 if precision == "fp32" else 2
+
+
 def sixteen_bit_buffer(precision: str, accumulate_allreduce_grads_in_fp32: bool | None) -> bool:
     """Whether Megatron-LM's gradient buffer holds 16 bits: ``arguments.py``
     turns ``accumulate_allreduce_grads_in_fp32`` on for ``--bf16`` (off with
