@@ -90,3 +90,12 @@ def test_megatron_lms_flags_reach_the_job():
                                   world_size=4).wgrad_deferral_limit == 0   # read with it only
     with pytest.raises(ValueError, match="--cross-entropy-fusion-impl te: actmem models native"):
         Job.from_megatron_args(BASE + ["--cross-entropy-fusion-impl", "te"], world_size=4)
+
+
+def test_the_compiled_loss_is_refused_in_a_container_it_is_not_modelled_for():
+    argv = BASE + ["--cross-entropy-loss-fusion"]
+    with pytest.raises(ValueError, match=r"--cross-entropy-loss-fusion True: refused in NGC's "
+                                         r"PyTorch container 25.09"):
+        Job.from_megatron_args(argv, world_size=4, env={"NVIDIA_PYTORCH_VERSION": "25.09"})
+    job = Job.from_megatron_args(argv, world_size=4, env={"NVIDIA_PYTORCH_VERSION": "25.11"})
+    assert job.cross_entropy_loss_fusion

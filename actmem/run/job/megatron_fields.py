@@ -157,6 +157,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         raise ValueError(f"--global-batch-size {batch} must be a multiple of --micro-batch-size "
                          f"{b} times d={d}: m = global / (micro * d)")
     v = _virtual_stages(a, model.L, p)
+    _check_compiled_loss(a, env)
     return dict(
         t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] if model.num_experts else None,  # unused if dense
@@ -215,6 +216,21 @@ def _cublas_workspace_config(a: dict, env: dict, gpu) -> str | None:
             and _container(env) < (26, 3):
         return ":4096:2:16:8"
     return None
+
+
+def _check_compiled_loss(a: dict, env: dict) -> None:
+    """Refuse ``--cross-entropy-loss-fusion`` in an NGC container before 25.11:
+    there Megatron-LM's CI (its A100 golden values, written in 25.09) measured
+    the compiled loss holding 8 bytes per logit more than the unfused loss,
+    twice the fp32 clone that PyTorch 2.9.0, 2.10 and 2.13's inductor make
+    (:func:`actmem.loss_bytes`; the same buffers in their generated code),
+    and the cause was not found on CPU."""
+    if a["cross_entropy_loss_fusion"] and _container(env) < (25, 11):
+        raise ValueError(f"--cross-entropy-loss-fusion True: refused in NGC's PyTorch container "
+                         f"{env['NVIDIA_PYTORCH_VERSION']} (NVIDIA_PYTORCH_VERSION): Megatron-LM's "
+                         "CI measured its compiled loss there holding an fp32 logits tensor "
+                         "more than PyTorch 2.9-2.13 make, for a cause not found; modelled "
+                         "from 25.11 on")
 
 
 def _container(env: dict) -> tuple[int, int]:
