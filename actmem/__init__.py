@@ -27,7 +27,8 @@ from .layer.lora import LORA_TARGETS, lora_parameters
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.recompute_modules import MODULES as RECOMPUTE_MODULES
 from .layer.memory import TABLE2, ActivationMemory, activation_memory, table2
-from .run.moments.framework import GRADIENT_BUFFERS, LOSSES, loss_bytes, workspace_bytes
+from .run.moments.framework import GRADIENT_BUFFERS, workspace_bytes
+from .run.moments.loss import LOSSES, loss_bytes
 from .run.job.gpus import GPU, GPUS, gpu_capacity
 from .run.model_states.lora_states import adapter_parameters
 from .run.job.model import NORMS, POSITIONS, ModelConfig

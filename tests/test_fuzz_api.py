@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import actmem
-from actmem.run.moments.framework import loss_bytes, workspace_bytes
+from actmem.run.moments.framework import workspace_bytes
+from actmem.run.moments.loss import loss_bytes
 
 _spec = importlib.util.spec_from_file_location(
     "fuzz_campaign", Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_campaign.py")

@@ -8,7 +8,7 @@ import pytest
 
 import actmem
 from actmem import MOE_PRESETS, PRESETS, loss_bytes, split_layers, training_memory
-from actmem.run.moments.framework import fused_loss_chunk
+from actmem.run.moments.loss import fused_loss_chunk
 from actmem.views.fit_views import MODELS, FitPlanner, tensor_choices
 from actmem.views.schedule_views import ScheduleExplorer
 from actmem.views.widgets import _dropdown, _option_values

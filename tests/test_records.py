@@ -15,7 +15,8 @@ from actmem import MOE_PRESETS, PRESETS, model_states, simulate_schedule, traini
 from actmem.run.job.gpus import GPU, GPUS
 from actmem.run.moments.offload import Offload
 from actmem.run.schedule.ops import Op, Timed
-from actmem.run.moments.precision import PLAIN_PYTORCH, AutocastCopies
+from actmem.run.moments.autocast import AutocastCopies
+from actmem.run.moments.precision import PLAIN_PYTORCH
 from actmem.run.job.record_fields import BY_ANNOTATION
 from actmem.run.moments.timeline_events import Event, LayerMoments, Pass
 

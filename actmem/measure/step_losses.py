@@ -16,7 +16,7 @@ that allocates it (:mod:`actmem.run.moments.framework` models the same bytes):
   in eager PyTorch over chunks of tokens, each chunk's logits materialised
   as Liger-Kernel's ``fused_linear_cross_entropy_forward``
   (``src/liger_kernel/ops/fused_linear_cross_entropy.py``) materialises
-  them; the chunk size is :func:`actmem.run.moments.framework.fused_loss_chunk`.
+  them; the chunk size is :func:`actmem.run.moments.loss.fused_loss_chunk`.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, field
 from importlib.resources import files
 
-from ..run.moments.framework import fused_loss_chunk
+from ..run.moments.loss import fused_loss_chunk
 from ..run.job.model import ModelConfig
 
 STORED = "data/step_measured.json"
@@ -60,7 +60,7 @@ class StepConfig:
         precision: ``"bf16"`` (bf16 parameters, fp32 main copies),
             ``"fp32"`` or ``"autocast"`` (fp32 parameters, plain Adam).
         loss_chunk_tokens: tokens per chunk of the fused loss (None:
-            :func:`actmem.run.moments.framework.fused_loss_chunk`).
+            :func:`actmem.run.moments.loss.fused_loss_chunk`).
     """
 
     title: str

@@ -25,7 +25,8 @@ from .job.gpus import find_gpu
 from .job.job import Job, as_job
 from .job.model import ModelConfig
 from .moments.moe_timeline import stack_parts, stage_moe_layers, stage_stacks
-from .moments.precision import autocast_copies, moment_parts
+from .moments.autocast import autocast_copies
+from .moments.precision import moment_parts
 from .reserve import default_reserve
 from .stage_memory import PARTS, StageMemory, TrainingMemory
 from .model_states.states import model_states
@@ -158,7 +159,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             autocast_device: whose autocast op lists apply, ``"cuda"`` or
             ``"cpu"`` (where softmax stays bf16).
         loss_chunk_tokens: tokens per chunk of ``loss="fused"`` (default
-            :func:`actmem.run.moments.framework.fused_loss_chunk`, Liger-Kernel's);
+            :func:`actmem.run.moments.loss.fused_loss_chunk`, Liger-Kernel's);
             more than the micro-batch's tokens on a GPU (``s*b/cp``) is one
             chunk of those tokens, as :func:`actmem.loss_bytes` says.
         gradient_accumulation_fusion: Megatron-LM's: weight gradients are

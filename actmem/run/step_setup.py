@@ -7,7 +7,7 @@ states, the moments and the timeline, then the peak (:mod:`actmem.run.peak`).
 This module is the part before the stages: the rank's model (``s/cp`` under
 context parallelism), the GPU and its workspaces, what a pass keeps besides
 its layers (the embedding's, the output layer's and the loss's rows,
-:mod:`actmem.run.moments.pass_parts`, :func:`actmem.run.moments.framework.loss_bytes`), and
+:mod:`actmem.run.moments.pass_parts`, :func:`actmem.run.moments.loss.loss_bytes`), and
 each kind of layer's moments (:class:`actmem.run.moments.timeline.LayerMoments`) with
 what the job's features change in them (:mod:`actmem.run.features`).
 """
@@ -20,8 +20,8 @@ from ..layer.context_parallel import rank_model
 from ..layer.fp8 import fp8_format
 from ..layer.moe_copies import hot_rank_load
 from ..layer.recompute_modules import named_modules
-from .moments.framework import (fused_loss_chunk, gradient_fusion, loss_bytes,
-                                megatron_global_buffer, workspace_bytes)
+from .moments.framework import gradient_fusion, megatron_global_buffer, workspace_bytes
+from .moments.loss import fused_loss_chunk, loss_bytes
 from .job.gpus import find_gpu, gpu_capacity
 from .job.job import Job
 from ..memo import kept_by_repr
@@ -52,7 +52,7 @@ class StepSetup:
             (:meth:`actmem.ModelConfig.layer`).
         first, last: what the first and the last chunk of the model keep
             per pass besides the layers, by row.
-        losses: :func:`actmem.run.moments.framework.loss_bytes` of the job.
+        losses: :func:`actmem.run.moments.loss.loss_bytes` of the job.
         tied: the output layer's weight gradient.
         kinds: each kind of layer's moments of an MoE model (0 dense, 1
             MoE), or None; moments: the moments of the layers (an MoE
@@ -141,7 +141,7 @@ def _outside_layers(job: Job, model: ModelConfig, options: dict):
     """(what the first chunk keeps per pass, what the last keeps, the
     loss's bytes, the output weight's gradient): the embedding's rows, the
     final norm's and the output layer's inputs and the logits as the loss
-    keeps them (:func:`actmem.run.moments.framework.loss_bytes`)."""
+    keeps them (:func:`actmem.run.moments.loss.loss_bytes`)."""
     base = dense_twin(model)  # s, b, h, the vocabulary: the same for every kind of layer
     first = embedding_activations(base, job.t, job.sequence_parallel, options)
     last = precision_outputs(output_activations(base, job.t, job.sequence_parallel,

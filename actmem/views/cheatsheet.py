@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from ..language import translator
 from ..layer.memory import activation_memory, table2
-from ..run.moments.framework import loss_bytes
+from ..run.moments.loss import loss_bytes
 from ..run.job.gpus import GPUS
 from ..run.job.parameters import parameter_count
 from ..run.peak import training_memory

@@ -356,11 +356,10 @@ def terms_vs_t_figure(s: int = 2048, b: int = 1, h: int = 4096, a: int = 32,
     tops = _stacked_terms(ax, results, fontsize=9)
     floor = ax.axhline(to_mib(results[0].fixed), color="black", linestyle="--", linewidth=1,
                        label=tr("fixed floor: the same at every t"))
-    chosen = []
     if highlight in ts:  # above the floor line, under the labels and the legend
         i = ts.index(highlight)
-        chosen = ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
-                        linewidth=2.5, zorder=2.6, label=tr("outlined: the t chosen")).patches
+        ax.bar([i], [tops[i]], fill=False, edgecolor=OKABE_ITO["vermillion"],
+               linewidth=2.5, zorder=2.6, label=tr("outlined: the t chosen"))
     ax.set_xticks(range(len(ts)), [str(t) for t in ts])
     ax.tick_params(labelsize=9)
     ax.set_xlabel(tr("tensor-parallel size t (GPUs)"))

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from ..language import english, tr, translator
+from ..language import tr, translator
 from .figures import OKABE_ITO
 from .printed import event_label  # noqa: F401  (notebooks 09 and 12 import it from here)
 from .redraw import changing_only, figure_axes

@@ -52,7 +52,8 @@ from .fit_levers import (B_MAX, RESERVE_DEFAULT, RESERVE_GIB, comm_arguments, co
                          cp_choices, fp8_options, gpu_choices, gpus_text, job_model,
                          menu_cache, module_options, offload_choices, reserve_argument,
                          reserve_options, sequence_choices)
-from ..run.moments.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.moments.framework import GRADIENT_BUFFERS
+from ..run.moments.loss import LOSSES
 from ..run.job.gpus import GPUS as GPU_PRESETS
 from ..run.peak import PARTS, TrainingMemory, training_memory
 from ..run.job.presets import MOE_PRESETS, PRESETS

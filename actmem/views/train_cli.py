@@ -22,7 +22,8 @@ from ..layer.context_parallel import CP_COMM_TYPES
 from ..layer.fp8 import FP8_FORMATS
 from ..layer.lora import LORA_TARGETS
 from ..layer.recompute_modules import MODULES
-from ..run.moments.framework import GRADIENT_BUFFERS, LOSSES
+from ..run.moments.framework import GRADIENT_BUFFERS
+from ..run.moments.loss import LOSSES
 from ..run.job.gpus import GPUS, find_gpu
 from ..run.peak import PARTS, StageMemory, TrainingMemory, training_memory
 from ..run.moments.timeline import CATEGORIES

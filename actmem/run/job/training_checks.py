@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 from ...layer.fp8 import fp8_format
 from ...layer.recompute_modules import check_for_model, named_modules
-from ..moments.framework import GRADIENT_BUFFERS, LOSSES, gradient_fusion
+from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
+from ..moments.loss import LOSSES
 from .model import ModelConfig
 from ..moments.offload import check_offload
 from ..moments.precision import (AUTOCAST_DEVICES, PRECISIONS, SIXTEEN_BITS,
@@ -258,7 +259,6 @@ def _check_deferral(job) -> None:
     (``model_parallel_config.py``: pipeline parallelism, gradient
     accumulation fusion) on its schedules; ``wgrad_deferral_limit`` >= 0,
     and 0 without the deferral."""
-    from ..moments.framework import gradient_fusion
     limit = non_negative_int("wgrad_deferral_limit", job.wgrad_deferral_limit)
     if not flag("defer_embedding_wgrad_compute", job.defer_embedding_wgrad_compute):
         if limit:

@@ -43,20 +43,19 @@ with ``precision`` (:data:`PRECISIONS`):
 
   ``cached_cast`` (``aten/src/ATen/autocast_mode.cpp``) keeps the bf16 copy of
   each fp32 leaf parameter it casts until the autocast region ends
-  (:func:`autocast_copies`); a linear layer also saves its weight's copy for
-  backward, so weight copies live until that layer's backward, biases (which
-  no backward reads) until the region ends.
+  (:mod:`actmem.run.moments.autocast`); a linear layer also saves its
+  weight's copy for backward, so weight copies live until that layer's
+  backward, biases (which no backward reads) until the region ends.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from ...layer.memory import activation_memory
 from ...memo import kept_by_repr, warns_at_t1
 from ...layer.recompute_modules import working_set
 from ..job.model import ModelConfig
-from ..job.record_fields import check_fields
 from .timeline_events import LayerMoments
 from ...validate import choice, shown
 
@@ -247,48 +246,6 @@ def mlp_gradients(model: ModelConfig, t: int, sequence_parallel: bool, precision
     out, drop, inner, weight = MLP_GRADIENT_BYTES[precision]
     return ((out + drop * c.dropout) * sbh + inner * c.s * c.b * c.f // c.t
             + weight * weight_gradients * c.f * c.h // c.t)
-
-
-@dataclass(frozen=True)
-class AutocastCopies:
-    """bf16 copies ``cached_cast`` makes of fp32 parameters under autocast,
-    bytes on one GPU (all 0 for other precisions).
-
-    Attributes:
-        weights: one layer's linear weights (saved until its backward).
-        biases: one layer's column-parallel biases (cached until the
-            autocast region ends; a row-parallel bias is added after the
-            reduction, in fp32, and not cast).
-        qkv_weights, qkv_biases: the Q, K, V projection's share of each,
-            cast before the scores.
-        output: the output layer's weight (the tied embedding's or its own).
-    """
-
-    weights: int = 0
-    biases: int = 0
-    qkv_weights: int = 0
-    qkv_biases: int = 0
-    output: int = 0
-
-    def __post_init__(self):
-        """Raises TypeError, ValueError: bytes that are not integers >= 0."""
-        check_fields(self)
-
-
-def autocast_copies(model: ModelConfig, t: int, precision: str) -> AutocastCopies:
-    """The bf16 parameter copies of one autocast forward (:class:`AutocastCopies`),
-    2 bytes per parameter cast; none unless ``precision="autocast"``."""
-    if precision != "autocast":
-        return AutocastCopies()
-    c = model.layer(t)
-    kv, bias = c.g * c.h // c.a, int(model.bias)
-    f_in = 2 * c.f if c.activation == "swiglu" else c.f
-    qkv_w, qkv_b = 2 * c.h * (c.h + 2 * kv) // c.t, 2 * bias * (c.h + 2 * kv) // c.t
-    return AutocastCopies(weights=qkv_w + 2 * (c.h * c.h + c.h * f_in + c.f * c.h) // c.t,
-                          biases=qkv_b + 2 * bias * f_in // c.t,
-                          qkv_weights=qkv_w, qkv_biases=qkv_b,
-                          output=2 * model.padded_vocab(c.t) // c.t * c.h)
-
 
 
 def moment_parts(moments: LayerMoments, layers: int) -> tuple[int, int]:

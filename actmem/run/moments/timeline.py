@@ -79,10 +79,10 @@ def stage_timeline(plan: PipelineSchedule, i: int, *, states: dict[str, int],
             gradient buffer exists before the step. workspace: persistent
             workspace bytes. passes: one :class:`Pass` per model chunk.
         layers: layers of each model chunk. layer: :class:`LayerMoments`.
-        loss: :func:`actmem.framework.loss_bytes` of this run.
+        loss: :func:`actmem.loss_bytes` of this run.
         mask: bytes of one micro-batch's attention mask (0 if none).
         copies: autocast's bf16 parameter copies
-            (:class:`actmem.run.moments.precision.AutocastCopies`), or None.
+            (:class:`actmem.run.moments.autocast.AutocastCopies`), or None.
         tied_gradient: bytes of the output layer's weight gradient that
             waits for the embedding's when the two share one weight on this
             GPU (PyTorch's autograd engine, ``torch/csrc/autograd/engine.cpp``
