@@ -71,6 +71,7 @@ ZH = {
     "input of the second LayerNorm": "第二个 LayerNorm 的输入",
     "input of the MLP's first linear": "MLP 第一个线性层的输入",
     "GeLU input (first linear's output)": "GeLU 的输入（第一个线性层的输出）",
+    "ReLU output (squared ReLU's input to pow)": "ReLU 的输出（平方 ReLU 中 pow 的输入）",
     "input of the MLP's second linear": "MLP 第二个线性层的输入",
     "dropout mask after the MLP block": "MLP 模块之后的 dropout 掩码",
     "softmax log-sum-exp (fp32)": "softmax 的 log-sum-exp（fp32）",
@@ -107,6 +108,8 @@ ZH = {
     "weight gradient of the output projection: dW = X^T dY": "输出投影的权重梯度：dW = X^T dY",
     "weight gradient of the MLP's first linear: dW = X^T dY": "MLP 第一个线性层的权重梯度：dW = X^T dY",
     "GeLU backward: dX = dY * GeLU'(X) needs X": "GeLU 反向：dX = dY * GeLU'(X) 需要 X",
+    "squared ReLU backward: pow's dR = dY * 2R and relu's mask (R > 0) need R = relu(X)":
+        "平方 ReLU 反向：pow 的 dR = dY * 2R 与 relu 的掩码（R > 0）需要 R = relu(X)",
     "weight gradient of the MLP's second linear: dW = X^T dY":
         "MLP 第二个线性层的权重梯度：dW = X^T dY",
     "FlashAttention backward: rebuilds P = exp(S - lse) tile by tile from Q and K":
@@ -338,6 +341,7 @@ ZH = {
     "1T (Korthikanti et al.)": "1T（Korthikanti 等人）",
     "gelu": "GeLU",
     "swiglu": "SwiGLU",
+    "squared ReLU": "平方 ReLU",
     "most loaded: stage {stage}, peak {size} at '{event}'":
         "负载最重：第 {stage} 级，峰值 {size}，出现在“{event}”",
     " + reserve {size}": " + 预留 {size}",

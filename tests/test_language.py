@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HAN = re.compile(r"[\u3400-\u9fff]")
 KEPT_IN_CHINESE = {
     # names and terms the Chinese labels keep as they are (glossary.py)
-    "GPU", "GPUs", "MiB", "GiB", "KiB", "GPipe", "FlashAttention", "SwiGLU", "GeLU", "MLP",
+    "GPU", "GPUs", "MiB", "GiB", "KiB", "GPipe", "FlashAttention", "SwiGLU", "GeLU", "ReLU", "MLP",
     "LayerNorm", "Megatron", "LLaMA", "GPT", "GQA", "ZeRO", "QKV", "softmax", "dropout",
     "arXiv", "Korthikanti", "actmem", "recompute_num_layers", "rank", "sum", "exp", "lse",
     "log", "Adam", "bas", "sbh", "sbf", "Transformer", "kernel", "PyTorch", "cross_entropy",
@@ -390,7 +390,7 @@ def _labels_from_data() -> set[str]:
               *actmem.table2(2048, 1, 12288, 96, 8), "paper's layer", "chosen",
               *(p.replace("_", " ") for p in actmem.PARTS), "total: {size}",
               *widgets.LEDGER_COLUMNS, *schedule_views.STAGE_COLUMNS,
-              *variant_views.DIFF_COLUMNS,
+              *variant_views.DIFF_COLUMNS, *variant_views.ACTIVATION_NAMES.values(),
               *("s", "b", "h", "a", "t", "MLP", "schedule", "model", "states", "gpu",
                 "kv_heads", "loss", "gradient_buffer")}
     for table in (figures.TERM_LABELS, figures.GROUP_LABELS, figures.PLACEMENT_LABELS,
@@ -402,7 +402,7 @@ def _labels_from_data() -> set[str]:
         name = group.replace("_", " ")  # the readouts name groups readably
         labels |= {f"{name}: {{size}}", f"{name} per GPU: {{size}}"}
     options = [{}, {"sequence_parallel": True}, {"flash_attention": True},
-               {"activation": "swiglu"}, {"recompute": "full"},
+               {"activation": "swiglu"}, {"activation": "squared_relu"}, {"recompute": "full"},
                {"flash_attention": True, "fp8": "e4m3"},   # notebook 12 prints FP8 rows by name
                {"flash_attention": True, "flash_output_copy": True}, {"unfused_rope": True}]
     for extra in options:

@@ -130,7 +130,7 @@ def test_llama_style_layer():
     (dict(t=8, ffn_hidden_size=11004), ValueError, r"^t=8 must divide a=32 and h=4096 and ffn_hidden_size=11004; valid t: 1, 2, 4$"),
     (dict(ffn_hidden_size=-1), ValueError, r"^ffn_hidden_size must be a positive integer"),
     (dict(recompute="partial"), ValueError, r"^recompute must be one of 'none', 'selective', 'full', got 'partial'$"),
-    (dict(activation="relu"), ValueError, r"^activation must be one of 'gelu', 'swiglu', got 'relu'$"),
+    (dict(activation="relu"), ValueError, r"^activation must be one of 'gelu', 'swiglu', 'squared_relu', got 'relu'$"),
     (dict(s=2047, t=2, sequence_parallel=True), ValueError, r"^t=2 must divide a=32 and h=4096 and s=2047; valid t: 1$"),
     (dict(sequence_parallel="yes"), TypeError, r"^sequence_parallel must be True or False, got 'yes'$"),
     (dict(flash_attention=1), TypeError, r"^flash_attention must be True or False"),

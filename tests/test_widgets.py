@@ -406,12 +406,13 @@ def test_readouts_name_the_attention_map_readably():
 
 
 def test_variant_explorer_names_activations_and_punctuates_chinese():
-    """The MLP menu shows GeLU/SwiGLU (values stay gelu/swiglu); the Chinese
+    """The MLP menu shows GeLU/SwiGLU/squared ReLU (values stay the code's); the Chinese
     readouts use full-width punctuation, the English value is unchanged."""
     from actmem.language import set_language
     english = VariantExplorer(recompute="full", figure=False)
     menu = english.controls["activation"]
-    assert list(zip(menu._options_labels, menu._options_values)) == [("GeLU", "gelu"), ("SwiGLU", "swiglu")]
+    assert list(zip(menu._options_labels, menu._options_values)) == [
+        ("GeLU", "gelu"), ("SwiGLU", "swiglu"), ("squared ReLU", "squared_relu")]
     set_language("zh")
     try:
         chinese = VariantExplorer(recompute="full", figure=False)

@@ -888,8 +888,8 @@ CLASSES: dict[str, tuple] = {
                                   "without it 'gelu'."),
     "--openai-gelu": when_set("OpenAI's tanh GeLU runs outside the fused bias-GeLU kernel, so "
                               "autograd keeps its intermediates"),
-    "--squared-relu": when_set("an activation actmem's layer does not have (gelu and swiglu "
-                               "only)"),
+    "--squared-relu": (M, "activation", "activation='squared_relu' (torch.pow(F.relu(x), 2), "
+                                        "unfused: it needs --no-bias-gelu-fusion)."),
     "--quick-geglu": when_set("a gated quick-GeLU activation actmem's layer does not have"),
     "--disable-bias-linear": (M, "bias", "No biases on the linear layers (bias=False)."),
     "--add-qkv-bias": when_set("biases on Q, K and V alone, which actmem's bias=True/False "
@@ -1407,7 +1407,9 @@ CLASSES: dict[str, tuple] = {
     "--gtp-remat-reduce-scatter-with-fp32-accumulation": only(_GTP),
     "--gtp-remat-nccl-ub": only(_GTP),
     "--gtp-expert-remat-nccl-ub": only(_GTP),
-    "--use-fused-weighted-squared-relu": only("--squared-relu"),
+    "--use-fused-weighted-squared-relu": when_set("the experts' fused weighted squared-ReLU "
+                                                  "kernel keeps other tensors than the unfused "
+                                                  "path actmem models"),
     # ---- CUDA graphs
     "--cuda-graph-impl": when_set("CUDA graphs keep static input/output buffers and a private "
                                   "memory pool", "its default (none) is memory-neutral"),

@@ -50,7 +50,8 @@ class LayerConfig:
         ffn_hidden_size: MLP inner width f; ``None`` means the default of
             :func:`default_ffn_hidden_size`: 4h for GeLU, Megatron-LM's
             ``int(4h * 2/3 / 64) * 64`` for SwiGLU (3392 for h=1280).
-        activation: ``"gelu"`` (paper) or ``"swiglu"`` (fused, as Megatron-LM).
+        activation: ``"gelu"`` (paper), ``"swiglu"`` (fused, as Megatron-LM)
+            or ``"squared_relu"`` (Megatron-LM's ``--squared-relu``).
         dropout: whether the layer applies dropout (paper: yes).
         num_experts: ``None`` (a dense MLP) or the routed experts of a
             mixture-of-experts MLP (Megatron-LM's ``--num-experts``); the

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from ..validate import choice, common_divisors, lists_keywords, positive_int
 
-ACTIVATIONS = ("gelu", "swiglu")
-"""MLP activation functions the ledger knows how to count."""
+ACTIVATIONS = ("gelu", "swiglu", "squared_relu")
+"""MLP activation functions the ledger knows how to count: GeLU (the paper),
+SwiGLU (gated) and squared ReLU (Megatron-LM's ``--squared-relu``,
+``megatron/core/activations.py``: ``torch.pow(F.relu(x), 2)``)."""
 
 
 @lists_keywords
 def default_ffn_hidden_size(h: int, activation: str = "gelu") -> int:
     """The MLP inner width f a layer gets when ``ffn_hidden_size`` is not given.
 
-    GeLU: 4h (the paper, sec. 4.1). SwiGLU: Megatron-LM's default,
+    GeLU and squared ReLU: 4h (the paper, sec. 4.1; Megatron-LM's
+    ``arguments.py`` for any ungated MLP). SwiGLU: Megatron-LM's default,
     ``int(4h * 2/3 / 64) * 64`` (``megatron/training/arguments.py``): two
     input projections of width 2/3 of 4h keep the parameter count of a
     4h GeLU MLP, rounded down to a multiple of 64. Computed exactly as
@@ -29,7 +32,7 @@ def default_ffn_hidden_size(h: int, activation: str = "gelu") -> int:
             gives 0 (pass ``ffn_hidden_size``).
     """
     h = positive_int("h", h)  # a plain int: 4 * np.int32 wraps around
-    if choice("activation", activation, ACTIVATIONS) == "gelu":
+    if choice("activation", activation, ACTIVATIONS) != "swiglu":
         return 4 * h
     f = 8 * h // 192 * 64
     if f == 0:
@@ -52,11 +55,12 @@ def split_dimensions(h: int, a: int, s: int | None = None, kv_heads: int | None 
         TypeError, ValueError: a size is not a positive integer, a does
             not divide h, or ``activation`` is unknown.
     """
+    choice("activation", activation, ACTIVATIONS)
     dims = {"a": positive_int("a", a), "h": positive_int("h", h)}
     if h % a:
         raise ValueError(f"h={h} must be divisible by a={a} "
                          "(each head gets h/a hidden units)")
-    if ffn_hidden_size is None and activation != "gelu":
+    if ffn_hidden_size is None and activation == "swiglu":
         ffn_hidden_size = default_ffn_hidden_size(h, activation)
     for name, value in (("kv_heads", kv_heads), ("ffn_hidden_size", ffn_hidden_size),
                         ("s", s)):

@@ -151,6 +151,8 @@ NEEDED_FOR = {
                       "the gradients of the input, scale and shift",
     "fc1_input": "weight gradient of the MLP's first linear: dW = X^T dY",
     "gelu_input": "GeLU backward: dX = dY * GeLU'(X) needs X",
+    "relu_output": "squared ReLU backward: pow's dR = dY * 2R and relu's mask (R > 0) need "
+                   "R = relu(X)",
     "swiglu_gate": "SwiGLU backward: d(up) = dY * silu(gate) and "
                    "d(gate) = dY * up * silu'(gate) need the gate",
     "swiglu_up": "SwiGLU backward: d(gate) = dY * up * silu'(gate) needs up",
@@ -204,9 +206,14 @@ def attention_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
 
 
 def mlp_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
-    """MLP block, paper section 4.1 ("MLP"), for GeLU or fused SwiGLU.
+    """MLP block, paper section 4.1 ("MLP"), for GeLU, fused SwiGLU or
+    squared ReLU.
 
     GeLU keeps its input and the second linear's input (2 x 2sbf bytes).
+    Squared ReLU (Megatron-LM's ``torch.pow(F.relu(x), 2)``, unfused:
+    ``--squared-relu`` needs ``--no-bias-gelu-fusion``) keeps the ReLU's
+    output, which ``relu``'s backward (from its result) and ``pow``'s (from
+    its input) both read, and the second linear's input: 2 x 2sbf bytes too.
     Fused SwiGLU (Megatron-LM's ``bias_swiglu``) keeps the gate and up
     projections' outputs and the second linear's input (3 x 2sbf bytes);
     an unfused eager implementation also keeps ``silu(gate)``, 2sbf bytes.
@@ -218,6 +225,12 @@ def mlp_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
         inner = (
             _row(c, "gelu_input", "GeLU input (first linear's output)", "MLP",
                  f_shape, sbf, 2, HIDDEN_SPLIT, "intermediate", src),
+        )
+    elif c.activation == "squared_relu":
+        inner = (
+            _row(c, "relu_output", "ReLU output (squared ReLU's input to pow)", "MLP",
+                 f_shape, sbf, 2, HIDDEN_SPLIT, "intermediate",
+                 "squared ReLU as Megatron-LM runs it (not in the paper)"),
         )
     else:
         src_glu = "SwiGLU as fused in Megatron-LM (not in the paper)"

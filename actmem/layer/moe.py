@@ -69,7 +69,8 @@ AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
 (``moe_utils.py``: compute_routing_scores_for_aux_loss), when its
 coefficient is > 0 (``router.py``: TopKRouter.is_aux_loss_enabled)."""
 
-DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
+DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "relu_output", "swiglu_gate", "swiglu_up",
+                  "fc2_input")
 """The dense MLP's rows an MoE layer replaces."""
 
 _MOE = "megatron/core/transformer/moe/"
@@ -194,7 +195,7 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     if fs:
         glu = 2 if c.activation == "swiglu" else 1
         rows += [
-            _row(c, "shared_fc1_output", f"shared experts' fc1 output ({_ACT_INPUT[glu]})",
+            _row(c, "shared_fc1_output", "shared experts' " + _ACT_INPUT[c.activation],
                  ("s", "b", f"{'2' * (glu > 1)}f_s"), glu * N * fs, 2, HIDDEN_SPLIT,
                  "intermediate"),
             _row(c, "shared_fc2_input", "input of the shared experts' second linear",
@@ -203,7 +204,10 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     return tuple(rows)
 
 
-_ACT_INPUT = {1: "GeLU input", 2: "SwiGLU gate and up"}
+_ACT_INPUT = {"gelu": "fc1 output (GeLU input)", "swiglu": "fc1 output (SwiGLU gate and up)",
+              "squared_relu": "ReLU output (squared ReLU's input to pow)"}
+"""The f-wide tensor an activation keeps, by activation: squared ReLU keeps
+``relu(fc1 output)``, which ``relu`` and ``pow`` both save, not fc1's output."""
 
 
 def probability_bytes(c: LayerConfig) -> int:
@@ -289,13 +293,17 @@ def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[
     GeLU (the unfused path Megatron-LM takes when the experts get
     probabilities): ``F.gelu`` keeps its input 2f_e, and
     ``gelu(x) * probs`` both its operands, the GeLU output 2f_e and the
-    probability. Then the input of fc2, 2f_e."""
+    probability. Then the input of fc2, 2f_e. Squared ReLU takes the same
+    unfused path (``--use-fused-weighted-squared-relu`` off): ``relu`` keeps
+    its output 2f_e (``pow`` reads the same tensor), and
+    ``pow(...) * probs`` the squared output and the probability."""
     f, x, glu = c.f_e, c.expert_t, c.activation == "swiglu"
-    rows = [_row(c, "expert_fc1_output", "experts' fc1 output ("
-                 + _ACT_INPUT[2 if glu else 1] + ")", (*copies, "2f_e" if glu else "f_e"),
+    rows = [_row(c, "expert_fc1_output", "experts' " + _ACT_INPUT[c.activation],
+                 (*copies, "2f_e" if glu else "f_e"),
                  (2 if glu else 1) * T * f, 2, EXPERT_ROUTED, "intermediate")]
     if not glu:
-        rows.append(_row(c, "expert_act_output", "experts' GeLU output (kept by the "
+        name = "GeLU" if c.activation == "gelu" else "squared ReLU"
+        rows.append(_row(c, "expert_act_output", f"experts' {name} output (kept by the "
                          "probability's multiplication)", (*copies, "f_e"), T * f, 2,
                          EXPERT_ROUTED, "intermediate"))
     return rows + [

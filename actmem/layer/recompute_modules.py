@@ -86,7 +86,7 @@ DEFAULT_MODULES = ("core_attn",)
 MOE_ONLY = ("moe_act", "moe", "shared_experts")
 """Names that only an MoE layer has."""
 
-DENSE_MLP_INNER = ("gelu_input", "swiglu_gate", "swiglu_up", "fc2_input")
+DENSE_MLP_INNER = ("gelu_input", "relu_output", "swiglu_gate", "swiglu_up", "fc2_input")
 """A dense MLP's rows inside its checkpoint (``fc1_input`` is its input)."""
 
 SHARED_EXPERT_ROWS = ("shared_fc1_output", "shared_fc2_input")

@@ -211,6 +211,8 @@ class ReferenceLayer(nn.Module):
         with block("mlp"):
             if self.config.activation == "gelu":
                 z = F.gelu(named("gelu_input", lin["fc1"](y)), approximate="tanh")
+            elif self.config.activation == "squared_relu":  # megatron/core/activations.py
+                z = torch.pow(named("relu_output", F.relu(lin["fc1"](y))), 2)
             else:
                 gate = named("swiglu_gate", lin["gate"](y))
                 z = F.silu(gate) * named("swiglu_up", lin["up"](y))
@@ -225,7 +227,7 @@ def _full_linears(c: LayerConfig, seed: int) -> dict[str, nn.Linear]:
     kv = c.h * c.g // c.a
     shapes = {"q": (c.h, c.h), "k": (c.h, kv), "v": (c.h, kv),
               "proj": (c.h, c.h), "fc2": (c.f, c.h)}
-    if c.activation == "gelu":
+    if c.activation != "swiglu":
         shapes["fc1"] = (c.h, c.f)
     else:
         shapes.update(gate=(c.h, c.f), up=(c.h, c.f))

@@ -151,7 +151,7 @@ def _bases(name: str, c: LayerConfig) -> list[tuple[str, slice]]:
     if name == "linear_qkv":
         return [("q", slice(0, h)), ("k", slice(h, h + kv)), ("v", slice(h + kv, h + 2 * kv))]
     if name == "linear_fc1":
-        if c.activation == "gelu":
+        if c.activation != "swiglu":
             return [("fc1", whole)]
         return [("gate", slice(0, f)), ("up", slice(f, 2 * f))]
     base = {"linear_q": "q", "linear_k": "k", "linear_v": "v", "linear_proj": "proj",

@@ -92,8 +92,7 @@ class ReferenceMoELayer(ReferenceLayer):
     def _shared_experts(self, y):
         if not self.shared:
             return None
-        y = named("shared_fc1_output", y @ self.shared[0])
-        z = SwiGLU.apply(y) if self.config.activation == "swiglu" else F.gelu(y)
+        z = _activation(self.config.activation, y @ self.shared[0], "shared_fc1_output")
         return named("shared_fc2_input", z) @ self.shared[1]
 
     def _moe(self, tokens):
@@ -228,13 +227,25 @@ class ReferenceMoELayer(ReferenceLayer):
         outs = []
         for e, (x, w) in enumerate(zip(torch.split(tokens, counts),
                                        torch.split(probs, counts)), start=self.first_expert):
-            y = named("expert_fc1_output", x @ self.fc1[e])
+            y = x @ self.fc1[e]
             if self.config.activation == "swiglu":
-                z = WeightedSwiGLU.apply(y, w.unsqueeze(-1))
+                z = WeightedSwiGLU.apply(named("expert_fc1_output", y), w.unsqueeze(-1))
             else:  # experts.py: the unfused activation with probabilities
-                z = (named("expert_act_output", F.gelu(y)) * w.unsqueeze(-1)).to(y.dtype)
+                act = _activation(self.config.activation, y, "expert_fc1_output")
+                z = (named("expert_act_output", act) * w.unsqueeze(-1)).to(y.dtype)
             outs.append(named("expert_fc2_input", z) @ self.fc2[e])
         return torch.cat(outs)
+
+
+def _activation(activation: str, y, name: str):
+    """The activation of fc1's output ``y``, the tensor it saves named
+    ``name``: SwiGLU's and GeLU's input, squared ReLU's ReLU output
+    (``megatron/core/activations.py``: ``torch.pow(F.relu(x), 2)``)."""
+    if activation == "swiglu":
+        return SwiGLU.apply(named(name, y))
+    if activation == "squared_relu":
+        return torch.pow(named(name, F.relu(y)), 2)
+    return F.gelu(named(name, y))
 
 
 def measure_moe(config: LayerConfig, mask: str = "bool") -> Measurement:

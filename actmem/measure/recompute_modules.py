@@ -153,6 +153,8 @@ class ModuleRecomputeLayer(ReferenceLayer):
         lin = self.linears
         if self.config.activation == "gelu":
             z = F.gelu(named("gelu_input", lin["fc1"](y)), approximate="tanh")
+        elif self.config.activation == "squared_relu":  # megatron/core/activations.py
+            z = torch.pow(named("relu_output", F.relu(lin["fc1"](y))), 2)
         else:
             gate = named("swiglu_gate", lin["gate"](y))
             z = F.silu(gate) * named("swiglu_up", lin["up"](y))

@@ -40,7 +40,7 @@ GROUP_NAMES = {"fixed": "fixed", "intermediate": "intermediate",
                "attention_map": "attention map"}
 """Short column headings for the three groups."""
 
-ACTIVATION_NAMES = {"gelu": "GeLU", "swiglu": "SwiGLU"}
+ACTIVATION_NAMES = {"gelu": "GeLU", "swiglu": "SwiGLU", "squared_relu": "squared ReLU"}
 """The MLP menu's names for :data:`actmem.layer.dimensions.ACTIVATIONS` (its
 values stay the code's)."""
 
@@ -327,7 +327,7 @@ class VariantExplorer(_Explorer):
             "flash_attention": check(value=v["flash_attention"],
                                      description=tr("FlashAttention")),
             "kv_heads": _dropdown("kv_heads", kv_head_choices(a, t), v["kv_heads"]),
-            "activation": widgets.ToggleButtons(options=[(ACTIVATION_NAMES[x], x)
+            "activation": widgets.ToggleButtons(options=[(tr(ACTIVATION_NAMES[x]), x)
                                                          for x in ACTIVATIONS],
                                                 value=v["activation"], description="MLP"),
             "ffn_hidden_size": _dropdown("f", ffn_choices(h, t, self._extra_f),

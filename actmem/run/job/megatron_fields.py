@@ -37,7 +37,7 @@ def model_fields(a: dict, env: dict, gpu=None) -> dict:
         a=_needed(a, "num_attention_heads"), L=_needed(a, "num_layers"),
         vocab_size=_vocabulary(a), ffn_hidden_size=a["ffn_hidden_size"],
         kv_heads=a["num_query_groups"] if a["group_query_attention"] else None,
-        kv_channels=a["kv_channels"], activation="swiglu" if a["swiglu"] else "gelu",
+        kv_channels=a["kv_channels"], activation=_activation(a),
         dropout=dropout.pop(), flash_attention=attention_keeps_no_map(a, env),
         flash_output_copy=flash_output_copy(a, env, gpu),
         norm={"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[a["normalization"]],
@@ -258,6 +258,20 @@ def _virtual_stages(a: dict, L: int, p: int) -> int:
                              f"it must divide --num-layers {L}")
         return L // (p * per_stage)
     return stages or 1
+
+
+def _activation(a: dict) -> str:
+    """``--swiglu``, ``--squared-relu`` or GeLU, Megatron-LM's default. Squared
+    ReLU runs unfused: with ``--bias-gelu-fusion`` (the default) Megatron-LM's
+    MLP raises "Only support fusion of gelu and swiglu"
+    (``megatron/core/transformer/mlp.py``), so the launch is refused."""
+    if not a["squared_relu"]:
+        return "swiglu" if a["swiglu"] else "gelu"
+    if a["bias_gelu_fusion"]:
+        raise ValueError("--squared-relu with --bias-gelu-fusion (Megatron-LM's default): "
+                         "refused: Megatron-LM's MLP raises 'Only support fusion of gelu and "
+                         "swiglu' (megatron/core/transformer/mlp.py); add --no-bias-gelu-fusion")
+    return "squared_relu"
 
 
 def _grads_in_fp32(a: dict) -> bool | None:
