@@ -18,12 +18,11 @@ from ...layer.fp8 import fp8_format
 from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
+from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
 from ..moments.offload import check_offload
-from ..moments.precision import (AUTOCAST_DEVICES, PRECISIONS, SIXTEEN_BITS,
-                                 check_precision_features)
-from ...validate import (choice, flag, instance, integer, non_negative_int, one_of_ints,
-                         positive_int, shown)
+from ..moments.precision import AUTOCAST_DEVICES, PRECISIONS, check_precision_features
+from ...validate import choice, flag, instance, integer, one_of_ints, positive_int, shown
 
 
 class CheckedRun(NamedTuple):
@@ -179,7 +178,9 @@ def check_fsdp2(model, *, use_torch_fsdp2, reshard_after_forward, t, p, v, ep, s
 def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
-    (:func:`check_training`), FSDP2's rules, the expert sizes, the
+    (:func:`check_training`), FSDP2's rules, the expert sizes, the hot
+    expert, the Megatron-LM options that join others
+    (:func:`actmem.run.job.megatron_option_checks.check_megatron_options`), the
     context-parallel layout, the GPU (what it runs,
     :func:`actmem.run.job.gpus.check_gpu_runs`) and its workspaces, the layer
     split, the schedule (its size first, then its rules, without building
@@ -204,14 +205,7 @@ def check_job(job) -> None:
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
-    _check_gradient_dtype(job)
-    _check_deferral(job)
-    if flag("cross_entropy_loss_fusion", job.cross_entropy_loss_fusion) and \
-            job.precision != "bf16":
-        raise ValueError(f"cross_entropy_loss_fusion=True with precision={job.precision!r}: "
-                         "Megatron-LM's compiled loss returns a bfloat16 gradient "
-                         "(fused_cross_entropy.py: calculate_gradients); it is modelled under "
-                         "precision='bf16'")
+    check_megatron_options(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
     capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
@@ -252,41 +246,6 @@ _FSDP2_CHECKED = (
     "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
     "distributed_optimizer", "gradient_buffer", "precision", "fp8",
     "cpu_offloading_num_layers", "recompute_modules")
-
-
-def _check_deferral(job) -> None:
-    """``defer_embedding_wgrad_compute`` with Megatron-LM's rules
-    (``model_parallel_config.py``: pipeline parallelism, gradient
-    accumulation fusion) on its schedules; ``wgrad_deferral_limit`` >= 0,
-    and 0 without the deferral."""
-    limit = non_negative_int("wgrad_deferral_limit", job.wgrad_deferral_limit)
-    if not flag("defer_embedding_wgrad_compute", job.defer_embedding_wgrad_compute):
-        if limit:
-            raise ValueError(f"wgrad_deferral_limit={limit} limits "
-                             "defer_embedding_wgrad_compute, which is False; leave it 0")
-        return
-    fusion = gradient_fusion(job.gradient_accumulation_fusion, job.gradient_buffer)
-    if job.p == 1 or not fusion or job.schedule not in ("1f1b", "interleaved"):
-        raise ValueError(
-            "defer_embedding_wgrad_compute=True needs p > 1, gradient accumulation fusion "
-            "and Megatron-LM's schedule, '1f1b' or 'interleaved' (model_parallel_config.py; "
-            f"got p={job.p}, gradient fusion {fusion}, schedule={job.schedule!r})")
-
-
-def _check_gradient_dtype(job) -> None:
-    """``accumulate_allreduce_grads_in_fp32``: None (Megatron-LM's rule), or a
-    bool where it chooses Megatron-LM's gradient buffer: precision bf16 or
-    fp16 with accounting "megatron" and no FSDP2."""
-    value = job.accumulate_allreduce_grads_in_fp32
-    if value is None:
-        return
-    flag("accumulate_allreduce_grads_in_fp32", value)
-    if job.precision not in SIXTEEN_BITS or job.accounting != "megatron" or job.use_torch_fsdp2:
-        raise ValueError(
-            f"accumulate_allreduce_grads_in_fp32={value!r} chooses the dtype of Megatron-LM's "
-            "gradient buffer: it needs precision 'bf16' or 'fp16', accounting='megatron' and "
-            f"use_torch_fsdp2=False (got precision={job.precision!r}, accounting="
-            f"{job.accounting!r}, use_torch_fsdp2={job.use_torch_fsdp2!r}); leave it None")
 
 
 def _check_hot_expert(job) -> None:
