@@ -205,21 +205,26 @@ class ReferenceLayer(nn.Module):
             return dropout(out, out_seed, "attn_out_dropout_mask", self.mask)
 
     def _mlp(self, x, seed):
-        lin = self.linears
         with block("mlp_norm"):
             y = named("fc1_input", self.norm2(x))
         with block("mlp"):
-            if self.config.activation == "gelu":
-                z = F.gelu(named("gelu_input", lin["fc1"](y)), approximate="tanh")
-            elif self.config.activation == "squared_relu":  # megatron/core/activations.py
-                z = torch.pow(named("relu_output", F.relu(lin["fc1"](y))), 2)
-            else:
-                gate = named("swiglu_gate", lin["gate"](y))
-                z = F.silu(gate) * named("swiglu_up", lin["up"](y))
-            out = lin["fc2"](named("fc2_input", z))
+            out = self._mlp_inner(y)
             if seed is None:
                 return out
             return dropout(out, seed, "mlp_out_dropout_mask", self.mask)
+
+    def _mlp_inner(self, y):
+        """fc1, the activation and fc2 on the normed input ``y``, naming what
+        each activation saves."""
+        lin = self.linears
+        if self.config.activation == "gelu":
+            z = F.gelu(named("gelu_input", lin["fc1"](y)), approximate="tanh")
+        elif self.config.activation == "squared_relu":  # megatron/core/activations.py
+            z = torch.pow(named("relu_output", F.relu(lin["fc1"](y))), 2)
+        else:
+            gate = named("swiglu_gate", lin["gate"](y))
+            z = F.silu(gate) * named("swiglu_up", lin["up"](y))
+        return lin["fc2"](named("fc2_input", z))
 
 
 def _full_linears(c: LayerConfig, seed: int) -> dict[str, nn.Linear]:

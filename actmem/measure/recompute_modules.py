@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -149,16 +148,6 @@ class ModuleRecomputeLayer(ReferenceLayer):
                 return out
             return dropout(out, seed, "mlp_out_dropout_mask", self.mask)
 
-    def _mlp_inner(self, y):
-        lin = self.linears
-        if self.config.activation == "gelu":
-            z = F.gelu(named("gelu_input", lin["fc1"](y)), approximate="tanh")
-        elif self.config.activation == "squared_relu":  # megatron/core/activations.py
-            z = torch.pow(named("relu_output", F.relu(lin["fc1"](y))), 2)
-        else:
-            gate = named("swiglu_gate", lin["gate"](y))
-            z = F.silu(gate) * named("swiglu_up", lin["up"](y))
-        return lin["fc2"](named("fc2_input", z))
 
 
 def measure_recompute_modules(config: LayerConfig, mask: str = "bool") -> Measurement:
