@@ -132,7 +132,7 @@ def test_a_refused_flag_exits_2_naming_it(flag, why, tmp_path):
 
 # test_cli.py derives LLaMA-2-7B's peaks at s=4096, b=1, t=2, p=2, d=2, m=8 on an
 # A100 80GB by hand (its PEAK0 and PEAK1); its config.json is the same model.
-HAND_PEAKS = [41_203_335_168, 36_212_158_464]
+HAND_PEAKS = [41_405_710_336, 36_545_605_632]   # with TE's dummy weight gradients
 
 
 def test_hf_config_gives_the_python_models_peaks(capsys):
@@ -149,7 +149,7 @@ def test_hf_config_gives_the_python_models_peaks(capsys):
     assert main(["train", "--hf-config", str(LLAMA2), "--s", "4096", *options]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "llama2-7b.json: t=2 p=2 d=2 m=8 1f1b v=1"
-    assert lines[-1].startswith("most loaded: stage 0, peak 38.37 GiB at 'backward of "
+    assert lines[-1].startswith("most loaded: stage 0, peak 38.56 GiB at 'backward of "
                                 "micro-batch 0: the last layer's MLP'")
     assert main(["train", "--preset", "llama2-7b", *options]) == 0   # the same model
     assert capsys.readouterr().out.splitlines()[1:] == lines[1:]

@@ -26,6 +26,7 @@ from .job.job import Job, as_job
 from .job.model import ModelConfig
 from .moments.moe_timeline import stack_parts, stage_moe_layers, stage_stacks
 from .moments.autocast import autocast_copies
+from .moments.dummy_wgrads import stage_dummy_wgrads
 from .moments.precision import moment_parts
 from .reserve import default_reserve
 from .stage_memory import PARTS, StageMemory, TrainingMemory
@@ -221,7 +222,8 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     states = stage_states(setup, i)
     timeline = stage_timeline(
         plan, i, states=vars(states), persistent_gradients=j.gradient_buffer == "persistent",
-        workspace=setup.workspace, passes=passes, layers=list(setup.split[i]), layer=moments,
+        workspace=setup.workspace + stage_dummy_wgrads(setup, i, any(p.last for p in passes)),
+        passes=passes, layers=list(setup.split[i]), layer=moments,
         loss=setup.losses, mask=setup.mask,
         copies=autocast_copies(setup.model, j.t, j.precision),
         tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks,

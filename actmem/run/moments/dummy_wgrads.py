@@ -1,0 +1,91 @@
+"""Transformer Engine's dummy weight gradients under gradient accumulation fusion.
+
+With Megatron-LM's gradient accumulation fusion a linear layer adds its
+weight gradient into the fp32 ``main_grad`` inside the GEMM and hands autograd
+a placeholder instead, so that DistributedDataParallel's hooks run on the
+main thread. Transformer Engine makes that placeholder with
+``get_dummy_wgrad`` (``transformer_engine/pytorch/module/base.py``): one
+tensor per (shape, dtype), allocated the first time it is asked for and kept
+in the module-level cache ``_dummy_wgrads`` for the life of the process.
+TE's ``Linear``, ``LayerNormLinear``, ``LayerNormMLP`` and ``GroupedLinear``
+ask for it in their backward when the weight has Megatron-LM's
+``grad_added_to_main_grad`` (``linear.py``: ``get_dummy_wgrad(list(
+weight.shape), weight.dtype)``), which ``DistributedDataParallel`` sets on
+every trainable parameter (``distributed_data_parallel.py``); so does
+Megatron-LM's own ``LinearWithGradAccumulationAndAsyncCommunication``, the
+output layer's, when Transformer Engine is installed
+(``megatron/core/tensor_parallel/layers.py``).
+
+So from its first backward on, a GPU keeps one weight-sized tensor for each
+distinct shape among the linear weights it trains, in the parameters' dtype:
+Q/K/V and the output projection (multi-latent attention's down and up
+projections instead), the MLP's two linears, an MoE layer's experts' two
+(one shape each, however many experts: ``E/ep`` weights of the same shape)
+and its shared experts', and on the last stage the output layer (``V/t x
+h``; with tied embeddings the embedding's weight, the same shape). The
+router's weight is multiplied by PyTorch, not by a linear layer, and gets an
+ordinary gradient. A LoRA model's base weights are frozen and make no weight
+gradient; its adapters' few ``r``-wide shapes are not counted. Without
+Transformer Engine, Megatron-LM's linear allocates its placeholder anew in
+each backward (``torch.empty``), a transient not modelled.
+"""
+
+from __future__ import annotations
+
+from ..job.model import ModelConfig
+from ...layer.head_dim import head_dim
+from .moe_timeline import stage_moe_layers
+from .precision import SIXTEEN_BITS
+
+
+def stage_dummy_wgrads(setup, i: int, output_layer: bool) -> int:
+    """Bytes of the dummies on a GPU of stage ``i`` of the job of ``setup``
+    (:class:`actmem.run.step_setup.StepSetup`): with gradient fusion and
+    Transformer Engine, for a model without LoRA; ``output_layer``: the
+    stage holds the output layer."""
+    j, model = setup.job, setup.whole
+    if not (setup.fusion and j.transformer_engine) or model.lora_rank is not None:
+        return 0
+    moe = stage_moe_layers(model.moe_pattern(), setup.split, setup.plan.v_shaped)[i] \
+        if setup.kinds else 0
+    return dummy_wgrad_bytes(model, j.t, j.etp, j.sequence_parallel, sum(setup.split[i]) - moe,
+                             moe, output_layer, 2 if j.precision in SIXTEEN_BITS else 4)
+
+
+def dummy_wgrad_bytes(model: ModelConfig, t: int, etp: int | None, sequence_parallel: bool,
+                      dense_layers: int, moe_layers: int, output_layer: bool,
+                      dtype_bytes: int) -> int:
+    """Bytes of the dummies one GPU keeps (module docstring): the distinct
+    weight shapes of its ``dense_layers`` dense and ``moe_layers`` MoE
+    layers (split over t, the experts' over etp, default t; the layers as
+    built with ``sequence_parallel``, which changes no shape) and, with
+    ``output_layer``, the output layer's, ``dtype_bytes`` per element."""
+    shapes = {(model.padded_vocab(t) // t, model.h)} if output_layer else set()
+    if dense_layers:
+        c = model.layer(t, sequence_parallel, moe=False)
+        shapes |= _attention(c) | _mlp(c.h, c.f, c.activation, t)
+    if moe_layers:
+        c = model.layer(t, sequence_parallel, moe=True, etp=etp)
+        shapes |= _attention(c) | _mlp(c.h, c.f_e, c.activation, c.expert_t)
+        if c.moe_shared_expert_intermediate_size:
+            shapes |= _mlp(c.h, c.moe_shared_expert_intermediate_size, c.activation, t)
+    return dtype_bytes * sum(rows * columns for rows, columns in shapes)
+
+
+def _attention(c) -> set[tuple[int, int]]:
+    """The attention's linear weight shapes on one of t ranks (out x in)."""
+    h, t = c.h, c.t
+    if c.multi_latent_attention:
+        q_dim = c.a * (c.qk_head_dim + c.qk_pos_emb_head_dim)
+        q = ({(c.q_lora_rank, h), (q_dim // t, c.q_lora_rank)} if c.q_lora_rank
+             else {(q_dim // t, h)})
+        return q | {(c.kv_lora_rank + c.qk_pos_emb_head_dim, h),
+                    (c.a * (c.qk_head_dim + c.v_head_dim) // t, c.kv_lora_rank),
+                    (h, c.a * c.v_head_dim // t)}
+    d = head_dim(c)
+    return {((c.a + 2 * c.g) * d // t, h), (h, c.a * d // t)}
+
+
+def _mlp(h: int, f: int, activation: str, t: int) -> set[tuple[int, int]]:
+    """fc1's (twice as wide when gated) and fc2's weight shapes over t."""
+    return {((2 if activation == "swiglu" else 1) * f // t, h), (h, f // t)}

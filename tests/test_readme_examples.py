@@ -1,0 +1,24 @@
+"""The README's Python examples run as written and print what the README shows
+(doctest on each ```python block, in order, sharing one namespace as a reader's
+session does)."""
+
+import doctest
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_examples_print_what_the_readme_shows(monkeypatch):
+    monkeypatch.chdir(ROOT)   # the Hugging Face example reads tests/hf_configs/
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner()
+    namespace = {}
+    for i, block in enumerate(blocks):
+        test = parser.get_doctest(block, namespace, f"README.md python block {i}", "README.md", 0)
+        runner.run(test, clear_globs=False)
+        namespace = test.globs
+    result = runner.summarize(verbose=False)
+    assert len(blocks) == 4 and result.attempted >= 16
+    assert result.failed == 0
