@@ -933,6 +933,8 @@ ZH = {
     "Megatron-LM, {label}: {size} per GPU": "Megatron-LM，{label}：每卡 {size}",
     "18 B/param": "每参数 18 B",
     "distributed optimizer": "分布式优化器",
+    "{optimizer}: optimizer states {states}, the step's temporaries {temporaries}, peak {peak} ({event})":
+        "{optimizer}：优化器状态 {states}，更新步骤的临时张量 {temporaries}，峰值 {peak}（{event}）",
     "LLaMA-2-7B, t=2, p=2: parameters per GPU of each stage:": "LLaMA-2-7B，t=2，p=2：各级每卡的参数量：",
     "GPT-3 vocabulary 50257 padded for t = 1, 8: {} {}": "GPT-3 的词表 50257 在 t = 1、8 时补齐为：{} {}",
     "stage with the most parameters: stage {stage}, {parameters:,}, {size} of model states":

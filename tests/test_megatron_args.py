@@ -111,7 +111,7 @@ def test_megatron_lm_s_default_moe_launch_is_read_as_it_runs():
 @pytest.mark.parametrize("extra, env, message", [
     (["--main-grads-dtype", "bf16"], {}, r"--main-grads-dtype bf16: refused: Refused when "
      r"set: bf16 main gradients"),
-    (["--optimizer", "sgd"], {}, r"--optimizer sgd: refused: Refused unless 'adam'"),
+    (["--optimizer", "sgd"], {}, r"--optimizer sgd: actmem models adam, muon"),
     (["--recompute-granularity", "full", "--recompute-method", "block"], {},
      r"--recompute-method block: actmem models uniform"),
     (["--tensor-model-parallel-sizes", "2"], {}, r"unrecognized arguments: "

@@ -841,7 +841,6 @@ _OFFLOAD = "--fine-grained-activation-offloading"
 _TPO = "--tp-comm-overlap"
 _DSA = "--experimental-attention-variant dsa"
 _GDN = "--experimental-attention-variant gdn/gdn2"
-_MUON = "--optimizer muon/dist_muon/adaptive_muon"
 _PAGED = "--moe-paged-stash"
 _MHC = "--enable-mhc-connections"
 _FP4 = "--fp4-format"
@@ -1500,7 +1499,7 @@ CLASSES: dict[str, tuple] = {
     "--disable-symmetric-registration": only("--use-nccl-ub"),
     "--create-all-gather-group": (N, "Another NCCL communicator; its buffers are outside "
                                      "PyTorch's allocator (actmem's reserve)."),
-    "--no-use-layer-wise-param-layout": only(_MUON),
+    "--no-use-layer-wise-param-layout": only("--optimizer muon with --use-distributed-optimizer"),
     "--use-precision-aware-optimizer": when_set("main parameters, gradients and Adam moments "
                                                 "in lower precision, not the 12 + 4 bytes of "
                                                 "actmem's 'megatron' accounting"),
@@ -1512,9 +1511,25 @@ CLASSES: dict[str, tuple] = {
                                 "its default (fp32) is modelled"),
     "--exp-avg-sq-dtype": when_set("Adam's second moment in a smaller dtype",
                                    "its default (fp32) is modelled"),
-    "--optimizer": (R, "Refused unless 'adam' (its default, the two fp32 moments of actmem's "
-                       "accounting); sgd, muon, dist_muon, lion, soap and adaptive_muon keep "
-                       "other states."),
+    "--optimizer": (M, "optimizer", "optimizer='adam' (two fp32 moments) or 'muon' (one fp32 "
+                                    "momentum per matrix parameter and Newton-Schulz temporaries "
+                                    "in its step, actmem/run/model_states/muon.py); sgd, "
+                                    "dist_muon (muon with the layer-wise distributed optimizer), "
+                                    "lion, soap and adaptive_muon keep other states.",
+                    {"values": ["adam", "muon"]}),
+    "--muon-nesterov": when_set("Nesterov momentum makes one more fp32 copy of each matrix in "
+                                "Muon's step (grad.lerp)"),
+    "--muon-no-split-qkv": when_set("Muon orthogonalizes Q/K/V as one matrix, a step transient "
+                                    "actmem does not model (it models the split blocks)"),
+    "--muon-fp32-matmul-prec": (R, "Refused unless 'medium' (its default: Newton-Schulz in "
+                                   "bf16, measured); 'high' and 'low' keep other temporaries."),
+    "--muon-use-syrk": when_set("the Triton SYRK kernel needs emerging_optimizers 0.4.0; "
+                                "Megatron-LM pins 0.3.0 and refuses it"),
+    "--muon-scalar-optimizer": (R, "Refused unless 'adam' (its default: Adam's 12 bytes for the "
+                                   "embedding, output layer, norms and biases); lion keeps one "
+                                   "moment."),
+    "--muon-tp-mode": (N, "Read only by tensor-parallel Muon (t > 1), which actmem refuses with "
+                          "--optimizer muon; at t = 1 nothing is split."),
     "--optimizer-cpu-offload": when_set("optimizer states (and main weights) move to the host"),
     "--optimizer-offload-fraction": only(_CPUOPT),
     "--use-torch-optimizer-for-cpu-offload": only(_CPUOPT),

@@ -28,7 +28,10 @@ from .moments.cp_timeline import with_exchange
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
 from .moments.offload import cpu_offload, offloaded_timeline
+from .model_states.muon import muon_matrices, muon_states
 from .model_states.states import expert_data_parallel, sixteen_bit_gradients
+from .moments.moe_timeline import stage_moe_layers
+from ..layer.head_dim import head_dim
 from .moments.precision import (SIXTEEN_BITS, activation_bytes, full_precision_states, layer_rows,
                                 sixteen_bit_buffer)
 from .schedule.split_backward import layer_weight_rows
@@ -111,6 +114,23 @@ class GradientDtype(Feature):
         return sixteen_bit_gradients(states, j.d * j.cp // n, e_d // n, j.distributed_optimizer)
 
 
+class Muon(Feature):
+    """Megatron-LM's Muon optimizer (:mod:`actmem.run.model_states.muon`):
+    8 bytes per matrix parameter, Adam's 12 for the rest, and the
+    Newton-Schulz temporaries of its step."""
+
+    def states(self, setup, states):
+        j, model, i = setup.job, setup.whole, states.stage
+        if j.optimizer != "muon":
+            return states
+        moe = stage_moe_layers(model.moe_pattern(), setup.split, setup.plan.v_shaped)[i] \
+            if setup.kinds else 0
+        matrices = muon_matrices(model, sum(setup.split[i]) - moe, moe, j.ep,
+                                 i == 0 and model.positions == "learned")
+        layer = model.layer(moe=False)
+        return muon_states(states, matrices, q_rows=layer.a * head_dim(layer))
+
+
 class LoRA(Feature):
     """Low-rank adapters (:mod:`actmem.layer.lora`): the embedding is
     frozen, so a tied output weight makes no gradient to wait."""
@@ -182,6 +202,6 @@ class Offload(Feature):
                        host_memory=offload.host)
 
 
-FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), GradientDtype(), LoRA(),
+FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), GradientDtype(), Muon(), LoRA(),
             FSDP2(), DeferredEmbeddingWgrad(), Offload())
 """The features, in the order they apply."""

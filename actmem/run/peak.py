@@ -97,6 +97,13 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         accounting, zero_stage, distributed_optimizer,
             num_distributed_optimizer_instances: model states
             (:func:`actmem.model_states`).
+        optimizer: ``"adam"`` (Megatron-LM's default, 12 bytes of optimizer
+            states per parameter) or ``"muon"`` (``--optimizer muon``: 8 bytes
+            per matrix parameter, Adam's 12 for the embedding, output layer,
+            norms and biases, and the Newton-Schulz temporaries of the step,
+            :mod:`actmem.run.model_states.muon`); Muon needs
+            accounting="megatron", precision="bf16", t=1, whole experts and
+            no distributed optimizer, FSDP2, FP8 or LoRA.
         logits_bytes: bytes per element of the logits the loss keeps: 4
             (fp32, Megatron-LM) or 2.
         reserve: what each GPU needs beyond the peak: the CUDA context,

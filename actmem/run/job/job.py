@@ -39,7 +39,7 @@ GROUPS = {
                   "autocast_device", "fused_projections"),
     "recomputation": ("recompute", "recompute_num_layers", "recompute_modules",
                       "cpu_offloading_num_layers"),
-    "states": ("accounting", "zero_stage", "distributed_optimizer",
+    "states": ("optimizer", "accounting", "zero_stage", "distributed_optimizer",
                "num_distributed_optimizer_instances", "use_torch_fsdp2",
                "reshard_after_forward"),
     "framework": ("loss", "loss_chunk_tokens", "cross_entropy_loss_fusion", "gradient_buffer",
@@ -103,6 +103,7 @@ class Job:
     recompute_modules: list[str] | tuple[str, ...] | None = None
     cpu_offloading_num_layers: int = 0
     # model states
+    optimizer: str = "adam"
     accounting: str = "megatron"
     zero_stage: int = 0
     distributed_optimizer: bool = False

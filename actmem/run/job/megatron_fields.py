@@ -177,7 +177,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         precision="bf16" if a["bf16"] else "fp16" if a["fp16"] else "fp32",
         accumulate_allreduce_grads_in_fp32=_grads_in_fp32(a), fp8=a["fp8"],
         **_recomputation(a), cpu_offloading_num_layers=a["cpu_offloading_num_layers"],
-        distributed_optimizer=a["use_distributed_optimizer"],
+        optimizer=_optimizer(a), distributed_optimizer=a["use_distributed_optimizer"],
         num_distributed_optimizer_instances=a["num_distributed_optimizer_instances"],
         use_torch_fsdp2=a["use_torch_fsdp2"],
         reshard_after_forward=a["torch_fsdp2_reshard_after_forward"],
@@ -221,6 +221,18 @@ def _activation(a: dict) -> str:
                          "refused: Megatron-LM's MLP raises 'Only support fusion of gelu and "
                          "swiglu' (megatron/core/transformer/mlp.py); add --no-bias-gelu-fusion")
     return "squared_relu"
+
+
+def _optimizer(a: dict) -> str:
+    """``--optimizer``, Muon without ``--use-distributed-optimizer``: with it
+    Megatron-LM runs a layer-wise optimizer of whole parameters per rank
+    (``arguments.py``: use_layer_wise_distributed_optimizer), refused."""
+    if a["optimizer"] == "muon" and a["use_distributed_optimizer"]:
+        raise ValueError("--optimizer muon with --use-distributed-optimizer: refused: "
+                         "Megatron-LM turns it into its layer-wise distributed optimizer "
+                         "(whole Muon parameters on single ranks, layer_wise_optimizer.py), "
+                         "which actmem does not model")
+    return a["optimizer"]
 
 
 def _grads_in_fp32(a: dict) -> bool | None:

@@ -1,13 +1,15 @@
 """Rules that join two options of a :class:`actmem.Job` where an option
-mirrors a Megatron-LM flag with conditions of its own: the gradient
-buffer's dtype, the embedding's deferred weight gradients, the compiled
-cross-entropy. :func:`actmem.run.job.training_checks.check_job` calls them."""
+mirrors a Megatron-LM flag with conditions of its own: the optimizer, the
+gradient buffer's dtype, the embedding's deferred weight gradients, the
+compiled cross-entropy. :func:`actmem.run.job.training_checks.check_job` calls them."""
 
 from __future__ import annotations
 
 from ..moments.framework import gradient_fusion
 from ..moments.precision import SIXTEEN_BITS
-from ...validate import flag, non_negative_int
+from ...validate import choice, flag, non_negative_int
+
+OPTIMIZERS = ("adam", "muon")
 
 
 def check_megatron_options(job) -> None:
@@ -17,6 +19,7 @@ def check_megatron_options(job) -> None:
         TypeError, ValueError: the first invalid option; the message names it
             and what it needs.
     """
+    _optimizer(job)
     _gradient_dtype(job)
     _deferral(job)
     if flag("cross_entropy_loss_fusion", job.cross_entropy_loss_fusion) and \
@@ -60,3 +63,27 @@ def _gradient_dtype(job) -> None:
             "gradient buffer: it needs precision 'bf16' or 'fp16', accounting='megatron' and "
             f"use_torch_fsdp2=False (got precision={job.precision!r}, accounting="
             f"{job.accounting!r}, use_torch_fsdp2={job.use_torch_fsdp2!r}); leave it None")
+
+
+def _optimizer(job) -> None:
+    """``optimizer``: Adam, or Muon as modelled (:mod:`actmem.run.model_states.muon`):
+    Megatron-LM's accounting under bf16, on one tensor-parallel rank, without
+    the distributed optimizer, FSDP2, FP8 or LoRA."""
+    if choice("optimizer", job.optimizer, OPTIMIZERS) == "adam":
+        return
+    model = job.model
+    given = dict(accounting=job.accounting, precision=job.precision, t=job.t,
+                 etp=job.etp, distributed_optimizer=job.distributed_optimizer,
+                 use_torch_fsdp2=job.use_torch_fsdp2, fp8=job.fp8, lora_rank=model.lora_rank)
+    needed = dict(accounting="megatron", precision="bf16", t=1,
+                  etp=None if job.etp is None else 1, distributed_optimizer=False,
+                  use_torch_fsdp2=False, fp8=None, lora_rank=None)
+    wrong = {k: v for k, v in given.items() if v != needed[k]}
+    if wrong:
+        raise ValueError(
+            f"optimizer='muon' with {', '.join(f'{k}={v!r}' for k, v in wrong.items())}: actmem "
+            "models Megatron-LM's Muon with accounting='megatron', precision='bf16' "
+            "(Megatron-LM refuses fp16), t=1 and whole experts (the tensor-parallel "
+            "Newton-Schulz of --muon-tp-mode is not modelled), no distributed optimizer "
+            "(Megatron-LM turns it into a layer-wise optimizer of whole parameters per rank, "
+            "not modelled), no FSDP2, FP8 or LoRA")

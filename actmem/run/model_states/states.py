@@ -66,6 +66,9 @@ class ModelStates:
         step_gradients: bytes the optimizer step makes beside the states:
             the fp32 copies of a 16-bit gradient buffer
             (:func:`sixteen_bit_gradients`), 0 otherwise.
+        step_transient: the most bytes the optimizer step allocates and
+            frees within itself (Muon's Newton-Schulz iteration,
+            :mod:`actmem.run.model_states.muon`), 0 for Adam.
     """
 
     parameters: int
@@ -76,6 +79,7 @@ class ModelStates:
     expert_parameters: int = 0
     frozen_parameters: int = 0
     step_gradients: int = 0
+    step_transient: int = 0
 
     def __post_init__(self):
         """Raises TypeError, ValueError: a field that is not an integer >= 0,

@@ -33,7 +33,7 @@ each backward (``torch.empty``), a transient not modelled.
 from __future__ import annotations
 
 from ..job.model import ModelConfig
-from ...layer.head_dim import head_dim
+from ..job.weight_shapes import attention_weights, mlp_weights
 from .moe_timeline import stage_moe_layers
 from .precision import SIXTEEN_BITS
 
@@ -63,29 +63,11 @@ def dummy_wgrad_bytes(model: ModelConfig, t: int, etp: int | None, sequence_para
     shapes = {(model.padded_vocab(t) // t, model.h)} if output_layer else set()
     if dense_layers:
         c = model.layer(t, sequence_parallel, moe=False)
-        shapes |= _attention(c) | _mlp(c.h, c.f, c.activation, t)
+        shapes |= {*attention_weights(c), *mlp_weights(c.h, c.f, c.activation, t)}
     if moe_layers:
         c = model.layer(t, sequence_parallel, moe=True, etp=etp)
-        shapes |= _attention(c) | _mlp(c.h, c.f_e, c.activation, c.expert_t)
+        shapes |= {*attention_weights(c), *mlp_weights(c.h, c.f_e, c.activation, c.expert_t)}
         if c.moe_shared_expert_intermediate_size:
-            shapes |= _mlp(c.h, c.moe_shared_expert_intermediate_size, c.activation, t)
+            shapes |= {*mlp_weights(c.h, c.moe_shared_expert_intermediate_size, c.activation, t)}
     return dtype_bytes * sum(rows * columns for rows, columns in shapes)
 
-
-def _attention(c) -> set[tuple[int, int]]:
-    """The attention's linear weight shapes on one of t ranks (out x in)."""
-    h, t = c.h, c.t
-    if c.multi_latent_attention:
-        q_dim = c.a * (c.qk_head_dim + c.qk_pos_emb_head_dim)
-        q = ({(c.q_lora_rank, h), (q_dim // t, c.q_lora_rank)} if c.q_lora_rank
-             else {(q_dim // t, h)})
-        return q | {(c.kv_lora_rank + c.qk_pos_emb_head_dim, h),
-                    (c.a * (c.qk_head_dim + c.v_head_dim) // t, c.kv_lora_rank),
-                    (h, c.a * c.v_head_dim // t)}
-    d = head_dim(c)
-    return {((c.a + 2 * c.g) * d // t, h), (h, c.a * d // t)}
-
-
-def _mlp(h: int, f: int, activation: str, t: int) -> set[tuple[int, int]]:
-    """fc1's (twice as wide when gated) and fc2's weight shapes over t."""
-    return {((2 if activation == "swiglu" else 1) * f // t, h), (h, f // t)}

@@ -40,8 +40,9 @@ moment that can set the peak, adds the bytes alive by category
   in a backward with its key/value exchange buffers
   (:mod:`actmem.run.moments.cp_timeline`);
 * the optimizer step: model states and gradients (Megatron-LM's fused Adam
-  updates in place), and a 16-bit gradient buffer's fp32 copies
-  (``ModelStates.step_gradients``).
+  updates in place), a 16-bit gradient buffer's fp32 copies
+  (``ModelStates.step_gradients``) and, under Muon, its Newton-Schulz
+  temporaries (``ModelStates.step_transient``).
 
 The peak is the largest event, and the event that sets it is named.
 Activation gradients smaller than a layer's ``sbh`` tensors are not modelled,
@@ -199,8 +200,9 @@ class _Step(BackwardMoments):
             label = _AFTER.get(op.kind, "after the backward of {name}")
             yield label, op, "after", now, None, total
         copies = self.states.get("step_gradients", 0)   # 16-bit buffers' fp32 copies
-        yield ("optimizer step", None, "during", now, (0, copies, 0, 0, 0, 0, 0) if copies
-               else None, total + copies)
+        step = self.states.get("step_transient", 0)      # Muon's Newton-Schulz
+        yield ("optimizer step", None, "during", now, (0, copies, 0, 0, 0, step, 0)
+               if copies or step else None, total + copies + step)
 
     def moments(self, op) -> tuple:
         """(label, bytes more than before ``op``, their sum, the categories
