@@ -9,6 +9,7 @@ import pytest
 
 import actmem
 from actmem import Job, ModelConfig
+from actmem.run.model_states.muon import newton_schulz_transient
 
 MODEL = ModelConfig(s=1024, b=4, h=512, a=8, L=12, vocab_size=50257, positions="learned",
                     max_positions=1024, bias=False, num_experts=8, moe_ffn_hidden_size=1024,
@@ -33,18 +34,35 @@ def test_muon_keeps_8_bytes_per_matrix_parameter_and_adams_12_for_the_rest():
 
 
 def test_the_step_holds_the_largest_newton_schulz_peak_and_the_previous_result():
-    # An expert's fc1 (1024 x 512, F elements): max(12F, 4F + 4 * 512^2) = 12F, while
-    # the previous matrix's fp32 result (4 bytes per element of an fc2, as large) lives.
-    # Q/K/V after the position table gives the same: 4 F_qkv + 12 F_q + 4 F_positions.
-    f = 1024 * 512
-    expected = 12 * f + 4 * f
-    assert expected == 4 * 1536 * 512 + 12 * 512 * 512 + 4 * 1024 * 512 == 8 * 2**20
+    # The step's first matrices: the position table, then Q/K/V (3h x h), split into
+    # Q, K and V (h x h each). While V is orthogonalized the position table's fp32
+    # result, the three blocks' fp32 copies and Q's and K's results are alive, and
+    # V's own peak is max(12F, 4F + 4 * 512^2) = 12F. The same bytes were measured on
+    # CPU (a TorchDispatchMode counting live storages) running Megatron-LM's
+    # TensorParallelMuon with emerging_optimizers 0.3.0 on these four matrices:
+    # 10,485,760 bytes.
+    block = 512 * 512
+    expected = 4 * 1024 * 512 + 4 * 3 * block + 2 * 4 * block + 12 * block
+    assert expected == 10_485_760
     timeline = actmem.training_memory(JOB).stages[0].timeline
-    step = timeline.events[-1]
-    before = timeline.events[-2]
+    step, before = timeline.events[-1], timeline.events[-2]
     assert step.label == "optimizer step"
     assert step.by_category["transient"] == expected
     assert step.total - before.total == expected
+
+
+@pytest.mark.parametrize("matrices, q_rows, measured", [
+    # measured as above: GQA Q/K/V (32 heads, 8 groups, d = 128, h = 4096) alone, then
+    # with the projection, SwiGLU's fc1 and fc2 after it; two layers' dense matrices
+    # of the CI model without the split; two layers' experts.
+    ([("qkv", 6144, 4096)], 4096, 301_989_888),
+    ([("qkv", 6144, 4096), ("matrix", 4096, 4096), ("matrix", 22016, 4096),
+      ("matrix", 4096, 11008)], 4096, 1_149_239_296),
+    (2 * [("matrix", 1536, 512), ("matrix", 512, 512), ("matrix", 8, 512)], 512, 9_453_568),
+    (2 * [("matrix", 1024, 512), ("matrix", 512, 1024)], 512, 8_388_608),
+])
+def test_the_transient_is_what_the_real_step_allocated(matrices, q_rows, measured):
+    assert newton_schulz_transient(matrices, q_rows) == measured
 
 
 def test_the_states_move_as_megatron_lms_ci_measured():

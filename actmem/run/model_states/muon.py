@@ -28,8 +28,10 @@ result, then Megatron-LM's scaling (``scaled_orthogonalize_fn``: two more
 fp32 temporaries). Measured on CPU with the real code, a matrix of ``F``
 elements peaks at ``max(12 F, 4 F + 4 m^2)`` bytes above the states, and
 the previous matrix's result (``4 F_prev``) is still alive. Q/K/V is split
-into its three blocks first (``--muon-split-qkv``, the default): their
-copies (``4 F_qkv``) stay while each block is orthogonalized.
+into its Q, K and V blocks first (``--muon-split-qkv``, the default;
+``TensorParallelMuon.orthogonalize``): their fp32 copies (``4 F_qkv``) and
+the results of the blocks done so far stay while each block is
+orthogonalized, then the results are concatenated.
 """
 
 from __future__ import annotations
@@ -91,15 +93,27 @@ def muon_states(states, matrices, q_rows: int):
 def newton_schulz_transient(matrices, q_rows: int) -> int:
     """The most bytes Muon's step holds above the states (module
     docstring): over the matrices in step order, a matrix's own peak plus
-    the previous matrix's fp32 result."""
+    the previous matrix's fp32 result; ``q_rows``: Q's rows in Q/K/V (K and
+    V share the rest)."""
     peak, previous = 0, 0
     for kind, rows, columns in matrices:
-        if kind == "qkv":   # the three blocks' copies, then Q's (the largest) own peak
-            own = 4 * rows * columns + _orthogonalize(q_rows, columns)
+        if kind == "qkv":
+            kv = (rows - q_rows) // 2
+            own = _split_qkv(rows * columns, [(q_rows, columns), (kv, columns), (kv, columns)])
         else:
             own = _orthogonalize(rows, columns)
         peak = max(peak, own + previous)
         previous = 4 * rows * columns
+    return peak
+
+
+def _split_qkv(elements: int, blocks) -> int:
+    """Q/K/V's peak: the blocks' fp32 copies, the results of the blocks
+    before, and the block's own peak."""
+    done, peak = 0, 0
+    for rows, columns in blocks:
+        peak = max(peak, 4 * elements + done + _orthogonalize(rows, columns))
+        done += 4 * rows * columns
     return peak
 
 
