@@ -1091,6 +1091,7 @@ ZH = {
         "由 config.json 得到的 LLaMA-3-8B：{n:,} 个参数，与预设相同",
     "1. fusion on: peak {a}, off: {b} ({c})": "1. 开启融合：峰值 {a}；关闭：{b}（{c}）",
     "2. 16 GPUs: d={d}, m={m}, peak {a}": "2. 16 块 GPU：d={d}，m={m}，峰值 {a}",
+    "3. b=1: {first} peak {a}, {second} peak {b}": "3. b=1：{first} 峰值 {a}，{second} 峰值 {b}",
     # the timeline's marks and the stage figure's peak (actmem.views.timeline_marks, fit_figures)
     "backward pass (shaded)": "反向传播（灰底）",
     "loss (forward)": "损失（前向）",

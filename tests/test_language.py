@@ -405,8 +405,9 @@ def _labels_from_data() -> set[str]:
                {"activation": "swiglu"}, {"activation": "squared_relu"}, {"recompute": "full"},
                {"flash_attention": True, "fp8": "e4m3"},   # notebook 12 prints FP8 rows by name
                {"flash_attention": True, "flash_output_copy": True}, {"unfused_rope": True}]
-    for extra in options:
-        for row in actmem.activation_memory(2048, 1, 4096, 32, 8, **extra).rows:
+    for extra in options:   # the flash-attn copy exists for b > 1 only (actmem.layer.flash_copy)
+        b = 2 if extra.get("flash_output_copy") else 1
+        for row in actmem.activation_memory(2048, b, 4096, 32, 8, **extra).rows:
             labels |= {row.name, row.block, row.needed_for}
     return labels
 

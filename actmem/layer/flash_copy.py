@@ -11,7 +11,9 @@ works in ``bshd``: TE's ``FlashAttention.forward`` (``backends.py``)
 transposes Q, K, V into contiguous ``bshd`` copies, and turns flash-attn's
 output back with ``output.view(b, s, -1).transpose(0, 1)`` and
 ``return output.contiguous()``: a new ``sbhd`` tensor, which ``linear_proj``
-saves, while flash-attn's ``FlashAttnFunc`` keeps its own ``bshd`` output
+saves (except at ``b = 1``: the transposed view of a ``(1, s, a*d)`` tensor
+is already contiguous, since PyTorch ignores the stride of a size-1
+dimension, so ``contiguous()`` returns it and nothing is copied), while flash-attn's ``FlashAttnFunc`` keeps its own ``bshd`` output
 (``ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)``, the
 output itself where the head width is a multiple of 8: its backward reads O
 for ``D = rowsum(dO * O)``). Q, K and V are not kept twice:
@@ -60,8 +62,9 @@ def check_flash_output_copy(c) -> None:
 
 def with_flash_output_copy(rows, c):
     """The row ``flash_output`` before ``proj_input`` when
-    ``c.flash_output_copy`` (module docstring); ``rows`` unchanged otherwise."""
-    if not c.flash_output_copy:
+    ``c.flash_output_copy`` and ``c.b > 1`` (module docstring); ``rows``
+    unchanged otherwise."""
+    if not c.flash_output_copy or c.b == 1:
         return rows
     index = next(i for i, r in enumerate(rows) if r.key == "proj_input")
     copy = replace(rows[index], key=FLASH_OUTPUT, name="attention output in flash-attn's "
