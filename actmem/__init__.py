@@ -33,7 +33,7 @@ from .run.job.gpus import GPU, GPUS, gpu_capacity
 from .run.model_states.lora_states import adapter_parameters
 from .run.job.model import NORMS, POSITIONS, ModelConfig
 from .run.job.parameters import ParameterCount, parameter_count
-from .run.moments.moe_timeline import dispatch_buffers, dispatch_gradients
+from .run.moments.moe_dispatch import dispatch_buffers, dispatch_gradients
 from .run.moments.offload import Offload, cpu_offload
 from .run.job.job import Job
 from .run.peak import PARTS, StageMemory, TrainingMemory, training_memory

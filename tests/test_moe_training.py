@@ -16,9 +16,9 @@ from actmem.views.cli import main
 from actmem.views.fit_views import (D_CHOICES, STATES, FitPlanner, expert_choices,
                                     run_arguments, tensor_choices)
 from actmem.views.train_cli import verdict
-from actmem.run.moments.moe_timeline import (dense_twin, dispatch_buffers, dispatch_gradients,
-                                     stack_parts, stage_moe_layers, stage_stacks,
-                                     virtual_offsets)
+from actmem.run.moments.moe_dispatch import dispatch_buffers, dispatch_gradients
+from actmem.run.moments.moe_timeline import (dense_twin, stack_parts, stage_moe_layers,
+                                             stage_stacks, virtual_offsets)
 from actmem.run.moments.timeline_events import LayerMoments
 from actmem.layer.moe_copies import hot_rank_load
 
@@ -293,8 +293,8 @@ def test_interleaved_stages_hold_the_experts_of_their_own_chunks():
 def test_the_docstring_example_runs():
     import doctest
 
-    from actmem.run.moments import moe_timeline
-    result = doctest.testmod(moe_timeline)
+    from actmem.run.moments import moe_dispatch
+    result = doctest.testmod(moe_dispatch)
     assert result.attempted > 0 and result.failed == 0
 
 

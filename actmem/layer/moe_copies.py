@@ -1,6 +1,6 @@
 """How many routed token copies a rank sends and its experts receive: the
 arithmetic the MoE rows of :mod:`actmem.layer.moe` and the dispatch buffers
-of :mod:`actmem.run.moments.moe_timeline` share (balanced routing, a
+of :mod:`actmem.run.moments.moe_dispatch` share (balanced routing, a
 capacity factor, and a busier rank's what-if)."""
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
         ep, etp: expert-parallel and expert tensor-parallel sizes of an MoE
             model (:func:`actmem.model_states`; etp default t), for its
             states, its MoE layers' rows and their token dispatch buffers
-            (:mod:`actmem.run.moments.moe_timeline`). A model that mixes dense and
+            (:mod:`actmem.run.moments.moe_dispatch`). A model that mixes dense and
             MoE layers (``moe_layer_freq``) puts each stage's own layers,
             each of its kind, in the stage's parts and timeline.
         moe_hot_expert: a routing-imbalance what-if (dropless routing): the

@@ -26,7 +26,8 @@ from .job.gpus import find_gpu, gpu_capacity
 from .job.job import Job
 from ..memo import kept_by_repr
 from .job.model import ModelConfig
-from .moments.moe_timeline import dense_twin, gathered_tokens_buffer, kind_moments
+from .moments.moe_dispatch import gathered_tokens_buffer
+from .moments.moe_timeline import dense_twin, kind_moments
 from .moments.pass_parts import embedding_activations, output_activations
 from .moments.precision import SIXTEEN_BITS, activation_bytes, precision_moments, precision_outputs
 from .schedule.schedules import PipelineSchedule, simulate_schedule

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ...layer.config import STORAGE_OPTIONS, LayerConfig
-from ...layer.moe_options import MOE_OPTIONS, check_moe_values, refuse_without_experts
-from ...layer.head_dim import HEAD_OPTIONS, kv_channels_or_default
-from ...layer.lora import LORA_OPTIONS
-from ...layer.mla import MLA_OPTIONS
-from ...layer.recompute_modules import for_layer
-from ...memo import kept_by_repr, warns_at_t1
+from ...layer.config import LayerConfig
+from ...layer.moe_options import check_moe_values, refuse_without_experts
+from ...layer.head_dim import kv_channels_or_default
+from .model_layer import MODEL_MOE_FIELDS, model_layer
 from ...validate import (choice, flag, instance, integer, lists_keywords, plain_fields,
                         positive_int)
 
@@ -28,28 +25,10 @@ NORMS = ("layernorm", "rmsnorm")
 """Normalisation layers: LayerNorm (weight and bias) or RMSNorm (weight)."""
 POSITIONS = ("learned", "rotary")
 """Position encodings: a learned table (GPT) or rotary (LLaMA, no weights)."""
-MODEL_MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size",
-                    "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
-                    "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
-                    "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-                    "moe_router_dtype")
-"""The MoE options a :class:`ModelConfig` keeps (besides num_experts and
-moe_layer_freq); a model without experts takes only their defaults."""
 MAX_LAYERS = 10**6
 """Most layers a model may have: per-layer work stays below a second
 (``training_memory`` took 0.5 s of CPU for L = 10^6), and no published
 model comes near it."""
-MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "flash_output_copy",
-                       "unfused_rope", "kv_heads", "ffn_hidden_size", "activation", "dropout",
-                       *MOE_OPTIONS, *MLA_OPTIONS, *HEAD_OPTIONS, *LORA_OPTIONS)
-"""The :class:`LayerConfig` options :meth:`ModelConfig.layer` sets itself
-(from the model's fields or its own arguments)."""
-RUN_LAYER_OPTIONS = tuple(name for name in STORAGE_OPTIONS if name not in MODEL_LAYER_OPTIONS)
-"""The other :class:`LayerConfig` options: a run's choices, which
-:meth:`ModelConfig.layer` passes on (and :func:`actmem.training_memory` as
-its ``layer_options``)."""
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """A GPT-style model and the micro-batch it is trained on.
@@ -226,7 +205,8 @@ class ModelConfig:
         dense layer (``moe=False``) or an MoE layer under expert
         tensor-parallel size ``etp`` (``moe=True``; etp default t).
         ``options``: the run's other :class:`LayerConfig` options, those
-        the model does not fix (:data:`RUN_LAYER_OPTIONS`).
+        the model does not fix
+        (:data:`actmem.run.job.model_layer.RUN_LAYER_OPTIONS`).
 
         ``moe=None`` means the kind every layer has: MoE when all layers are
         MoE layers, dense when none is. A run's ``recompute_modules`` is
@@ -240,44 +220,7 @@ class ModelConfig:
                 :class:`LayerConfig`; an option the model fixes or
                 :class:`LayerConfig` lacks.
         """
-        return _layer(self, t, sequence_parallel, recompute, moe, etp, **options)
-
-    def _new_layer(self, t, sequence_parallel, recompute, moe, etp, **options) -> LayerConfig:
-        unknown = [name for name in options if name not in RUN_LAYER_OPTIONS]
-        if unknown:
-            raise TypeError(f"ModelConfig.layer() got {', '.join(unknown)}: the model or the "
-                            "method's own arguments set the layer's other options; it passes "
-                            f"on only {', '.join(RUN_LAYER_OPTIONS) or 'none so far'}")
-        if moe is None:
-            kinds = set(self.moe_pattern())
-            if len(kinds) > 1:
-                raise ValueError(f"moe_layer_freq={self.moe_layer_freq!r} mixes dense and MoE "
-                                 "layers; ask for one kind with moe=True or moe=False "
-                                 "(training_memory puts each layer of its kind on its stage)")
-            moe = kinds == {1}
-        experts = {}
-        if moe:
-            if self.num_experts is None:
-                raise ValueError("moe=True: this model has no MoE layers (num_experts=None); "
-                                 "it takes moe=False or moe=None")
-            experts = dict(num_experts=self.num_experts, etp=etp,
-                           **{name: getattr(self, name) for name in MODEL_MOE_FIELDS})
-        elif etp is not None:
-            positive_int("etp", etp)  # a wrong value is named as such first
-            raise ValueError(f"etp={etp} is for MoE layers; a dense layer takes etp=None")
-        if "recompute_modules" in options:  # per layer, as Megatron-LM applies the names
-            options["recompute_modules"] = for_layer(options["recompute_modules"], recompute,
-                                                     moe, self.num_experts is not None)
-        return LayerConfig(self.s, self.b, self.h, self.a, t,
-                           sequence_parallel=sequence_parallel, recompute=recompute,
-                           flash_attention=self.flash_attention,
-                           flash_output_copy=self.flash_output_copy, kv_heads=self.kv_heads,
-                           unfused_rope=self.positions == "rotary" and not self.apply_rope_fusion,
-                           ffn_hidden_size=self.ffn_hidden_size,
-                           activation=self.activation, dropout=self.dropout, **experts,
-                           **{name: getattr(self, name) for name in (*MLA_OPTIONS, *HEAD_OPTIONS)},
-                           **{name: getattr(self, name) for name in LORA_OPTIONS},
-                           **options)
+        return model_layer(self, t, sequence_parallel, recompute, moe, etp, **options)
 
     def padded_vocab(self, t: int = 1) -> int:
         """Megatron-LM's padded vocabulary: the smallest multiple of
@@ -300,15 +243,6 @@ class ModelConfig:
         from .hf_config import model_from_hf_config
         return model_from_hf_config(config, s=s, b=b, flash_attention=flash_attention,
                                     source=source)
-
-
-@kept_by_repr(1024, skip=warns_at_t1)
-def _layer(model: ModelConfig, *args, **options) -> LayerConfig:
-    """:meth:`ModelConfig.layer`, kept: one ``training_memory`` asks for the
-    same few layers a dozen times, and building and checking one costs
-    about 0.1 ms. Not kept: sequence parallelism at t = 1, which warns
-    each time it is asked for."""
-    return model._new_layer(*args, **options)
 
 
 ModelConfig.__init__ = lists_keywords(ModelConfig.__init__)  # unknown keywords list the fields

@@ -103,7 +103,7 @@ class LayerMoments:
             dispatch at its busiest moment of the forward (after the routed
             experts, while the combine runs) and of the backward (the
             combine's gradients), 0 for a dense layer
-            (:func:`actmem.run.moments.moe_timeline.dispatch_buffers`).
+            (:func:`actmem.run.moments.moe_dispatch.dispatch_buffers`).
         to_dispatch: the MoE layer's rows alive at that forward moment (its
             rows up to the MoE block, under the run's recomputation).
         to_dispatch_recomputed: the same rows without recomputation: under
