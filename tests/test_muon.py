@@ -114,3 +114,19 @@ def test_a_muon_launch_is_read_as_launched():
 def test_muon_options_actmem_does_not_model_are_refused_by_flag(flag, named):
     with pytest.raises(ValueError, match=named):
         Job.from_megatron_args(f"{LAUNCH} {flag}", world_size=8)
+
+
+def test_the_command_line_takes_the_optimizer(capsys):
+    import json
+
+    from actmem.views.cli import main
+    assert main(["train", "--preset", "llama2-7b", "--p", "4", "--d", "8", "--m", "8",
+                 "--optimizer", "muon", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    muon = actmem.training_memory(actmem.PRESETS["llama2-7b"], p=4, d=8, m=8, optimizer="muon")
+    adam = actmem.training_memory(actmem.PRESETS["llama2-7b"], p=4, d=8, m=8)
+    # stage 1 holds 8 layers and no embedding: 8 x 202,375,168 matrix parameters of
+    # LLaMA-2-7B (4 x 4096^2 attention + 3 x 4096 x 11008 MLP), 4 bytes fewer each
+    assert [s["optimizer"] for s in data["stages"]] == [s.optimizer for s in muon.stages]
+    assert adam.stages[1].optimizer - muon.stages[1].optimizer == 4 * 8 * (
+        4 * 4096**2 + 3 * 4096 * 11008)

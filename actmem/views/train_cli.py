@@ -30,7 +30,7 @@ from ..run.moments.timeline import CATEGORIES
 from ..run.job.model import ModelConfig
 from ..run.job.presets import MOE_PRESETS, PRESETS
 from ..run.schedule.schedules import ORDERS, SCHEDULES
-from ..run.model_states.states import ACCOUNTINGS
+from ..run.model_states.states import ACCOUNTINGS, OPTIMIZERS
 from ..units import format_bytes, format_change, format_value, parse_size
 from .job_cli import add_sources, job_json, launch_job, name, source_model
 
@@ -98,6 +98,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--zero-stage", type=count, default=0, help="ZeRO stage, accounting zero (0)")
     p.add_argument("--distributed-optimizer", action="store_true",
                    help="Megatron-LM's distributed optimizer (6 + 12/d bytes)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+                   help="adam (12 bytes of states per parameter, default) or Megatron-LM's "
+                        "muon (8 per matrix parameter; t=1, no distributed optimizer)")
     p.add_argument("--logits-bytes", type=count, default=4,
                    help="4 (fp32, default) or 2 (16-bit, with --loss torch)")
     p.add_argument("--loss", choices=LOSSES, default="vocab_parallel",
@@ -198,7 +201,8 @@ def compute(args) -> TrainingMemory:
         v=args.v, order=args.order, sequence_parallel=args.sequence_parallel,
         recompute=args.recompute, recompute_num_layers=args.recompute_num_layers,
         accounting=args.accounting, zero_stage=args.zero_stage,
-        distributed_optimizer=args.distributed_optimizer, logits_bytes=args.logits_bytes,
+        distributed_optimizer=args.distributed_optimizer, optimizer=args.optimizer,
+        logits_bytes=args.logits_bytes,
         reserve=args.reserve, gpu_memory=args.gpu_memory, loss=args.loss,
         gradient_buffer=args.gradient_buffer,
         create_attention_mask_in_dataloader=args.attention_mask, cp=args.cp,

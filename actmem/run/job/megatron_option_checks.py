@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from ..moments.framework import gradient_fusion
 from ..moments.precision import SIXTEEN_BITS
+from ..model_states.states import OPTIMIZERS
 from ...validate import choice, flag, non_negative_int
-
-OPTIMIZERS = ("adam", "muon")
 
 
 def check_megatron_options(job) -> None:

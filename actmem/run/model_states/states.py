@@ -46,7 +46,10 @@ from ..job.record_fields import check_fields
 from ...validate import choice, flag, instance, integer, lists_keywords, positive_int, shown
 
 ACCOUNTINGS = ("zero", "megatron")
-OPTIMIZERS = ("adam",)
+OPTIMIZERS = ("adam", "muon")
+"""The optimizers a job may name: Adam, and Megatron-LM's Muon, whose states
+:func:`actmem.training_memory` counts (:mod:`actmem.run.model_states.muon`).
+:func:`model_states` counts Adam's."""
 BYTES_PER_PARAMETER = {"zero": (2, 2, 12), "megatron": (2, 4, 12)}
 """(weights, gradients, optimizer states) bytes per parameter."""
 
@@ -110,7 +113,8 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
         model_or_params: a :class:`ModelConfig`, or a parameter count for
             one GPU (then t and p must be 1).
         t, p, d: tensor-, pipeline- and data-parallel sizes.
-        optimizer: ``"adam"``. accounting: ``"zero"`` or ``"megatron"``
+        optimizer: ``"adam"`` (Muon: :func:`actmem.training_memory`).
+            accounting: ``"zero"`` or ``"megatron"``
             (module docstring). zero_stage: 0-3 (``"zero"`` only).
         distributed_optimizer: Megatron-LM's (``"megatron"`` only).
         stage: the pipeline stage; default the most loaded one (the stage
@@ -157,7 +161,7 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
     >>> model_states(7_500_000_000, d=64, zero_stage=1).total / 1e9   # ZeRO Fig. 1
     31.40625
     """
-    choice("optimizer", optimizer, OPTIMIZERS)
+    choice("optimizer", optimizer, OPTIMIZERS[:1])   # Muon needs the layers' matrices
     choice("accounting", accounting, ACCOUNTINGS)
     if fp8_format(fp8):  # the states without FP8, plus TE's per-layer FP8 state
         from .fp8_states import fp8_stage_bytes
