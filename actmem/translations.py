@@ -1052,8 +1052,8 @@ ZH = {
     "Megatron-LM's global buffer; peak {peak}":
         "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
         "{kept}；峰值 {peak}",
-    "4. ep={ep}: load {load}, peak {peak}, fits: {fits}":
-        "4. ep={ep}：负载 {load}，峰值 {peak}，放得下：{fits}",
+    "4. ep={ep}: load {load}, peak {peak}, fits: {fits}, short by {short}":
+        "4. ep={ep}：负载 {load}，峰值 {peak}，放得下：{fits}，差 {short}",
     "most loaded GPU at its peak (GiB)": "负载最重的 GPU 在峰值时刻（GiB）",
     "GPU capacity: {size}": "GPU 容量：{size}",
     "{n:,} parameters; experts {experts:,} ({share:.1%})": "{n:,} 个参数；其中专家 {experts:,}（{share:.1%}）",
