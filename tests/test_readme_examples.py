@@ -6,6 +6,9 @@ import doctest
 import re
 from pathlib import Path
 
+from actmem import Job
+from actmem.views.job_cli import read_launch
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -22,3 +25,7 @@ def test_the_readme_examples_print_what_the_readme_shows(monkeypatch):
     result = runner.summarize(verbose=False)
     assert len(blocks) == 4 and result.attempted >= 16
     assert result.failed == 0
+    # the launch file the README's command line reads is the Python example's job
+    launch = read_launch("tests/launches/llama3-8b.txt")
+    assert "tests/launches/llama3-8b.txt" in text
+    assert Job.from_megatron_args(launch, world_size=8, gpu="H100 80GB SXM") == namespace["job"]

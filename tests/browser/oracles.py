@@ -238,14 +238,15 @@ def _measure_explorer(layer, v, image, tr):
 
 
 SETUPS = {"FitPlanner": {
-    "fp8": [("cp", "1"), ("model", "LLaMA-3-8B"), ("cp", "1")],
+    "fp8": [("cp", "1"), ("model", "LLaMA-3-8B"), ("cp", "1"), ("gpu", "H100 80GB SXM")],
     "offload": [("p", "1"), ("schedule", "1F1B"), ("recompute", "none"),
                 ("model", "LLaMA-3-8B"), ("p", "1"), ("recompute", "none")],
     "ep": [("model", "Mixtral 8x7B")], "etp": [("model", "Mixtral 8x7B")],
     "hot_expert": [("model", "Mixtral 8x7B")],
     "v": [("p", "2")]}}
 """Menus that offer one value under some settings of the other controls
-(FP8 needs cp = 1 and a dense model; offloading p = 1, 1F1B, no
+(FP8 needs cp = 1, a dense model and a GPU of compute capability 8.9 or
+newer: notebook 09's planner starts on an A100; offloading p = 1, 1F1B, no
 recomputation and a dense model; ep, etp and hot_expert an MoE model; v p > 1):
 explorer class -> control name -> the
 (control name, English option label) picks a learner makes, in order, until
