@@ -13,7 +13,8 @@ output back with ``output.view(b, s, -1).transpose(0, 1)`` and
 ``return output.contiguous()``: a new ``sbhd`` tensor, which ``linear_proj``
 saves (except at ``b = 1``: the transposed view of a ``(1, s, a*d)`` tensor
 is already contiguous, since PyTorch ignores the stride of a size-1
-dimension, so ``contiguous()`` returns it and nothing is copied), while flash-attn's ``FlashAttnFunc`` keeps its own ``bshd`` output
+dimension, so ``contiguous()`` returns it and nothing is copied), while
+flash-attn's ``FlashAttnFunc`` keeps its own ``bshd`` output
 (``ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)``, the
 output itself where the head width is a multiple of 8: its backward reads O
 for ``D = rowsum(dO * O)``). Q, K and V are not kept twice:

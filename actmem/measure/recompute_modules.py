@@ -149,7 +149,6 @@ class ModuleRecomputeLayer(ReferenceLayer):
             return dropout(out, seed, "mlp_out_dropout_mask", self.mask)
 
 
-
 def measure_recompute_modules(config: LayerConfig, mask: str = "bool") -> Measurement:
     """One forward of :class:`ModuleRecomputeLayer` at t = 1, every saved
     storage recorded (freed ones with 0 bytes); the Measurement's config is

@@ -28,10 +28,8 @@ from .moments.cp_timeline import with_exchange
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
 from .moments.offload import cpu_offload, offloaded_timeline
-from .model_states.muon import muon_matrices, muon_states
+from .model_states.muon import muon_states
 from .model_states.states import expert_data_parallel, sixteen_bit_gradients
-from .moments.moe_timeline import stage_moe_layers
-from ..layer.head_dim import head_dim
 from .moments.precision import (SIXTEEN_BITS, activation_bytes, full_precision_states, layer_rows,
                                 sixteen_bit_buffer)
 from .schedule.split_backward import layer_weight_rows
@@ -123,12 +121,9 @@ class Muon(Feature):
         j, model, i = setup.job, setup.whole, states.stage
         if j.optimizer != "muon":
             return states
-        moe = stage_moe_layers(model.moe_pattern(), setup.split, setup.plan.v_shaped)[i] \
-            if setup.kinds else 0
-        matrices = muon_matrices(model, sum(setup.split[i]) - moe, moe, j.ep,
-                                 i == 0 and model.positions == "learned")
-        layer = model.layer(moe=False)
-        return muon_states(states, matrices, q_rows=layer.a * head_dim(layer))
+        moe = setup.moe_layers_on(i)
+        return muon_states(states, model, sum(setup.split[i]) - moe, moe, j.ep,
+                           i == 0 and model.positions == "learned")
 
 
 class LoRA(Feature):

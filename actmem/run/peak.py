@@ -24,7 +24,7 @@ from .features import FEATURES
 from .job.gpus import find_gpu
 from .job.job import Job, as_job
 from .job.model import ModelConfig
-from .moments.moe_timeline import stack_parts, stage_moe_layers, stage_stacks
+from .moments.moe_timeline import stack_parts, stage_stacks
 from .moments.autocast import autocast_copies
 from .moments.dummy_wgrads import stage_dummy_wgrads
 from .moments.precision import moment_parts
@@ -162,8 +162,9 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             Megatron-LM's, with accounting "megatron": None is its rule (an
             fp32 gradient buffer under bf16, 16 bits under fp16); False
             under bf16 is ``--grad-reduce-in-bf16``
-            (:func:`actmem.run.model_states.states.sixteen_bit_gradients`). fused_projections: under autocast, Q/K/V
-            (and SwiGLU's gate/up) are one linear, which casts its input once.
+            (:func:`actmem.run.model_states.states.sixteen_bit_gradients`).
+            fused_projections: under autocast, Q/K/V (and SwiGLU's gate/up)
+            are one linear, which casts its input once.
             autocast_device: whose autocast op lists apply, ``"cuda"`` or
             ``"cpu"`` (where softmax stays bf16).
         loss_chunk_tokens: tokens per chunk of ``loss="fused"`` (default
@@ -267,8 +268,7 @@ def stage_states(setup: StepSetup, i: int):
         setup.model, t=j.t, p=j.p, d=j.d, ep=j.ep, etp=j.etp, cp=j.cp, accounting=j.accounting,
         zero_stage=j.zero_stage, stage_layers=tuple(map(sum, split)),
         distributed_optimizer=j.distributed_optimizer, stage=i, fp8=setup.fp8,
-        moe_layers=setup.kinds and stage_moe_layers(setup.model.moe_pattern(), split,
-                                                    setup.plan.v_shaped),
+        moe_layers=setup.moe_layers(),
         num_distributed_optimizer_instances=j.num_distributed_optimizer_instances)
     for feature in FEATURES:
         states = feature.states(setup, states)

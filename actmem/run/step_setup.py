@@ -27,7 +27,7 @@ from .job.job import Job
 from ..memo import kept_by_repr
 from .job.model import ModelConfig
 from .moments.moe_dispatch import gathered_tokens_buffer
-from .moments.moe_timeline import dense_twin, kind_moments
+from .moments.moe_timeline import dense_twin, kind_moments, stage_moe_layers
 from .moments.pass_parts import embedding_activations, output_activations
 from .moments.precision import SIXTEEN_BITS, activation_bytes, precision_moments, precision_outputs
 from .schedule.schedules import PipelineSchedule, simulate_schedule
@@ -82,6 +82,18 @@ class StepSetup:
     moments: LayerMoments
     mask: int
     offload: object = None
+
+    def moe_layers(self) -> tuple[int, ...] | None:
+        """How many MoE layers each stage holds
+        (:func:`actmem.run.moments.moe_timeline.stage_moe_layers`), None
+        for a dense model."""
+        if not self.kinds:
+            return None
+        return stage_moe_layers(self.whole.moe_pattern(), self.split, self.plan.v_shaped)
+
+    def moe_layers_on(self, i: int) -> int:
+        """How many MoE layers stage ``i`` holds (0 for a dense model)."""
+        return self.moe_layers()[i] if self.kinds else 0
 
 
 @kept_by_repr(16)   # a job's checks find it, then training_memory reads it

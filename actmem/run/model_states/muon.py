@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..job.weight_shapes import attention_weights, mlp_weights
+from ...layer.head_dim import head_dim
 
 MUON_BYTES, ADAM_BYTES = 8, 12
 """Optimizer bytes per parameter: fp32 main copy + momentum; + two moments."""
@@ -79,15 +80,19 @@ def _named(shapes) -> list[tuple[str, int, int]]:
     return [("matrix", rows, columns) for rows, columns in shapes]
 
 
-def muon_states(states, matrices, q_rows: int):
+def muon_states(states, model, dense_layers: int, moe_layers: int, ep: int, positions: bool):
     """``states`` (Megatron-LM's accounting, Adam on every parameter, not
-    sharded) with Muon's: 8 bytes per parameter of ``matrices``
+    sharded) with Muon's on a GPU that holds ``dense_layers`` dense and
+    ``moe_layers`` MoE layers of ``model`` (and its learned position table,
+    ``positions``): 8 bytes per parameter of its matrices
     (:func:`muon_matrices`), 12 for the rest, and the step's transient
-    (:func:`newton_schulz_transient`; ``q_rows``: Q's rows in Q/K/V)."""
+    (:func:`newton_schulz_transient`)."""
+    matrices = muon_matrices(model, dense_layers, moe_layers, ep, positions)
+    c = model.layer(moe=False)
     muon = sum(rows * columns for _, rows, columns in matrices)
     optimizer = MUON_BYTES * muon + ADAM_BYTES * (states.parameters - muon)
     return replace(states, optimizer=optimizer,
-                   step_transient=newton_schulz_transient(matrices, q_rows))
+                   step_transient=newton_schulz_transient(matrices, c.a * head_dim(c)))
 
 
 def newton_schulz_transient(matrices, q_rows: int) -> int:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from ..job.model import ModelConfig
 from ..job.weight_shapes import attention_weights, mlp_weights
-from .moe_timeline import stage_moe_layers
 from .precision import SIXTEEN_BITS
 
 
@@ -46,8 +45,7 @@ def stage_dummy_wgrads(setup, i: int, output_layer: bool) -> int:
     j, model = setup.job, setup.whole
     if not (setup.fusion and j.transformer_engine) or model.lora_rank is not None:
         return 0
-    moe = stage_moe_layers(model.moe_pattern(), setup.split, setup.plan.v_shaped)[i] \
-        if setup.kinds else 0
+    moe = setup.moe_layers_on(i)
     return dummy_wgrad_bytes(model, j.t, j.etp, j.sequence_parallel, sum(setup.split[i]) - moe,
                              moe, output_layer, 2 if j.precision in SIXTEEN_BITS else 4)
 
