@@ -94,6 +94,8 @@ SYMBOLS = (
     Term("V", "attention's value tensor; where logits are counted (notebooks 06, 09, 10, 12), "
          "the vocabulary size",
          "值矩阵 / 词表大小", "注意力的值张量；在讲 logits 的地方（笔记本 06、09、10、12）指词表大小"),
+    Term("E", "experts in a mixture-of-experts layer (num_experts)", "专家数",
+         "一个混合专家层中的专家个数（num_experts）"),
     Term("T", "routed token copies one GPU's experts run in a mixture-of-experts layer: "
          "N*k*etp/t under balanced routing (N = s*b tokens, k experts each)",
          "专家处理的路由 token 副本数", "一块 GPU 上的专家在一个混合专家层中处理的路由 token 副本数："
@@ -102,7 +104,7 @@ SYMBOLS = (
          "balanced routing (--moe-expert-capacity-factor)", "容量因子",
          "一个专家接收的 token 数是均衡路由下其份额的多少倍（--moe-expert-capacity-factor）"),
 )
-"""The paper's symbols, those the notebooks add (v, g, f, d, M, k, N) and
+"""The paper's symbols, those the notebooks add (v, g, f, d, M, k, N, E) and
 the letters they name things with."""
 
 TERMS = (

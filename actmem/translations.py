@@ -1052,6 +1052,13 @@ ZH = {
     "Megatron-LM's global buffer; peak {peak}":
         "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
         "{kept}；峰值 {peak}",
+    "{name}: the router keeps {kept} of the MoE layer's {total} ({share:.2%})":
+        "{name}：路由器保存 {kept}，占该 MoE 层 {total} 的 {share:.2%}",
+    "over its {layers} MoE layers: {kept} per micro-batch":
+        "全部 {layers} 个 MoE 层：每个微批次 {kept}",
+    "softmax after top-k": "top-k 之后的 softmax",
+    "DeepSeek-V3's sigmoid router": "DeepSeek-V3 的 sigmoid 路由器",
+    "with its sequence-wise loss": "再加上按序列计算的均衡损失",
     "4. ep={ep}: load {load}, peak {peak}, fits: {fits}, short by {short}":
         "4. ep={ep}：负载 {load}，峰值 {peak}，放得下：{fits}，差 {short}",
     "most loaded GPU at its peak (GiB)": "负载最重的 GPU 在峰值时刻（GiB）",

@@ -21,7 +21,9 @@ def peak(model, **options):
 # Kind 8: an MoE field on a model without experts is refused, naming it and its value.
 @pytest.mark.parametrize("model", DENSE)
 @pytest.mark.parametrize("field, value, default", [
-    ("moe_router_topk", 3, "2"), ("moe_router_topk", 1, "2"),
+    ("moe_router_topk", 3, "2"), ("moe_router_topk", 4, "2"),
+    ("moe_router_score_function", "sigmoid", "'softmax'"), ("moe_router_pre_softmax", True, "False"),
+    ("moe_router_num_groups", 4, "None"), ("moe_router_enable_expert_bias", True, "False"),
     ("moe_ffn_hidden_size", 1408, "None"), ("moe_shared_expert_intermediate_size", 2816, "None"),
     ("moe_expert_capacity_factor", 1.0, "None"), ("moe_expert_capacity_factor", 0.5, "None"),
     ("moe_pad_expert_input_to_capacity", True, "False"), ("moe_aux_loss_coeff", 0.01, "0.0"),
@@ -35,8 +37,9 @@ def test_moe_fields_without_experts_are_refused(model, field, value, default):
     assert str(error.value).startswith(f"{field}={value!r} needs num_experts")
     assert f"keeps its default, {default}" in str(error.value)
     if field != "moe_layer_freq":   # the same value is taken with experts
-        capacity = {"moe_expert_capacity_factor": 1.0} if value is True else {}
-        assert getattr(MIXTRAL.with_(**{field: value}, **capacity), field) == value
+        needs = {"moe_pad_expert_input_to_capacity": {"moe_expert_capacity_factor": 1.0},
+                 "moe_router_enable_expert_bias": {"moe_router_score_function": "sigmoid"}}
+        assert getattr(MIXTRAL.with_(**{field: value}, **needs.get(field, {})), field) == value
 
 
 def test_moe_fields_at_their_defaults_stay_accepted_without_experts():

@@ -17,6 +17,7 @@ CONFIGS = Path(__file__).parent / "hf_configs"
 PUBLISHED = {**PRESETS, **MOE_PRESETS}
 AUX = {"mixtral-8x7b": 0.02, "qwen3-30b-a3b": 0.001, "deepseek-v3": 0.001,
        "deepseek-v2-lite": 0.001}   # the router's load-balancing coefficient each trained with
+BALANCING = {"deepseek-v3": "seq_aux_loss", "deepseek-v2-lite": "seq_aux_loss"}  # seq_aux
 TABLE = {"gpt2-large": 1024}   # n_positions: the learned table's rows (the preset: s's)
 
 
@@ -25,8 +26,10 @@ def test_each_config_gives_its_published_model(name):
     preset = PUBLISHED[name]
     model = ModelConfig.from_hf_config(CONFIGS / f"{name}.json", s=preset.s, b=preset.b,
                                        flash_attention=preset.flash_attention)
-    assert model == preset.with_(source=model.source, moe_aux_loss_coeff=AUX.get(name, 0.0),
-                                 max_positions=TABLE.get(name))
+    assert model == preset.with_(
+        source=model.source, moe_aux_loss_coeff=AUX.get(name, 0.0),
+        moe_router_load_balancing_type=BALANCING.get(name, "aux_loss"),
+        max_positions=TABLE.get(name))
     assert actmem.parameter_count(model) == actmem.parameter_count(preset)
     assert model.source.startswith(f"{name}.json (Hugging Face config.json, ")
 
@@ -38,13 +41,36 @@ def test_a_dict_is_read_as_the_file_and_the_run_sets_s_and_b():
     assert actmem.training_memory(model, t=8, cp=4, sequence_parallel=True).stages[0].peak > 0
 
 
-def test_the_routers_that_keep_more_than_the_ledger_say_so():
+def test_each_gate_becomes_megatrons_router():
+    """DeepSeek-V3's noaux_tc gate: the sigmoid, an expert bias, 4 of 8 groups;
+    DeepSeek-V2-Lite's greedy gate without renormalisation: the softmax before
+    top-k; Qwen3's renormalised top-k and Mixtral's: the softmax after it."""
     v3 = ModelConfig.from_hf_config(CONFIGS / "deepseek-v3.json", s=4096, b=1)
     lite = ModelConfig.from_hf_config(CONFIGS / "deepseek-v2-lite.json", s=4096, b=1)
-    mixtral = ModelConfig.from_hf_config(CONFIGS / "mixtral-8x7b.json", s=4096, b=1)
-    assert "sigmoid (4sbE bytes" in v3.source
-    assert "softmax over all experts before top-k" in lite.source
-    assert "4sbE" not in mixtral.source
+    qwen = ModelConfig.from_hf_config(CONFIGS / "qwen3-30b-a3b.json", s=4096, b=1)
+    assert (v3.moe_router_score_function, v3.moe_router_enable_expert_bias,
+            v3.moe_router_num_groups, v3.moe_router_group_topk,
+            v3.moe_router_pre_softmax) == ("sigmoid", True, 8, 4, False)
+    assert (lite.moe_router_score_function, lite.moe_router_pre_softmax,
+            lite.moe_router_group_topk) == ("softmax", True, None)
+    assert not qwen.moe_router_pre_softmax
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"topk_method": "group_limited_greedy", "scoring_func": "softmax", "norm_topk_prob": False},
+     None),
+    ({"topk_method": "sorted"}, r"topk_method='sorted' is not modelled; actmem reads greedy"),
+    ({"norm_topk_prob": False}, r"scoring_func='sigmoid' with norm_topk_prob=False"),
+])
+def test_deepseek_gates_not_modelled_are_refused_by_name(change, message):
+    config = {**json.loads((CONFIGS / "deepseek-v3.json").read_text()), **change}
+    if message is None:   # DeepSeek-V2's gate: groups, no bias, the softmax before top-k
+        model = ModelConfig.from_hf_config(config, s=4096, b=1)
+        assert (model.moe_router_group_topk, model.moe_router_enable_expert_bias,
+                model.moe_router_pre_softmax) == (4, False, True)
+        return
+    with pytest.raises(ValueError, match=message):
+        ModelConfig.from_hf_config(config, s=4096, b=1)
 
 
 @pytest.mark.parametrize("change, message", [

@@ -29,7 +29,7 @@ N = s * b
 BASE = dict(s=s, b=b, h=h, a=a, activation="swiglu", num_experts=4, moe_ffn_hidden_size=96)
 VARIANTS = {
     "top2_shared": dict(moe_router_topk=2, moe_shared_expert_intermediate_size=64),
-    "top1": dict(moe_router_topk=1),
+    "top1": dict(moe_router_topk=1, moe_router_pre_softmax=True),
     "top3_no_dropout": dict(moe_router_topk=3, dropout=False),
     "selective": dict(moe_router_topk=2, recompute="selective"),
     "full": dict(moe_router_topk=2, recompute="full"),
@@ -52,6 +52,19 @@ VARIANTS = {
                                   moe_router_dtype="fp32", moe_token_dispatcher_type="allgather"),
     "sinkhorn_top1_fp32": dict(activation="gelu", moe_router_topk=1, moe_router_dtype="fp32",
                                moe_router_load_balancing_type="sinkhorn"),
+    "pre_softmax_groups": dict(moe_router_topk=2, moe_router_pre_softmax=True,
+                               moe_router_num_groups=2, moe_router_group_topk=1),
+    "softmax_groups_aux": dict(moe_router_topk=2, moe_router_num_groups=2,
+                               moe_router_group_topk=2, moe_aux_loss_coeff=0.01),
+    "sigmoid_top1": dict(moe_router_topk=1, moe_router_score_function="sigmoid"),
+    "sigmoid_aux_fp32": dict(moe_router_topk=3, moe_router_score_function="sigmoid",
+                             moe_aux_loss_coeff=0.01, moe_router_dtype="fp32"),
+    "sigmoid_groups": dict(moe_router_topk=2, moe_router_score_function="sigmoid",
+                           moe_router_num_groups=2, moe_router_group_topk=1),
+    "deepseek_router": dict(moe_router_topk=2, moe_router_score_function="sigmoid",
+                            moe_router_enable_expert_bias=True, moe_router_num_groups=2,
+                            moe_router_group_topk=1, moe_aux_loss_coeff=0.01,
+                            moe_router_load_balancing_type="seq_aux_loss"),
 }
 LAYERNORM_STATS = 2 * 2 * (N * 2)
 """Two LayerNorms x (mean, rstd) x s*b bfloat16 elements (CPU), as test_measure."""
@@ -89,12 +102,42 @@ def test_the_moe_rows_bytes_by_hand(measured):
                                   "capacity_drop", "capacity_padded", "gelu_shared",
                                   "sinkhorn_top1", "sinkhorn_top2", "allgather",
                                   "allgather_sinkhorn_gelu", "router_fp32",
-                                  "router_fp32_allgather", "sinkhorn_top1_fp32"])
+                                  "router_fp32_allgather", "sinkhorn_top1_fp32",
+                                  "pre_softmax_groups", "sigmoid_top1", "sigmoid_groups"])
 def test_the_only_extras_are_the_layernorm_statistics(measured, name):
     extras = measured[name].extras
     assert [e.storage.saved_by[0].split(".")[0] for e in extras] == [
         "NativeLayerNormBackward0"] * 4
     assert measured[name].extras_total == LAYERNORM_STATS
+
+
+def test_the_router_rows_of_each_score_function_by_hand(measured):
+    """topk_routing_with_score_function (moe_utils.py) on N tokens, E = 4:
+    the softmax before top-k keeps its fp32 scores over all E and the
+    indices; the sigmoid keeps its fp32 scores, the indices and, for k > 1,
+    the k chosen scores and their sum; groups add an N x E bool mask unless
+    an expert bias picks the experts (its top-k is dropped at once); the
+    load-balancing loss adds the sigmoid over all E again and its sum."""
+    E = 4
+
+    def router(name):
+        return {r.key: r.measured_bytes for r in measured[name].rows
+                if r.key.startswith("router")}
+    assert router("top1") == {"router_topk_indices": 8 * N, "router_scores": 4 * N * E}
+    assert router("pre_softmax_groups") == {"router_topk_indices": 8 * N * 2,
+                                            "router_scores": 4 * N * E,
+                                            "router_group_mask": N * E}
+    assert router("sigmoid_top1") == {"router_topk_indices": 8 * N, "router_scores": 4 * N * E}
+    assert router("sigmoid_groups") == {
+        "router_topk_indices": 8 * N * 2, "router_scores": 4 * N * E,
+        "router_probs": 4 * N * 2, "router_score_sums": 4 * N, "router_group_mask": N * E}
+    assert router("deepseek_router") == {
+        "router_topk_indices": 8 * N * 2, "router_scores": 4 * N * E,
+        "router_probs": 4 * N * 2, "router_score_sums": 4 * N,
+        "router_aux_scores": 4 * N * E, "router_aux_sums": 4 * N}
+    extras = sorted(e.storage.saved_by[0].split(".")[0] for e in measured["deepseek_router"].extras)
+    assert extras == ["AuxLossAutoScalerBackward", "MulBackward0"] + [
+        "NativeLayerNormBackward0"] * 4   # the 0-d loss and the E token counts
 
 
 def test_gelu_experts_keep_their_output_for_the_probabilities(measured):

@@ -108,6 +108,52 @@ def test_megatron_lm_s_default_moe_launch_is_read_as_it_runs():
         ("allgather", "gelu", "sinkhorn", "fp32", 1, 2, True)
 
 
+DEEPSEEK_PROXY = ["--num-experts", "16", "--moe-router-topk", "4", "--moe-ffn-hidden-size", "64",
+                  "--expert-model-parallel-size", "2", "--moe-token-dispatcher-type",
+                  "alltoall", "--moe-router-load-balancing-type", "seq_aux_loss",
+                  "--moe-aux-loss-coeff", "1e-4", "--moe-router-pre-softmax",
+                  "--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias",
+                  "--moe-router-num-groups", "4", "--moe-router-group-topk", "2",
+                  "--moe-router-topk-scaling-factor", "2.0", "--moe-router-dtype", "fp32",
+                  "--multi-latent-attention", "--qk-layernorm", "--q-lora-rank", "96",
+                  "--kv-lora-rank", "32", "--qk-head-dim", "32", "--qk-pos-emb-head-dim", "16",
+                  "--v-head-dim", "32", "--swiglu", "--normalization", "RMSNorm",
+                  "--disable-bias-linear", "--position-embedding-type", "rope",
+                  "--attention-backend", "flash"]
+"""The router and attention of Megatron-LM's DeepSeek-V3 proxy CI runs
+(tests/functional_tests/test_cases/moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_*), small."""
+
+
+def test_a_deepseek_launch_gets_its_router_and_the_latents_norms():
+    """--moe-router-pre-softmax is read in the softmax branch only, so the
+    sigmoid router takes none; with MLA --qk-layernorm builds the latents'
+    norms, which actmem.layer.mla counts, not per-head norms."""
+    m = Job.from_megatron_args(BASE + DEEPSEEK_PROXY, world_size=2).model
+    assert (m.moe_router_score_function, m.moe_router_pre_softmax,
+            m.moe_router_enable_expert_bias, m.moe_router_num_groups,
+            m.moe_router_group_topk, m.moe_router_load_balancing_type) == \
+        ("sigmoid", False, True, 4, 2, "seq_aux_loss")
+    assert (m.multi_latent_attention, m.qk_layernorm, m.q_lora_rank) == (True, False, 96)
+    rows = {r.key: r.bytes for r in actmem.ledger_rows(m.layer(t=1))}
+    N, E = 512 * 2, 16
+    assert (rows["router_scores"], rows["router_score_sums"], rows["router_aux_sums"],
+            rows["q_down_output"]) == (4 * N * E, 4 * N, 4 * N, 2 * N * 96)
+    assert "router_group_mask" not in rows   # the expert bias picks the experts
+
+
+@pytest.mark.parametrize("drop, message", [
+    ("--qk-layernorm", r"--multi-latent-attention without --qk-layernorm: actmem counts MLA "
+                       r"with the latents' norms"),
+    ("--q-lora-rank", r"--multi-latent-attention without --q-lora-rank"),
+])
+def test_mla_without_the_latents_norms_is_refused_by_name(drop, message):
+    launch = BASE + DEEPSEEK_PROXY
+    i = launch.index(drop)
+    launch = launch[:i] + launch[i + (2 if drop == "--q-lora-rank" else 1):]
+    with pytest.raises(ValueError, match=message):
+        Job.from_megatron_args(launch, world_size=2)
+
+
 @pytest.mark.parametrize("extra, env, message", [
     (["--main-grads-dtype", "bf16"], {}, r"--main-grads-dtype bf16: refused: Refused when "
      r"set: bf16 main gradients"),
@@ -121,6 +167,8 @@ def test_megatron_lm_s_default_moe_launch_is_read_as_it_runs():
      r"--moe-token-dispatcher-type flex: actmem models alltoall, allgather"),
     (["--num-experts", "4", "--moe-router-load-balancing-type", "aux_loss", "sinkhorn"], {},
      r"--moe-router-load-balancing-type aux_loss sinkhorn: several load-balancing types"),
+    (["--num-experts", "4", "--moe-router-score-function", "sqrtsoftplus"], {},
+     r"--moe-router-score-function sqrtsoftplus: actmem models softmax, sigmoid"),
     (["--num-experts", "4", "--moe-router-load-balancing-type", "quantile_balancing"], {},
      r"--moe-router-load-balancing-type quantile_balancing: actmem models aux_loss"),
     (["--hidden-dropout", "0"], {}, r"--hidden-dropout 0.0 with --attention-dropout 0.1"),

@@ -153,7 +153,8 @@ def test_model_config_passes_mla_to_its_layers():
 def _dense_lite():
     return MOE_PRESETS["deepseek-v2-lite"].with_(
         num_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
-        moe_shared_expert_intermediate_size=None, moe_layer_freq=1, L=4)
+        moe_shared_expert_intermediate_size=None, moe_layer_freq=1, moe_router_pre_softmax=False,
+        L=4)
 
 
 def test_training_memory_keeps_the_mla_rows():

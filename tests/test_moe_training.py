@@ -300,7 +300,8 @@ def test_the_docstring_example_runs():
 
 def test_one_expert_peaks_at_the_unpermute_beside_its_zeros():
     c = LayerConfig(S, 1, H, A, activation="swiglu", num_experts=1, moe_router_topk=1,
-                    moe_ffn_hidden_size=FE, dropout=False, flash_attention=True)
+                    moe_router_pre_softmax=True, moe_ffn_hidden_size=FE, dropout=False,
+                    flash_attention=True)
     # the permuted tokens and probabilities are the expert's own input (ledger rows)
     assert dispatch_buffers(c) == {"experts' output": S * ROW, "unpermuted output": S * ROW}
 

@@ -158,7 +158,8 @@ FEATURES = {  # PLAIN_PYTORCH's features, each used by one run
     "qk_layernorm": (LLAMA.with_(qk_layernorm=True), {}),
     "multi_latent_attention": (MOE_PRESETS["deepseek-v2-lite"].with_(
         num_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
-        moe_shared_expert_intermediate_size=None, moe_layer_freq=1, L=4), {}),
+        moe_shared_expert_intermediate_size=None, moe_layer_freq=1, moe_router_pre_softmax=False,
+        L=4), {}),
     "lora_rank": (LLAMA.with_(lora_rank=8, lora_targets=("linear_qkv",)), {}),
     "fp8": (LLAMA, dict(fp8="hybrid")),
     "recompute_modules": (LLAMA, dict(recompute="selective", recompute_modules=["mlp"])),

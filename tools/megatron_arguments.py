@@ -899,7 +899,9 @@ CLASSES: dict[str, tuple] = {
     "--attention-dropout": (M, "dropout", "dropout=True when the dropouts are > 0 (the attention "
                                           "dropout keeps its mask), False when both are 0; one "
                                           "without the other is not expressible."),
-    "--qk-layernorm": (M, "qk_layernorm", "Norms on queries and keys, which keep their inputs."),
+    "--qk-layernorm": (M, "qk_layernorm", "Norms on queries and keys, which keep their inputs; "
+                                          "with --multi-latent-attention the latents' norms "
+                                          "(actmem.layer.mla), which MLA needs here."),
     "--qk-l2-norm": when_set("Llama-4 L2 norms on queries and keys keep tensors actmem's "
                              "qk_layernorm rows do not describe"),
     "--window-size": (N, "With FlashAttention or fused attention a window changes which scores "
@@ -927,7 +929,9 @@ CLASSES: dict[str, tuple] = {
     "--bert-no-binary-head": when_set("BERT's binary head; BERT is not a GPT job actmem "
                                       "models"),
     "--multi-latent-attention": (M, "multi_latent_attention", "Multi-latent attention in every "
-                                                              "layer (actmem.layer.mla)."),
+                                                              "layer (actmem.layer.mla), with "
+                                                              "--qk-layernorm and --q-lora-rank; "
+                                                              "without either it is refused."),
     "--q-lora-rank": (M, "q_lora_rank", "MLA's query compression rank (None: no compression)."),
     "--kv-lora-rank": (M, "kv_lora_rank", "MLA's key/value compression rank."),
     "--qk-head-dim": (M, "qk_head_dim", "MLA's per-head query/key width without rotary part."),
@@ -1304,23 +1308,29 @@ CLASSES: dict[str, tuple] = {
                                          "lists of several are refused.",
                                          {"values": ["aux_loss", "seq_aux_loss",
                                                      "global_aux_loss", "sinkhorn", "none"]}),
-    "--moe-router-score-function": (R, "Refused unless 'softmax' (its default, the ledger's "
-                                       "softmax after top-k); sigmoid and sqrtsoftplus also keep "
-                                       "the fp32 scores of all E experts."),
-    "--moe-router-pre-softmax": when_set("the softmax over all E experts before top-k keeps "
-                                         "4sbE bytes, not the ledger's 4sbk"),
+    "--moe-router-score-function": (M, "moe_router_score_function", "softmax keeps the "
+                                    "softmax of the top k (or, with --moe-router-pre-softmax, of "
+                                    "all E); sigmoid keeps the fp32 sigmoid of all E, the k chosen "
+                                    "scores and their sums (actmem.layer.router); sqrtsoftplus "
+                                    "is refused.", {"values": ["softmax", "sigmoid"]}),
+    "--moe-router-pre-softmax": (M, "moe_router_pre_softmax", "The softmax over all E experts "
+                                 "before top-k keeps 4sbE bytes, not the 4sbk of the softmax "
+                                 "after it; ignored by Megatron-LM with the sigmoid."),
     "--moe-router-dtype": (M, "moe_router_dtype", "The routing probabilities' precision, "
                                                   "which the dispatcher and the experts keep "
                                                   "(the router saves its bf16 input either way).",
                            {"values": ["fp32", "fp64"]}),
-    "--moe-router-num-groups": when_set("group-limited routing keeps group scores and masks "
-                                        "over the E experts"),
-    "--moe-router-group-topk": only("--moe-router-num-groups"),
+    "--moe-router-num-groups": (M, "moe_router_num_groups", "The groups of group-limited "
+                                "routing, which keeps an N x E bool mask of the experts "
+                                "outside the chosen groups (actmem.layer.router)."),
+    "--moe-router-group-topk": (M, "moe_router_group_topk", "The groups each token may use "
+                                "(group-limited routing, with --moe-router-num-groups)."),
     "--moe-router-topk-scaling-factor": (N, "Multiplies the probabilities by a Python constant, "
                                             "which autograd saves nothing for."),
-    "--moe-router-enable-expert-bias": (N, "An E-element bias buffer and a biased score copy "
-                                           "used only to pick the top k, which backward does not "
-                                           "keep."),
+    "--moe-router-enable-expert-bias": (M, "moe_router_enable_expert_bias", "With the sigmoid, "
+                                        "the top k is picked on a biased copy and the scores "
+                                        "gathered, so group-limited routing's mask is not kept; "
+                                        "the E-element bias buffer is left out."),
     "--moe-router-bias-update-rate": (N, "A value of the expert-bias update."),
     "--moe-router-quantile-balancing-ema": only("--moe-router-load-balancing-type "
                                                 "quantile_balancing"),

@@ -131,6 +131,13 @@ class LayerConfig:
         moe_router_dtype: ``None`` (the activations' bf16), ``"fp32"`` or
             ``"fp64"`` (``--moe-router-dtype``): the routing probabilities'
             precision, which the dispatcher and the experts keep.
+        moe_router_score_function, moe_router_pre_softmax,
+        moe_router_num_groups, moe_router_group_topk,
+        moe_router_enable_expert_bias: how the router scores and picks its
+            experts (Megatron-LM's flags in snake_case: ``"softmax"`` or
+            ``"sigmoid"``, the softmax before top-k, group-limited routing,
+            the aux-loss-free bias), which decide what it keeps
+            (:mod:`actmem.layer.router`).
         moe_rank_load: the routed copies this rank's experts receive as a
             multiple of the balanced expectation (1; a what-if of dropless
             routing, :func:`actmem.layer.moe_copies.hot_rank_load` gives it for a
@@ -184,6 +191,11 @@ class LayerConfig:
     moe_router_load_balancing_type: str = "aux_loss"
     moe_router_dtype: str | None = None
     moe_rank_load: int | float = 1.0
+    moe_router_score_function: str = "softmax"
+    moe_router_pre_softmax: bool = False
+    moe_router_num_groups: int | None = None
+    moe_router_group_topk: int | None = None
+    moe_router_enable_expert_bias: bool = False
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

@@ -41,8 +41,9 @@ permutes with two int64 indices of E*capacity each (``permute`` and
 ``unpermute`` with ``drop_and_pad``). The load-balancing loss
 (``--moe-aux-loss-coeff`` > 0, type ``aux_loss``) keeps the router's fp32
 softmax over all E experts (``moe_utils.py``:
-compute_routing_scores_for_aux_loss). The other routers, the all-gather
-dispatcher and GeLU experts: :func:`router_rows`, :func:`dispatch_rows`,
+compute_routing_scores_for_aux_loss). The other routers
+(:mod:`actmem.layer.router`), the all-gather dispatcher and GeLU experts:
+:func:`~actmem.layer.router.router_rows`, :func:`dispatch_rows`,
 :func:`expert_rows`.
 
 **Checked against Megatron-LM itself.** Megatron-LM's own ``MoELayer``
@@ -63,11 +64,9 @@ from .config import LayerConfig
 from .ledger import EXPERT_ROUTED, HIDDEN_SPLIT, REPLICATED, LedgerRow
 from .moe_copies import received_copies, routed_copies
 from .moe_options import ROUTER_DTYPES
-
-AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
-"""Load-balancing types whose loss keeps the softmax over all experts
-(``moe_utils.py``: compute_routing_scores_for_aux_loss), when its
-coefficient is > 0 (``router.py``: TopKRouter.is_aux_loss_enabled)."""
+from .router import NEEDED_FOR as ROUTER_NEEDED_FOR
+from .router import SOURCES as ROUTER_SOURCES
+from .router import router_rows
 
 DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "relu_output", "swiglu_gate", "swiglu_up",
                   "fc2_input")
@@ -75,25 +74,14 @@ DENSE_MLP_ROWS = ("fc1_input", "gelu_input", "relu_output", "swiglu_gate", "swig
 
 _MOE = "megatron/core/transformer/moe/"
 SOURCES = {
+    **ROUTER_SOURCES,
     "moe_input": _MOE + "moe_utils.py: RouterGatingLinearFunction.forward "
                  "(save_for_backward(inp, ...)); also the shared experts' linear_fc1 input",
-    "router_topk_indices": _MOE + "moe_utils.py: topk_routing_with_score_function "
-                           "(torch.topk, then scatter into the routing map)",
-    "router_probs": _MOE + "moe_utils.py: topk_routing_with_score_function "
-                    "(torch.softmax(scores, dtype=torch.float32) after top-k)",
     "permute_probs_index": _MOE + "moe_utils.py: permute (probs.T.contiguous()"
                            ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
     "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
                      "and unpermute (scatter_add_ with the same indices), called by "
                      "token_dispatcher.py's dispatchers",
-    "router_aux_scores": _MOE + "moe_utils.py: compute_routing_scores_for_aux_loss "
-                         "(torch.softmax(logits, dtype=torch.float32)), called by router.py: "
-                         "TopKRouter.routing when the aux loss is on",
-    "router_sinkhorn_scores": _MOE + "router.py: TopKRouter._sinkhorn_activation "
-                              "(torch.sigmoid(logits) for k = 1, else torch.softmax(logits, "
-                              "dtype=torch.float32)), called by sinkhorn_load_balancing",
-    "router_routing_map": _MOE + "router.py: TopKRouter.sinkhorn_load_balancing "
-                          "(scores = logits * routing_map saves the map)",
     "dispatch_local_probs": _MOE + "token_dispatcher.py: MoEAllGatherTokenDispatcher."
                             "dispatch_postprocess (local_probs.T.contiguous().masked_select"
                             "(local_map.T.contiguous()))",
@@ -102,8 +90,6 @@ SOURCES = {
     "expert_act_output": _MOE + "experts.py: TEGroupedMLP.forward and transformer/mlp.py: "
                          "MLP.forward, unfused activation with probabilities "
                          "(activation_func(x) * probs.unsqueeze(-1))",
-    "router_capacity_mask": _MOE + "moe_utils.py: apply_router_token_dropping "
-                            "(final_probs = routing_probs * final_map)",
     "expert_fc1_input": _MOE + "experts.py: TEGroupedMLP.forward (linear_fc1 on the tokens "
                         "token_dispatcher.py: MoEAlltoAllTokenDispatcher dispatched)",
     "expert_fc1_output": "megatron/core/fusions/fused_bias_swiglu.py: "
@@ -121,31 +107,20 @@ SOURCES = {
 """Where Megatron-LM saves each MoE row (file: function)."""
 
 NEEDED_FOR = {
+    **ROUTER_NEEDED_FOR,
     "moe_input": "weight gradient of the router (dW = dlogits^T X) and of the shared "
                  "experts' first linear (dW = X^T dY)",
-    "router_topk_indices": "top-k and scatter backward: the gradient of the k chosen "
-                           "scores goes back to their experts' columns",
-    "router_probs": "softmax backward over the k chosen scores: dS = P * (dP - "
-                    "rowsum(dP * P)) needs P",
     "permute_probs_index": "backward of the probabilities' gather: each permuted "
                            "probability's gradient goes back to its (token, expert) slot",
     "permute_index": "backward of permute and unpermute: each routed copy's gradient is "
                      "summed back into its token, and the output's gradient gathered to "
                      "each copy",
-    "router_aux_scores": "load-balancing loss backward through the softmax over all E "
-                         "experts: dS = P * (dP - rowsum(dP * P)) needs P",
-    "router_sinkhorn_scores": "backward of the sigmoid (dS = dP * P * (1 - P)) or the "
-                              "softmax over all E experts: both need their output P",
-    "router_routing_map": "backward of logits * routing_map: the scores' gradient is "
-                          "masked by the same map",
     "dispatch_local_probs": "backward of masked_select: the selected probabilities' "
                             "gradient is scattered back into the local experts' columns",
     "dispatch_local_map": "backward of masked_select: where each selected probability "
                           "came from",
     "expert_act_output": "backward of gelu(x) * p: the probability's gradient is "
                          "rowsum(dY * gelu(x))",
-    "router_capacity_mask": "backward of the capacity masking: the probabilities' gradient "
-                            "is multiplied by the same mask",
     "expert_fc1_input": "weight gradient of each expert's first linear: dW_e = X_e^T dY_e",
     "expert_fc1_output": "activation backward: SwiGLU's d(up) and d(gate) need gate and "
                          "up, GeLU's derivative needs its input",
@@ -171,7 +146,7 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
 
     The router (whole on each tensor-parallel rank; split along s by
     :func:`actmem.layer.ledger.with_sequence_parallel`): the MoE input 2Nh
-    and :func:`router_rows`. The dispatcher's permutation tensors
+    and :func:`~actmem.layer.router.router_rows`. The dispatcher's permutation tensors
     (:func:`dispatch_rows`). Routed copies (``EXPERT_ROUTED``, per rank over
     t): fc1 input 2Nk*etp*h, then :func:`expert_rows`. With a capacity
     factor, Nk is replaced by the copies of :func:`~actmem.layer.moe_copies.routed_copies` (times t);
@@ -187,7 +162,8 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     gathered = (*copies[:-1], copies[-1] + "*etp")
     rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
                  ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
-            *router_rows(c), *dispatch_rows(c, (T, sent), (received, gathered)),
+            *router_rows(c, probability_bytes(c)),
+            *dispatch_rows(c, (T, sent), (received, gathered)),
             _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
                  (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
             *expert_rows(c, received, copies, gathered)]
@@ -216,39 +192,6 @@ def probability_bytes(c: LayerConfig) -> int:
     ``router.py``: TopKRouter.gating; ``moe_utils.py``:
     topk_routing_with_score_function casts the probabilities back to it)."""
     return ROUTER_DTYPES[c.moe_router_dtype]
-
-
-def router_rows(c: LayerConfig) -> list[LedgerRow]:
-    """What the router keeps (N = s*b tokens, E experts, k): top-k routing
-    keeps the k indices (int64) and their softmax (fp32), 12Nk bytes, and
-    with an auxiliary loss (``aux_loss``, ``seq_aux_loss``,
-    ``global_aux_loss`` with ``moe_aux_loss_coeff`` > 0) the fp32 softmax
-    over all E, 4NE (its E token counts and 0-d loss, under 8E + 8 bytes,
-    left out). Sinkhorn (``router.py``: TopKRouter.sinkhorn_load_balancing;
-    its iterations and top-k run without grad) keeps the scores of all E,
-    ``sigmoid(logits)`` in the logits dtype when k = 1, an fp32 softmax when
-    k > 1, and the routing map (bool) that ``logits * routing_map`` saves.
-    With a capacity factor: an N x E bool mask more."""
-    N, E, k = c.s * c.b, c.num_experts, c.moe_router_topk
-    lb = c.moe_router_load_balancing_type
-    if lb == "sinkhorn":
-        rows = [_row(c, "router_sinkhorn_scores", "router's scores over all experts",
-                     ("s", "b", "E"), N * E, probability_bytes(c) if k == 1 else 4,
-                     REPLICATED, "fixed"),
-                _row(c, "router_routing_map", "router's routing map (bool)",
-                     ("s", "b", "E"), N * E, 1, REPLICATED, "fixed")]
-    else:
-        rows = [_row(c, "router_topk_indices", "router's top-k expert indices (int64)",
-                     ("s", "b", "k"), N * k, 8, REPLICATED, "fixed"),
-                _row(c, "router_probs", "router's softmax over the top-k scores (fp32)",
-                     ("s", "b", "k"), N * k, 4, REPLICATED, "fixed")]
-    if lb in AUX_LOSSES and c.moe_aux_loss_coeff > 0:
-        rows.append(_row(c, "router_aux_scores", "router's softmax over all experts (fp32)",
-                         ("s", "b", "E"), N * E, 4, REPLICATED, "fixed"))
-    if c.moe_expert_capacity_factor is not None:
-        rows.append(_row(c, "router_capacity_mask", "capacity mask of the probabilities (bool)",
-                         ("s", "b", "E"), N * E, 1, REPLICATED, "fixed"))
-    return rows
 
 
 def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, tuple]

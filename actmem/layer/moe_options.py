@@ -10,12 +10,13 @@ from dataclasses import fields
 
 from ..validate import choice, divides, finite_number, flag, positive_int, shown
 from .config import LayerConfig
+from .router import ROUTER_OPTIONS, SCORE_FUNCTIONS, check_router
 
 MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
                "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
                "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-               "moe_router_dtype")
+               "moe_router_dtype", *ROUTER_OPTIONS)
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
 
 DISPATCHERS = ("alltoall", "allgather")
@@ -28,7 +29,10 @@ ROUTER_DTYPES = {None: 2, "fp32": 4, "fp64": 8}
 """``--moe-router-dtype`` and the bytes of each routing probability it gives
 (None: the activations' bf16)."""
 _CHOICES = {"moe_token_dispatcher_type": DISPATCHERS,
-            "moe_router_load_balancing_type": LOAD_BALANCING}
+            "moe_router_load_balancing_type": LOAD_BALANCING,
+            "moe_router_score_function": SCORE_FUNCTIONS}
+_FLAGS = ("moe_pad_expert_input_to_capacity", "moe_router_pre_softmax",
+          "moe_router_enable_expert_bias")
 
 
 MOE_DEFAULTS = {f.name: f.default for f in fields(LayerConfig) if f.name in MOE_OPTIONS[1:]}
@@ -56,11 +60,14 @@ def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
 
     Raises:
         TypeError: moe_router_topk, moe_ffn_hidden_size,
-            moe_shared_expert_intermediate_size or etp not an int (the last
-            three may be None); moe_pad_expert_input_to_capacity not a bool.
+            moe_shared_expert_intermediate_size, etp, moe_router_num_groups or
+            moe_router_group_topk not an int (all but the first may be None);
+            moe_pad_expert_input_to_capacity, moe_router_pre_softmax or
+            moe_router_enable_expert_bias not a bool.
         ValueError: one of those ints < 1; moe_token_dispatcher_type not
             one of :data:`DISPATCHERS`, moe_router_load_balancing_type not one
-            of :data:`LOAD_BALANCING`, moe_router_dtype not None, 'fp32' or
+            of :data:`LOAD_BALANCING`, moe_router_score_function not one of
+            :data:`~actmem.layer.router.SCORE_FUNCTIONS`, moe_router_dtype not None, 'fp32' or
             'fp64'; moe_aux_loss_coeff not a finite
             number >= 0; moe_expert_capacity_factor not None or a finite
             number > 0 (arrays, bools, nan and inf are refused).
@@ -73,7 +80,7 @@ def check_moe_values(c, names=MOE_OPTIONS[1:]) -> None:
             positive, allowed = _FLOATS[name]
             if value is not None or not positive:
                 value = finite_number(name, value, positive=positive, allowed=allowed)
-        elif name == "moe_pad_expert_input_to_capacity":
+        elif name in _FLAGS:
             flag(name, value)
         elif name in _CHOICES:
             choice(name, value, _CHOICES[name])
@@ -113,7 +120,8 @@ def check_moe(c: LayerConfig) -> None:
         TypeError, ValueError: an option of the wrong type or range
             (:func:`check_moe_values`, checked first); an MoE option without
             ``num_experts`` (:func:`refuse_without_experts`); k not in
-            1..E; the routing rules of :func:`_check_routing`; t > 1 without
+            1..E; the router's rules (:func:`actmem.layer.router.check_router`)
+            and those of :func:`_check_routing`; t > 1 without
             sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
             in training); etp not dividing f_e; t not dividing the shared
             experts' width.
@@ -133,6 +141,7 @@ def check_moe(c: LayerConfig) -> None:
     if k > E:
         raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "
                          "a token is routed to k distinct experts")
+    check_router(c)
     _check_routing(c)
     _check_rank_load(c)
     if c.t > 1 and not c.sequence_parallel:

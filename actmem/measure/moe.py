@@ -4,8 +4,9 @@ The attention block is :class:`.layer.ReferenceLayer`'s; the MLP is replaced
 by Megatron-LM's MoE layer (``megatron/core/transformer/moe/``) on one rank
 (t = ep = etp = 1), operation by operation on the default training path:
 
-1. router: ``logits = x W_r^T`` in the router's dtype, top-k of the
-   logits, softmax of the k scores in fp32, cast back, scattered into an
+1. router: ``logits = x W_r^T`` in the router's dtype, scored and
+   picked by :func:`.router.route` (by default top-k of the logits and
+   the softmax of the k scores in fp32), cast back, scattered into an
    N x E probability map (``moe_utils.py``: RouterGatingLinearFunction,
    topk_routing_with_score_function); or Sinkhorn's (``router.py``:
    sinkhorn_load_balancing);
@@ -41,6 +42,7 @@ from ..layer.config import LayerConfig
 from .layer import ReferenceLayer, dropout, layer_input
 from .run import Measurement
 from .moe_functions import AuxLossAutoScaler, RouterGating, SwiGLU, WeightedSwiGLU, sinkhorn
+from .router import aux_scores, route
 from .saved import Recorder, block, named
 
 
@@ -142,10 +144,8 @@ class ReferenceMoELayer(ReferenceLayer):
         logits = RouterGating.apply(tokens, self.router, dtype)
         if c.moe_router_load_balancing_type == "sinkhorn":
             return self._sinkhorn(logits)
-        scores, top = torch.topk(logits, c.moe_router_topk, dim=1)
-        probs = named("router_probs", torch.softmax(scores, dim=-1, dtype=torch.float32))
-        top = named("router_topk_indices", top)
-        probs = torch.zeros_like(logits).scatter(1, top, probs.type_as(logits))
+        probs, top = route(c, logits)
+        probs = torch.zeros_like(logits).scatter(1, top, probs)
         routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
         if c.moe_expert_capacity_factor is not None:
             probs, routing_map = self._drop(probs, routing_map)
@@ -170,11 +170,12 @@ class ReferenceMoELayer(ReferenceLayer):
     def _aux_loss(self, logits):
         """The switch load-balancing loss on one rank (``moe_utils.py``:
         compute_routing_scores_for_aux_loss, switch_load_balancing_loss_func):
-        the softmax over all experts in fp32, its own top-k routing map (on
+        the scores over all experts (:func:`.router.aux_scores`), their own
+        top-k routing map (on
         detached scores: the values are discarded, see :meth:`_drop`), the
         tokens per expert, E * coeff / (k * n^2) * sum(P_i * count_i)."""
         c, n = self.config, logits.shape[0]
-        scores = named("router_aux_scores", torch.softmax(logits, dim=-1, dtype=torch.float32))
+        scores = aux_scores(c, logits)
         _, top = torch.topk(scores.detach(), c.moe_router_topk, dim=1)
         counts = torch.zeros_like(logits).int().scatter(1, top, 1).bool().sum(dim=0)
         scale = c.num_experts * c.moe_aux_loss_coeff / (c.moe_router_topk * n * n)

@@ -69,10 +69,6 @@ NEUTRAL = {
                     "multi-token prediction is trained only with Megatron-LM's "
                     "--mtp-num-layers, a run option actmem does not model yet; the model's "
                     "published size leaves it out as well"),
-    **dict.fromkeys(("n_group", "topk_group", "topk_method", "seq_aux", "norm_topk_prob",
-                     "scoring_func"),
-                    "how the router picks its experts, not the tensors the experts keep "
-                    "(the router's own scores: see the model's source)"),
 }
 """Keys that change no tensor actmem counts, each with why."""
 
@@ -114,23 +110,8 @@ def model_from_hf_config(config, *, s: int, b: int, flash_attention: bool = True
         raise ValueError(f"{name}: {shown} not modelled for model_type={kind!r}: actmem reads "
                          f"{', '.join(sorted(used))} and takes as memory-neutral "
                          f"{', '.join(sorted(NEUTRAL))}")
-    note = _router_note(config, kind)
     return ModelConfig(s=s, b=b, flash_attention=flash_attention, **fields,
-                       source=source or f"{name} (Hugging Face config.json, {kind}){note}")
-
-
-def _router_note(c: dict, kind: str) -> str:
-    """What the router keeps beyond the ledger's softmax after top-k (4sbk
-    bytes), said in the model's source: a softmax over all E experts before
-    top-k without renormalisation, or DeepSeek-V3's sigmoid scores, keep
-    4sbE (presets ``deepseek-v2-lite`` and ``deepseek-v3`` say the same)."""
-    if c.get("scoring_func") == "sigmoid":
-        return ("; its router scores all experts with a sigmoid (4sbE bytes of fp32 scores, "
-                "which the ledger's 4sbk leaves out)")
-    if kind in ("qwen3_moe", *MLA) and not c.get("norm_topk_prob", kind != "deepseek_v2"):
-        return ("; its router takes the softmax over all experts before top-k (4sbE bytes, "
-                "which the ledger's 4sbk leaves out)")
-    return ""
+                       source=source or f"{name} (Hugging Face config.json, {kind})")
 
 
 def _read(config) -> tuple[dict, str]:
@@ -216,9 +197,11 @@ def _qwen3_moe(c: dict):
     return (dict(num_experts=c["num_experts"], moe_router_topk=c["num_experts_per_tok"],
                  moe_ffn_hidden_size=c["moe_intermediate_size"],
                  moe_layer_freq=1 if all(pattern) else pattern,
-                 moe_aux_loss_coeff=c.get("router_aux_loss_coef", 0.0)),
+                 moe_aux_loss_coeff=c.get("router_aux_loss_coef", 0.0),
+                 moe_router_pre_softmax=not c.get("norm_topk_prob", False)),
             ["num_experts", "num_experts_per_tok", "moe_intermediate_size",
-             "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef"])
+             "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef",
+             "norm_topk_prob"])
 
 
 def _deepseek(c: dict):
@@ -237,7 +220,39 @@ def _deepseek(c: dict):
                  moe_ffn_hidden_size=c["moe_intermediate_size"],
                  moe_shared_expert_intermediate_size=shared and shared * c["moe_intermediate_size"],
                  moe_layer_freq=1 if all(pattern) else pattern,
-                 moe_aux_loss_coeff=c.get("aux_loss_alpha", 0.0)),
+                 moe_aux_loss_coeff=c.get("aux_loss_alpha", 0.0), **_deepseek_router(c)),
             ["q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
              "v_head_dim", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-             "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "aux_loss_alpha"])
+             "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "aux_loss_alpha",
+             "seq_aux", "scoring_func", "norm_topk_prob", "topk_method", "n_group",
+             "topk_group"])
+
+
+TOPK_METHODS = {"greedy": (False, False), "group_limited_greedy": (True, False),
+                "noaux_tc": (True, True)}
+"""DeepSeek's ``topk_method``: (group-limited, expert bias) in Megatron-LM's
+terms (``modeling_deepseek.py``: MoEGate.forward)."""
+
+
+def _deepseek_router(c: dict) -> dict:
+    """DeepSeek's gate (``modeling_deepseek.py``: MoEGate) as Megatron-LM's
+    router options (:mod:`actmem.layer.router`): ``scoring_func``, the
+    softmax before top-k when its k probabilities are not renormalised
+    (``norm_topk_prob`` false), groups and the expert bias from
+    ``topk_method``, and the sequence-wise loss from ``seq_aux``."""
+    score, norm = c.get("scoring_func", "softmax"), c.get("norm_topk_prob", False)
+    method = c.get("topk_method", "greedy")
+    if method not in TOPK_METHODS:
+        raise ValueError(f"topk_method={method!r} is not modelled; actmem reads "
+                         f"{', '.join(TOPK_METHODS)}")
+    if score == "sigmoid" and not norm:
+        raise ValueError("scoring_func='sigmoid' with norm_topk_prob=False: Megatron-LM's "
+                         "sigmoid router always renormalises its k scores, so the model it "
+                         "trains is not this one")
+    groups, bias = TOPK_METHODS[method]
+    return dict(moe_router_score_function=score,
+                moe_router_pre_softmax=score == "softmax" and not norm,
+                moe_router_num_groups=c.get("n_group") if groups else None,
+                moe_router_group_topk=c.get("topk_group") if groups else None,
+                moe_router_enable_expert_bias=bias,
+                moe_router_load_balancing_type="seq_aux_loss" if c.get("seq_aux") else "aux_loss")

@@ -50,11 +50,28 @@ def model_fields(a: dict, env: dict, gpu=None) -> dict:
         source="a Megatron-LM launch (actmem.Job.from_megatron_args)")
     if a["num_experts"]:
         fields.update(_moe_fields(a))
-    if a["multi_latent_attention"]:   # its heads' widths are its own: --kv-channels unused
-        fields.update({k: a[k] for k in ("multi_latent_attention", "q_lora_rank", "kv_lora_rank",
-                                         "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
-                      kv_channels=None)
+    if a["multi_latent_attention"]:
+        fields.update(_mla_fields(a))
     return fields
+
+
+def _mla_fields(a: dict) -> dict:
+    """Multi-latent attention's fields. Its heads' widths are its own
+    (--kv-channels unused), and with it --qk-layernorm builds the latents'
+    norms (``mla_qk_norm_config.py``: QKNormConfigResolver fuses them into
+    ``linear_q_up_proj`` and ``linear_kv_up_proj``), which
+    :mod:`actmem.layer.mla` always counts: so the layer takes no per-head
+    q/k norm, and MLA without --qk-layernorm, or with it but no
+    --q-lora-rank (a norm fused into ``linear_q_proj`` instead), is refused."""
+    if not a["qk_layernorm"] or a["q_lora_rank"] is None:
+        missing = "--qk-layernorm" if not a["qk_layernorm"] else "--q-lora-rank"
+        raise ValueError(f"--multi-latent-attention without {missing}: actmem counts MLA with "
+                         "the latents' norms of DeepSeek's checkpoints, which Megatron-LM "
+                         "builds with --qk-layernorm and --q-lora-rank (without them, "
+                         "linear_q_up_proj and linear_kv_up_proj save other tensors)")
+    return dict({k: a[k] for k in ("multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+                                   "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")},
+                kv_channels=None, qk_layernorm=False)
 
 
 def _rope_fusion(a: dict, rotary: bool) -> bool:
@@ -109,7 +126,14 @@ def _moe_fields(a: dict) -> dict:
                 moe_aux_loss_coeff=coeff[0] if isinstance(coeff, list) else coeff,
                 moe_token_dispatcher_type=a["moe_token_dispatcher_type"],
                 moe_router_load_balancing_type=_one(balancing),
-                moe_router_dtype=a["moe_router_dtype"])
+                moe_router_dtype=a["moe_router_dtype"],
+                moe_router_score_function=a["moe_router_score_function"],
+                # topk_routing_with_score_function reads it in the softmax branch only
+                moe_router_pre_softmax=(a["moe_router_pre_softmax"]
+                                        and a["moe_router_score_function"] == "softmax"),
+                moe_router_num_groups=a["moe_router_num_groups"],
+                moe_router_group_topk=a["moe_router_group_topk"],
+                moe_router_enable_expert_bias=a["moe_router_enable_expert_bias"])
 
 
 def _one(value):

@@ -55,7 +55,9 @@ class ModelConfig:
         moe_shared_expert_intermediate_size, moe_expert_capacity_factor,
         moe_pad_expert_input_to_capacity, moe_aux_loss_coeff,
         moe_token_dispatcher_type, moe_router_load_balancing_type,
-        moe_router_dtype: the MoE layers' options, as
+        moe_router_dtype, moe_router_score_function, moe_router_pre_softmax,
+        moe_router_num_groups, moe_router_group_topk,
+        moe_router_enable_expert_bias: the MoE layers' options, as
             :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case;
             NumPy floats are stored as ``float``); without ``num_experts``
             each must keep its default.
@@ -125,6 +127,11 @@ class ModelConfig:
     moe_token_dispatcher_type: str = "alltoall"
     moe_router_load_balancing_type: str = "aux_loss"
     moe_router_dtype: str | None = None
+    moe_router_score_function: str = "softmax"
+    moe_router_pre_softmax: bool = False
+    moe_router_num_groups: int | None = None
+    moe_router_group_topk: int | None = None
+    moe_router_enable_expert_bias: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.lora_targets, list):  # PEFT's target_modules is a list

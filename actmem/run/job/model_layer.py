@@ -10,6 +10,7 @@ from ...layer.lora import LORA_OPTIONS
 from ...layer.mla import MLA_OPTIONS
 from ...layer.moe_options import MOE_OPTIONS
 from ...layer.recompute_modules import for_layer
+from ...layer.router import ROUTER_OPTIONS
 from ...memo import kept_by_repr, warns_at_t1
 from ...validate import positive_int
 
@@ -17,7 +18,7 @@ MODEL_MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size",
                     "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
                     "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
                     "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-                    "moe_router_dtype")
+                    "moe_router_dtype", *ROUTER_OPTIONS)
 """The MoE options a :class:`ModelConfig` keeps (besides num_experts and
 moe_layer_freq); a model without experts takes only their defaults."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "flash_output_copy",

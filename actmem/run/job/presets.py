@@ -82,20 +82,22 @@ MOE_PRESETS: dict[str, ModelConfig] = {
     "deepseek-moe-16b": ModelConfig(
         s=4096, b=1, h=2048, a=16, L=28, vocab_size=102400, ffn_hidden_size=10944,
         num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408,
-        moe_shared_expert_intermediate_size=2816, moe_layer_freq=(0,) + (1,) * 27, **_LLAMA,
+        moe_shared_expert_intermediate_size=2816, moe_layer_freq=(0,) + (1,) * 27,
+        moe_router_pre_softmax=True, **_LLAMA,
         source="Dai et al. 2024 (DeepSeekMoE, arXiv 2401.06066), sec. 5.1 and the config "
                "of deepseek-ai/deepseek-moe-16b-base: 28 layers (the first dense, "
                "intermediate 10944), h 2048, 16 heads, 64 routed experts of width 1408, "
                "top 6, 2 shared experts (2 x 1408), vocabulary 102400; 16,375,728,128 "
                "parameters (its safetensors total, \"16.4B\"). Its router takes the "
                "softmax over all 64 experts before top-k (Megatron-LM's "
-               "moe_router_pre_softmax), which keeps 4sbE bytes instead of the ledger's "
-               "4sbk (the default softmax after top-k)"),
+               "moe_router_pre_softmax), which keeps 4sbE bytes instead of the 4sbk of the "
+               "default softmax after top-k"),
     "deepseek-v3": ModelConfig(
         s=4096, b=1, h=7168, a=128, L=61, vocab_size=129280, ffn_hidden_size=18432,
         num_experts=256, moe_router_topk=8, moe_ffn_hidden_size=2048,
         moe_shared_expert_intermediate_size=2048, moe_layer_freq=(0,) * 3 + (1,) * 58,
-        **_MLA, q_lora_rank=1536, **_LLAMA,
+        moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+        moe_router_num_groups=8, moe_router_group_topk=4, **_MLA, q_lora_rank=1536, **_LLAMA,
         source="DeepSeek-AI 2024 (DeepSeek-V3 Technical Report, arXiv 2412.19437), sec. 4.2 "
                "and the config.json of deepseek-ai/DeepSeek-V3: 61 layers (the first 3 dense, "
                "intermediate 18432), h 7168, 128 heads, MLA with q_lora_rank 1536, "
@@ -109,15 +111,16 @@ MOE_PRESETS: dict[str, ModelConfig] = {
                "13.5B with the copies of the embedding and output layer its checkpoint "
                "keeps, the card's \"14B\") "
                "is left out, as the paper's 671B does. Its router scores with a sigmoid and "
-               "an expert bias (Megatron-LM's moe_router_score_function='sigmoid'), not the "
-               "ledger's softmax after top-k: unfused (moe_utils.py: "
-               "topk_routing_with_score_function) it also keeps the fp32 sigmoid of all "
-               "256 scores, 4sbE bytes, which the ledger leaves out"),
+               "an expert bias, picking 8 experts within 4 of 8 groups (sec. 2.1.2; "
+               "Megatron-LM's moe_router_score_function='sigmoid', "
+               "moe_router_enable_expert_bias, moe_router_num_groups=8, "
+               "moe_router_group_topk=4): unfused it keeps the fp32 sigmoid of all 256 "
+               "scores, 4sbE bytes (actmem.layer.router)"),
     "deepseek-v2-lite": ModelConfig(
         s=4096, b=1, h=2048, a=16, L=27, vocab_size=102400, ffn_hidden_size=10944,
         num_experts=64, moe_router_topk=6, moe_ffn_hidden_size=1408,
         moe_shared_expert_intermediate_size=2816, moe_layer_freq=(0,) + (1,) * 26,
-        **_MLA, **_LLAMA,
+        moe_router_pre_softmax=True, **_MLA, **_LLAMA,
         source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434), appendix B and the "
                "config.json of deepseek-ai/DeepSeek-V2-Lite: 27 layers (the first dense, "
                "intermediate 10944), h 2048, 16 heads, MLA without Q compression "
