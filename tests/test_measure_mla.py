@@ -18,6 +18,10 @@ VARIANTS = {
     "swiglu": dict(q_lora_rank=12, activation="swiglu"),
     "flash, no dropout": dict(q_lora_rank=24, dropout=False, flash_attention=True,
                               qk_head_dim=8, qk_pos_emb_head_dim=8, v_head_dim=16),
+    "unfused rope": dict(q_lora_rank=24, unfused_rope=True),
+    "unfused rope, flash": dict(q_lora_rank=24, dropout=False, flash_attention=True,
+                                qk_head_dim=8, qk_pos_emb_head_dim=8, v_head_dim=16,
+                                unfused_rope=True),
 }
 
 
@@ -48,6 +52,18 @@ def test_extras_are_the_norm_statistics_and_named_kernel_outputs(comparison):
     if c.flash_attention:
         expected.add("ScaledDotProductFlashAttentionForCpuBackward0.output")  # (b,a,s,d) layout
     assert others == expected
+
+
+def test_the_unfused_rotation_keeps_four_tables_of_s_by_d_r():
+    """Two calls of _apply_rotary_pos_emb_bshd (Q's and K's positional
+    columns), each keeping a fresh cos_ and sin_ of s x d_r in bf16."""
+    c = LayerConfig(16, 2, 64, 4, **BASE, q_lora_rank=24, unfused_rope=True)
+    rows = {r.key: r for r in compare(measure_mla(c)).rows}
+    assert rows["rope_cos_sin"].measured_bytes == 4 * 16 * 4 * 2 == rows["rope_cos_sin"].ledger_bytes
+    recomputed = c.__class__(**{**vars(c), "recompute": "selective",
+                                "recompute_modules": ("mla_up_proj",)})
+    import actmem
+    assert "rope_cos_sin" not in {r.key for r in actmem.ledger_rows(recomputed)}
 
 
 def test_rope_functions_backward_matches_autograd():

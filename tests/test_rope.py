@@ -3,7 +3,7 @@ in every layer (actmem/layer/rope.py): hand derivations from rope_utils.py."""
 
 import pytest
 
-from actmem import Job, LayerConfig, ModelConfig, activation_memory, training_memory
+from actmem import Job, LayerConfig, ModelConfig, activation_memory, ledger_rows, training_memory
 
 S, B, H, A = 2048, 2, 1024, 16
 D = H // A
@@ -34,9 +34,9 @@ def test_only_rotary_positions_rotate():
     learned = rotary.with_(positions="learned")
     assert rotary.with_(apply_rope_fusion=False).layer().unfused_rope
     assert not learned.with_(apply_rope_fusion=False).layer().unfused_rope
-    with pytest.raises(ValueError, match="unfused_rope=True with multi_latent_attention=True"):
-        LayerConfig(S, B, H, A, flash_attention=True, multi_latent_attention=True,
-                    q_lora_rank=None, unfused_rope=True)
+    mla = LayerConfig(S, B, H, A, flash_attention=True, multi_latent_attention=True,
+                      q_lora_rank=None, unfused_rope=True)   # rotates its d_r = 64 columns
+    assert {r.key: r.bytes for r in ledger_rows(mla)}["rope_cos_sin"] == 4 * S * 64 * 2
     with pytest.raises(TypeError, match="apply_rope_fusion"):
         rotary.with_(apply_rope_fusion="no")
 

@@ -48,8 +48,8 @@ r_kv) bytes and r_q + r_kv weights fewer); with it and no ``q_lora_rank``,
 Megatron-LM's ``linear_q_proj`` is a fused norm+linear that normalises the
 hidden state again (2sbh bytes and h weights more, which DeepSeek-V2-Lite's
 checkpoint does not have); ``--mla-down-proj-fusion``
-(FusedMLASelfAttention); the unfused rotary path (four s x d_r cos/sin
-tables more per layer).
+(FusedMLASelfAttention). The unfused rotary path (``--no-rope-fusion``:
+four s x d_r cos/sin tables more per layer) is :mod:`actmem.layer.rope`'s.
 """
 
 from __future__ import annotations

@@ -175,7 +175,12 @@ class ReferenceMLALayer(ReferenceLayer):
             b, s = x.shape[:2]
             kv = (copy_to_parallel(latent, self.tp) @ w["kv_up"]).view(b, s, c.a // c.t, -1)
             k_pe = copy_to_parallel(kv_combined[..., c.kv_lora_rank:], self.tp)
-            key, value = RoPEKeyValue.apply(kv, k_pe, self.cos, self.sin, c.qk_head_dim)
+            if c.unfused_rope:
+                k_no_pe, value = torch.split(kv, [c.qk_head_dim, c.v_head_dim], dim=-1)
+                k_pe = unfused_rope(k_pe.unsqueeze(-2), c.s, c.qk_pos_emb_head_dim)
+                key = torch.cat([k_no_pe, k_pe.expand(-1, -1, c.a // c.t, -1)], dim=-1)
+            else:
+                key, value = RoPEKeyValue.apply(kv, k_pe, self.cos, self.sin, c.qk_head_dim)
             q, k, v = (named(n, t.transpose(1, 2).contiguous())
                        for n, t in (("query", q), ("key", key), ("value", value)))
             core = fused_attention if c.flash_attention else explicit_attention
@@ -193,8 +198,28 @@ class ReferenceMLALayer(ReferenceLayer):
             latent = named("q_down_output", y @ w["q_down"])
             y = named("q_up_input", self.latent_norms["q"](latent))
         q = (copy_to_parallel(y, self.tp) @ w["q_up"]).view(*y.shape[:2], c.a // c.t, -1)
+        if c.unfused_rope:
+            q_no_pe, q_pe = torch.split(q, [c.qk_head_dim, c.qk_pos_emb_head_dim], dim=-1)
+            return torch.cat([q_no_pe, unfused_rope(q_pe, c.s, c.qk_pos_emb_head_dim)], dim=-1)
         return RoPEQuery.apply(q, self.cos.unsqueeze(-2), self.sin.unsqueeze(-2),
                                c.qk_head_dim)
+
+
+def unfused_rope(t, s: int, d: int):
+    """Megatron-LM's unfused rotation of MLA's positional columns
+    (``rope_utils.py``: _apply_rotary_pos_emb_bshd with
+    ``mla_rotary_interleaved``) on ``t`` of shape (b, s, heads, d): the
+    even and odd columns regrouped, then ``t * cos_ + rotate_half(t) *
+    sin_`` with ``cos_``, ``sin_`` made anew in t's dtype, which the two
+    multiplications save (named ``rope_cos_sin``)."""
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)
+    freqs = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)   # (s, 1, d)
+    t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
+    cos_ = named("rope_cos_sin", torch.cos(freqs).to(t.dtype))
+    sin_ = named("rope_cos_sin", torch.sin(freqs).to(t.dtype))
+    first, second = torch.chunk(t, 2, dim=-1)
+    return t * cos_ + torch.cat((-second, first), dim=-1) * sin_
 
 
 def _tables(s: int, d: int, dtype):
