@@ -1052,10 +1052,11 @@ ZH = {
     "Megatron-LM's global buffer; peak {peak}":
         "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
         "{kept}；峰值 {peak}",
-    "{name}: the router keeps {kept} of the MoE layer's {total} ({share:.2%})":
-        "{name}：路由器保存 {kept}，占该 MoE 层 {total} 的 {share:.2%}",
-    "over its {layers} MoE layers: {kept} per micro-batch":
-        "全部 {layers} 个 MoE 层：每个微批次 {kept}",
+    "{name}: the router keeps {kept} of the whole layer's {total} ({share:.2%})":
+        "{name}：保存 {kept}，占整层 {total} 的 {share:.2%}",
+    "the experts' rows: {experts} ({share:.1%})": "专家激活行：{experts}（{share:.1%}）",
+    "with its sequence-wise loss, over its {layers} MoE layers: {kept} per micro-batch":
+        "{layers} 个 MoE 层合计（含按序列计算的均衡损失）：每个微批次 {kept}",
     "softmax after top-k": "top-k 之后的 softmax",
     "DeepSeek-V3's sigmoid router": "DeepSeek-V3 的 sigmoid 路由器",
     "with its sequence-wise loss": "再加上按序列计算的均衡损失",

@@ -61,6 +61,11 @@ VARIANTS = {
                              moe_aux_loss_coeff=0.01, moe_router_dtype="fp32"),
     "sigmoid_groups": dict(moe_router_topk=2, moe_router_score_function="sigmoid",
                            moe_router_num_groups=2, moe_router_group_topk=1),
+    "permute_fusion": dict(moe_router_topk=2, moe_permute_fusion=True,
+                           moe_shared_expert_intermediate_size=64),
+    "permute_fusion_gelu_capacity": dict(activation="gelu", moe_router_topk=3,
+                                         moe_permute_fusion=True,
+                                         moe_expert_capacity_factor=0.5),
     "deepseek_router": dict(moe_router_topk=2, moe_router_score_function="sigmoid",
                             moe_router_enable_expert_bias=True, moe_router_num_groups=2,
                             moe_router_group_topk=1, moe_aux_loss_coeff=0.01,
@@ -103,7 +108,8 @@ def test_the_moe_rows_bytes_by_hand(measured):
                                   "sinkhorn_top1", "sinkhorn_top2", "allgather",
                                   "allgather_sinkhorn_gelu", "router_fp32",
                                   "router_fp32_allgather", "sinkhorn_top1_fp32",
-                                  "pre_softmax_groups", "sigmoid_top1", "sigmoid_groups"])
+                                  "pre_softmax_groups", "sigmoid_top1", "sigmoid_groups",
+                                  "permute_fusion", "permute_fusion_gelu_capacity"])
 def test_the_only_extras_are_the_layernorm_statistics(measured, name):
     extras = measured[name].extras
     assert [e.storage.saved_by[0].split(".")[0] for e in extras] == [
@@ -138,6 +144,36 @@ def test_the_router_rows_of_each_score_function_by_hand(measured):
     extras = sorted(e.storage.saved_by[0].split(".")[0] for e in measured["deepseek_router"].extras)
     assert extras == ["AuxLossAutoScalerBackward", "MulBackward0"] + [
         "NativeLayerNormBackward0"] * 4   # the 0-d loss and the E token counts
+
+
+def test_the_fused_permutation_keeps_int32_row_maps(measured):
+    """Transformer Engine's moe_permute_with_probs: an int32 row map of
+    N x (2E + 1), which moe_unpermute saves again; the two sorts by local
+    expert one int32 entry per routed copy each; no int64 index."""
+    E, k = 4, 2
+    rows = {r.key: r.measured_bytes for r in measured["permute_fusion"].rows}
+    assert (rows["permute_row_id_map"], rows["sort_row_id_map"]) == (4 * N * (2 * E + 1),
+                                                                      2 * 4 * N * k)
+    assert "permute_index" not in rows and "permute_probs_index" not in rows
+
+
+def test_the_fused_functions_differentiate_as_the_unfused_ones():
+    from actmem.measure.moe_functions import FusedPermute, FusedSort, FusedUnpermute
+    gen = torch.Generator().manual_seed(5)
+    n, E, hid = 6, 3, 2
+    routing_map = torch.rand(n, E, generator=gen) > 0.4
+    x = torch.randn(n, hid, dtype=torch.float64, generator=gen, requires_grad=True)
+    p = torch.randn(n, E, dtype=torch.float64, generator=gen, requires_grad=True)
+
+    def fused(x, p):
+        y, w, row_map = FusedPermute.apply(x, p, routing_map)
+        counts = routing_map.sum(dim=0).tolist()
+        y, w, _ = FusedSort.apply(y, w, counts, [2, 0, 1])
+        y = y * w.unsqueeze(-1)
+        y, _, _ = FusedSort.apply(y, None, [counts[i] for i in (2, 0, 1)], [1, 2, 0])
+        return FusedUnpermute.apply(y, row_map)
+    assert torch.allclose(fused(x, p), x * (p * routing_map).sum(dim=1, keepdim=True))
+    assert torch.autograd.gradcheck(fused, (x, p))
 
 
 def test_gelu_experts_keep_their_output_for_the_probabilities(measured):

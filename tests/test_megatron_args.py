@@ -115,6 +115,7 @@ DEEPSEEK_PROXY = ["--num-experts", "16", "--moe-router-topk", "4", "--moe-ffn-hi
                   "--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias",
                   "--moe-router-num-groups", "4", "--moe-router-group-topk", "2",
                   "--moe-router-topk-scaling-factor", "2.0", "--moe-router-dtype", "fp32",
+                  "--moe-permute-fusion",
                   "--multi-latent-attention", "--qk-layernorm", "--q-lora-rank", "96",
                   "--kv-lora-rank", "32", "--qk-head-dim", "32", "--qk-pos-emb-head-dim", "16",
                   "--v-head-dim", "32", "--swiglu", "--normalization", "RMSNorm",
@@ -139,6 +140,7 @@ def test_a_deepseek_launch_gets_its_router_and_the_latents_norms():
     assert (rows["router_scores"], rows["router_score_sums"], rows["router_aux_sums"],
             rows["q_down_output"]) == (4 * N * E, 4 * N, 4 * N, 2 * N * 96)
     assert "router_group_mask" not in rows   # the expert bias picks the experts
+    assert rows["permute_row_id_map"] == 4 * N * (2 * E + 1)   # TE's fused permutation
 
 
 @pytest.mark.parametrize("drop, message", [
@@ -167,6 +169,8 @@ def test_mla_without_the_latents_norms_is_refused_by_name(drop, message):
      r"--moe-token-dispatcher-type flex: actmem models alltoall, allgather"),
     (["--num-experts", "4", "--moe-router-load-balancing-type", "aux_loss", "sinkhorn"], {},
      r"--moe-router-load-balancing-type aux_loss sinkhorn: several load-balancing types"),
+    (["--num-experts", "4", "--moe-permute-fusion", "--moe-token-dispatcher-type", "allgather"],
+     {}, r"moe_permute_fusion=True is modelled with moe_token_dispatcher_type='alltoall'"),
     (["--num-experts", "4", "--moe-router-score-function", "sqrtsoftplus"], {},
      r"--moe-router-score-function sqrtsoftplus: actmem models softmax, sigmoid"),
     (["--num-experts", "4", "--moe-router-load-balancing-type", "quantile_balancing"], {},

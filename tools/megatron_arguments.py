@@ -1386,8 +1386,10 @@ CLASSES: dict[str, tuple] = {
     "--moe-per-layer-logging": (N, LOGGING),
     "--moe-pad-experts-for-cuda-graph-inference": (N, "Inference decode only."),
     "--moe-token-drop-policy": (N, "Which tokens drop at the capacity, not how many."),
-    "--moe-permute-fusion": when_set("the fused permutation saves other tensors than the "
-                                     "unfused permute the ledger follows"),
+    "--moe-permute-fusion": (M, "moe_permute_fusion", "Transformer Engine's fused permutation "
+                                                      "keeps int32 row maps, not the unfused "
+                                                      "int64 indices (actmem.layer.moe: "
+                                                      "fused_dispatch_rows); alltoall only."),
     "--moe-apply-probs-on-input": when_set("the probabilities multiply the experts' input, not "
                                            "inside the weighted SwiGLU the ledger follows"),
     "--moe-latent-size": when_set("latent projections around the experts add tensors"),

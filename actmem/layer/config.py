@@ -138,6 +138,10 @@ class LayerConfig:
             ``"sigmoid"``, the softmax before top-k, group-limited routing,
             the aux-loss-free bias), which decide what it keeps
             (:mod:`actmem.layer.router`).
+        moe_permute_fusion: Transformer Engine's fused permutation
+            (``--moe-permute-fusion``), which keeps int32 row maps instead
+            of the unfused permutation's int64 indices (all-to-all
+            dispatcher only, :func:`actmem.layer.moe.dispatch_rows`).
         moe_rank_load: the routed copies this rank's experts receive as a
             multiple of the balanced expectation (1; a what-if of dropless
             routing, :func:`actmem.layer.moe_copies.hot_rank_load` gives it for a
@@ -196,6 +200,7 @@ class LayerConfig:
     moe_router_num_groups: int | None = None
     moe_router_group_topk: int | None = None
     moe_router_enable_expert_bias: bool = False
+    moe_permute_fusion: bool = False
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

@@ -79,6 +79,12 @@ SOURCES = {
                  "(save_for_backward(inp, ...)); also the shared experts' linear_fc1 input",
     "permute_probs_index": _MOE + "moe_utils.py: permute (probs.T.contiguous()"
                            ".reshape(-1)[flat_sorted], flat_sorted a slice of the argsort)",
+    "permute_row_id_map": "transformer_engine/pytorch/permutation.py: moe_permute_with_probs "
+                          "(save_for_backward(row_id_map)) and moe_unpermute, called by "
+                          + _MOE + "moe_utils.py: permute and unpermute with fused=True",
+    "sort_row_id_map": "transformer_engine/pytorch/permutation.py: "
+                       "moe_sort_chunks_by_index(_with_probs) (save_for_backward(row_id_map)), "
+                       "called by " + _MOE + "moe_utils.py: sort_chunks_by_idxs with fused=True",
     "permute_index": _MOE + "moe_utils.py: permute (tokens.index_select(0, sorted_indices)) "
                      "and unpermute (scatter_add_ with the same indices), called by "
                      "token_dispatcher.py's dispatchers",
@@ -112,6 +118,9 @@ NEEDED_FOR = {
                  "experts' first linear (dW = X^T dY)",
     "permute_probs_index": "backward of the probabilities' gather: each permuted "
                            "probability's gradient goes back to its (token, expert) slot",
+    "permute_row_id_map": "backward of the fused permute and unpermute: where each token's "
+                          "copies went, per expert",
+    "sort_row_id_map": "backward of the fused sorts: where each copy moved",
     "permute_index": "backward of permute and unpermute: each routed copy's gradient is "
                      "summed back into its token, and the output's gradient gathered to "
                      "each copy",
@@ -210,7 +219,7 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
     (the probability's bytes, and bool). ``sent``, ``received``: (copies
     over the layer, their shape) a rank sends, and its experts receive
     (:func:`~actmem.layer.moe_copies.received_copies`, before the etp
-    all-gather)."""
+    all-gather). With ``moe_permute_fusion``: :func:`fused_dispatch_rows`."""
     N, E, x = c.s * c.b, c.num_experts, c.expert_t
     (T, copies), (got, gathered) = sent, received
     if c.moe_token_dispatcher_type == "allgather":
@@ -221,12 +230,32 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
                      "fixed"),
                 _row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
                      ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
+    if c.moe_permute_fusion:
+        return fused_dispatch_rows(c, got * x, gathered)
     padded = c.moe_pad_expert_input_to_capacity
     return [_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
                  copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
                  "fixed"),
             _row(c, "permute_index", "permutation index of the tokens (int64)",
                  copies, T, 8, REPLICATED, "fixed")]
+
+
+def fused_dispatch_rows(c: LayerConfig, got: int, gathered: tuple) -> list[LedgerRow]:
+    """Transformer Engine's fused permutation (``--moe-permute-fusion``,
+    ``transformer_engine/pytorch/permutation.py`` since TE 2.6, commit
+    dc97cc9 of 2025-07; earlier releases kept an int64 E x N map):
+    ``moe_permute_with_probs`` saves its row map, int32 of N x (2E + 1)
+    (``triton/permutation.py``: make_row_id_map), which ``moe_unpermute``
+    saves again (the same tensor); ``moe_sort_chunks_by_index_with_probs``
+    and ``moe_sort_chunks_by_index`` (the sort by local expert, after the
+    etp all-gather, and its inverse before the reduce-scatter) save an
+    int32 row map of the ``got`` copies each. Megatron-LM sorts only with
+    more than one local expert (E/ep > 1, which the run checks)."""
+    N, E = c.s * c.b, c.num_experts
+    return [_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
+                 ("s", "b", "2E+1"), N * (2 * E + 1), 4, REPLICATED, "fixed"),
+            _row(c, "sort_row_id_map", "row maps of the fused sorts by local expert (int32)",
+                 ("2", *gathered), 2 * got, 4, EXPERT_ROUTED, "fixed")]
 
 
 def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[LedgerRow]:

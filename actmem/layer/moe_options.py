@@ -16,7 +16,7 @@ MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
                "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
                "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-               "moe_router_dtype", *ROUTER_OPTIONS)
+               "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion")
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
 
 DISPATCHERS = ("alltoall", "allgather")
@@ -32,7 +32,7 @@ _CHOICES = {"moe_token_dispatcher_type": DISPATCHERS,
             "moe_router_load_balancing_type": LOAD_BALANCING,
             "moe_router_score_function": SCORE_FUNCTIONS}
 _FLAGS = ("moe_pad_expert_input_to_capacity", "moe_router_pre_softmax",
-          "moe_router_enable_expert_bias")
+          "moe_router_enable_expert_bias", "moe_permute_fusion")
 
 
 MOE_DEFAULTS = {f.name: f.default for f in fields(LayerConfig) if f.name in MOE_OPTIONS[1:]}
@@ -143,6 +143,7 @@ def check_moe(c: LayerConfig) -> None:
                          "a token is routed to k distinct experts")
     check_router(c)
     _check_routing(c)
+    _check_permute_fusion(c)
     _check_rank_load(c)
     if c.t > 1 and not c.sequence_parallel:
         raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
@@ -176,6 +177,20 @@ def _check_routing(c: LayerConfig) -> None:
         raise ValueError(f"moe_expert_capacity_factor={c.moe_expert_capacity_factor} with "
                          f"moe_token_dispatcher_type={c.moe_token_dispatcher_type!r}: actmem "
                          "counts token dropping with the alltoall dispatcher only")
+
+
+def _check_permute_fusion(c: LayerConfig) -> None:
+    """The fused permutation's rows follow the all-to-all dispatcher
+    without padding to capacity (Megatron-LM's fused ``permute`` takes the
+    mask-map kernel even then, and the all-gather dispatcher's row map
+    depends on ep)."""
+    if not c.moe_permute_fusion:
+        return
+    if c.moe_token_dispatcher_type != "alltoall" or c.moe_pad_expert_input_to_capacity:
+        raise ValueError("moe_permute_fusion=True is modelled with moe_token_dispatcher_type="
+                         "'alltoall' and without moe_pad_expert_input_to_capacity, got "
+                         f"{c.moe_token_dispatcher_type!r} and "
+                         f"{c.moe_pad_expert_input_to_capacity}")
 
 
 def _check_rank_load(c: LayerConfig) -> None:

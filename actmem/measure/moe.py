@@ -41,7 +41,8 @@ from torch import nn
 from ..layer.config import LayerConfig
 from .layer import ReferenceLayer, dropout, layer_input
 from .run import Measurement
-from .moe_functions import AuxLossAutoScaler, RouterGating, SwiGLU, WeightedSwiGLU, sinkhorn
+from .moe_functions import (AuxLossAutoScaler, FusedPermute, FusedSort, FusedUnpermute,
+                            RouterGating, SwiGLU, WeightedSwiGLU, sinkhorn)
 from .router import aux_scores, route
 from .saved import Recorder, block, named
 
@@ -99,6 +100,8 @@ class ReferenceMoELayer(ReferenceLayer):
 
     def _moe(self, tokens):
         probs, routing_map = self._route(tokens)
+        if self.config.moe_permute_fusion:
+            return self._fused(tokens, probs, routing_map)
         if self.config.moe_pad_expert_input_to_capacity:
             index, permuted_probs, counts = self._permute_padded(probs, routing_map)
         elif self.config.moe_token_dispatcher_type == "allgather":
@@ -115,6 +118,21 @@ class ReferenceMoELayer(ReferenceLayer):
         outputs = self._combine(self._experts(named("expert_fc1_input", x),
                                               named("expert_probs", w), local), back)
         return self._unpermute(tokens, index, outputs)
+
+    def _fused(self, tokens, probs, routing_map):
+        """The all-to-all dispatcher with ``--moe-permute-fusion`` on one
+        rank: Transformer Engine's permute, the sort by local expert and its
+        inverse (E > 1 local experts; an identity order here), unpermute."""
+        x, w, row_id_map = FusedPermute.apply(tokens, probs, routing_map)
+        named("permute_row_id_map", row_id_map)
+        counts = routing_map.sum(dim=0).tolist()
+        order = range(len(counts))
+        x, w, sort_map = FusedSort.apply(x, w, counts, order)
+        named("sort_row_id_map", sort_map)
+        outputs = self._experts(named("expert_fc1_input", x), named("expert_probs", w), counts)
+        outputs, _, unsort_map = FusedSort.apply(outputs, None, counts, order)
+        named("sort_row_id_map", unsort_map)
+        return FusedUnpermute.apply(outputs, row_id_map)
 
     def _allgather(self, tokens, probs, routing_map):
         """The all-gather dispatcher on one rank (its gathers are no-ops):

@@ -2,7 +2,8 @@
 that save only what Megatron-LM's fused or custom functions save: SwiGLU and
 the weighted SwiGLU (``fusions/fused_bias_swiglu.py``), the router's gating
 linear (``moe_utils.py``: RouterGatingLinearFunction), the load-balancing
-loss's scaler (MoEAuxLossAutoScaler), and the Sinkhorn normalisation."""
+loss's scaler (MoEAuxLossAutoScaler), the Sinkhorn normalisation, and
+Transformer Engine's fused permutation, unpermutation and chunk sort."""
 
 from __future__ import annotations
 
@@ -95,3 +96,80 @@ class AuxLossAutoScaler(torch.autograd.Function):
     def backward(ctx, grad):
         (aux_loss,) = ctx.saved_tensors
         return grad, torch.ones_like(aux_loss)
+
+
+class FusedPermute(torch.autograd.Function):
+    """Transformer Engine's ``moe_permute_with_probs`` (TE 2.6+,
+    ``transformer_engine/pytorch/permutation.py``), whose Triton kernels do
+    not run on a CPU: the same outputs (each expert's tokens in token order,
+    and their probabilities), saving what it saves, its row map: int32 of
+    N x (2E + 1) (``triton/permutation.py``: make_row_id_map: each token's
+    destination row per expert, -1 where not routed, then the experts it
+    went to and their count)."""
+
+    @staticmethod
+    def forward(ctx, tokens, probs, routing_map):
+        n, E = routing_map.shape
+        expert, token = routing_map.T.nonzero(as_tuple=True)   # expert-major, token order
+        row_id_map = torch.full((n, 2 * E + 1), -1, dtype=torch.int32)
+        row_id_map[token, expert] = torch.arange(token.numel(), dtype=torch.int32)
+        row_id_map[:, 2 * E] = routing_map.sum(dim=1).to(torch.int32)
+        ctx.save_for_backward(row_id_map)
+        ctx.mark_non_differentiable(row_id_map)
+        return tokens[token], probs[token, expert], row_id_map
+
+    @staticmethod
+    def backward(ctx, grad_tokens, grad_probs, _):
+        (row_id_map,) = ctx.saved_tensors
+        E = (row_id_map.shape[1] - 1) // 2
+        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+        rows = row_id_map[token, expert].long()
+        d_tokens = torch.zeros(row_id_map.shape[0], grad_tokens.shape[1], dtype=grad_tokens.dtype)
+        d_tokens.index_add_(0, token, grad_tokens[rows])
+        d_probs = torch.zeros(row_id_map.shape[0], E, dtype=grad_probs.dtype)
+        d_probs[token, expert] = grad_probs[rows]
+        return d_tokens, d_probs, None
+
+
+class FusedUnpermute(torch.autograd.Function):
+    """``moe_unpermute`` without probabilities: sums each token's copies back,
+    saving the permutation's row map again (the same tensor)."""
+
+    @staticmethod
+    def forward(ctx, copies, row_id_map):
+        ctx.save_for_backward(row_id_map)
+        E = (row_id_map.shape[1] - 1) // 2
+        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+        out = torch.zeros(row_id_map.shape[0], copies.shape[1], dtype=copies.dtype)
+        return out.index_add_(0, token, copies[row_id_map[token, expert].long()])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (row_id_map,) = ctx.saved_tensors
+        E = (row_id_map.shape[1] - 1) // 2
+        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+        d = torch.empty(token.numel(), grad.shape[1], dtype=grad.dtype)
+        d[row_id_map[token, expert].long()] = grad[token]
+        return d, None
+
+
+class FusedSort(torch.autograd.Function):
+    """``moe_sort_chunks_by_index(_with_probs)``: chunks of rows reordered,
+    saving an int32 row map of one entry per row (each row's destination),
+    which it returns last."""
+
+    @staticmethod
+    def forward(ctx, x, probs, sizes, order):
+        starts = torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist()
+        source = torch.cat([torch.arange(starts[i], starts[i] + sizes[i]) for i in order])
+        row_id_map = torch.empty(len(source), dtype=torch.int32)
+        row_id_map[source] = torch.arange(len(source), dtype=torch.int32)
+        ctx.save_for_backward(row_id_map)
+        ctx.mark_non_differentiable(row_id_map)
+        return x[source], None if probs is None else probs[source], row_id_map
+
+    @staticmethod
+    def backward(ctx, grad, grad_probs, _):
+        (row_id_map,) = ctx.saved_tensors
+        rows = row_id_map.long()
+        return grad[rows], None if grad_probs is None else grad_probs[rows], None, None

@@ -52,15 +52,16 @@ class ExpertParallelMoELayer(ReferenceMoELayer):
     process group, holding experts ``rank*E/ep`` to ``(rank+1)*E/ep - 1``.
 
     Raises:
-        ValueError: as the reference layer; ep not dividing num_experts or a
-            bad rank.
+        ValueError: as the reference layer; ep not dividing num_experts, a
+            bad rank, or ``moe_permute_fusion`` (measured on one rank only).
     """
 
     def __init__(self, config: LayerConfig, ep: int, rank: int, **kwargs):
         super().__init__(config, **kwargs)
-        if config.num_experts % ep or not 0 <= rank < ep:
-            raise ValueError(f"need ep dividing num_experts={config.num_experts} and "
-                             f"0 <= rank < ep, got ep={ep}, rank={rank}")
+        if config.num_experts % ep or not 0 <= rank < ep or config.moe_permute_fusion:
+            raise ValueError(f"need ep dividing num_experts={config.num_experts}, "
+                             f"0 <= rank < ep and the unfused permutation, got ep={ep}, "
+                             f"rank={rank}, moe_permute_fusion={config.moe_permute_fusion}")
         self.ep, self.local = ep, config.num_experts // ep
         self.first_expert = rank * self.local
         self.received = 0

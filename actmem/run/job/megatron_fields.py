@@ -133,7 +133,8 @@ def _moe_fields(a: dict) -> dict:
                                         and a["moe_router_score_function"] == "softmax"),
                 moe_router_num_groups=a["moe_router_num_groups"],
                 moe_router_group_topk=a["moe_router_group_topk"],
-                moe_router_enable_expert_bias=a["moe_router_enable_expert_bias"])
+                moe_router_enable_expert_bias=a["moe_router_enable_expert_bias"],
+                moe_permute_fusion=a["moe_permute_fusion"])
 
 
 def _one(value):

@@ -205,6 +205,7 @@ def check_job(job) -> None:
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
+    _check_permute_fusion(job)
     check_megatron_options(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
@@ -246,6 +247,22 @@ _FSDP2_CHECKED = (
     "use_torch_fsdp2", "reshard_after_forward", "t", "p", "v", "ep", "schedule", "zero_stage",
     "distributed_optimizer", "gradient_buffer", "precision", "fp8",
     "cpu_offloading_num_layers", "recompute_modules")
+
+
+def _check_permute_fusion(job) -> None:
+    """The fused permutation is Transformer Engine's, and its rows
+    (:func:`actmem.layer.moe.fused_dispatch_rows`) include the sorts by local
+    expert, which Megatron-LM skips with one expert per GPU."""
+    model = job.model
+    if not model.moe_permute_fusion:
+        return
+    if not job.transformer_engine:
+        raise ValueError("moe_permute_fusion=True needs transformer_engine=True: the fused "
+                         "permutation is Transformer Engine's")
+    if model.num_experts == job.ep:
+        raise ValueError(f"moe_permute_fusion=True with ep={job.ep} = num_experts: with one "
+                         "expert per GPU Megatron-LM skips the fused sorts, which actmem "
+                         "counts; not modelled")
 
 
 def _check_hot_expert(job) -> None:
