@@ -144,9 +144,13 @@ def test_mla_up_proj_drops_q_k_v_and_the_latents_norm_outputs():
     ln = {r.key for r in activation_memory(S, B, H, A, recompute_modules=["layernorm"],
                                            **MLA).rows}
     assert "mla_down_input" not in ln and "attn_norm_input" in ln
-    with pytest.raises(ValueError, match="mla_up_proj.*sequence_parallel=True is not modelled"):
-        LayerConfig(S, B, H, A, 2, sequence_parallel=True, recompute_modules=["mla_up_proj"],
-                    **MLA)
+    sp = {r.key: r.bytes for r in activation_memory(S, B, H, A, 2, sequence_parallel=True,
+                                                    recompute_modules=["mla_up_proj"], **MLA).rows}
+    assert sp["kv_down_output"] == up["kv_down_output"] // 2   # the rank's s/t tokens
+    assert sp["mla_rotary_key_gathered"] == 2 * S * B * 4     # gathered: every token's d_r
+    one = {r.key for r in activation_memory(S, B, H, A, recompute_modules=["mla_up_proj"],
+                                            **MLA).rows}
+    assert "mla_rotary_key_gathered" not in one   # nothing is gathered without SP
 
 
 @pytest.mark.parametrize("mods, activation", [

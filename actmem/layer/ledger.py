@@ -129,7 +129,8 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if config.recompute == "full":
         rows = with_full_recompute(config)
     if config.sequence_parallel:
-        rows = with_sequence_parallel(rows, config)
+        from .recompute_modules import with_gathered_rotary_key  # whole under SP
+        rows = with_gathered_rotary_key(with_sequence_parallel(rows, config), config)
     from .lora import with_adapters_and_fp8  # LoRA's frozen weights, FP8 (Transformer Engine)
     from .rope import with_unfused_rope  # Megatron-LM's unfused rotary embedding
     return with_unfused_rope(with_adapters_and_fp8(rows, config), config)

@@ -60,9 +60,10 @@ layers; Transformer Engine's dense spec fuses them into ``linear_qkv`` and
                           (``multi_latent_attention.py``:
                           MLASelfAttention.get_query_key_value_tensors,
                           ``qkv_up_checkpoint``); needs
-                          ``multi_latent_attention``, and is not modelled
-                          under sequence parallelism (the rotary key is then
-                          gathered over the sequence)
+                          ``multi_latent_attention``; under sequence
+                          parallelism (t > 1) the checkpoint also keeps
+                          the rotary key gathered over the whole sequence
+                          (:func:`with_gathered_rotary_key`)
 ========================  ===============================================
 
 Validation follows ``transformer_config.py``: TransformerConfig.__post_init__
@@ -174,10 +175,6 @@ def _check_applies(c, names: set[str]) -> None:
                          "attention's up projections and needs multi_latent_attention=True "
                          "(Megatron-LM: 'mla_up_proj in recompute_modules is only supported "
                          "with multi_latent_attention')")
-    if "mla_up_proj" in names and c.sequence_parallel:
-        raise ValueError("recompute_modules: 'mla_up_proj' with sequence_parallel=True is not "
-                         "modelled (Megatron-LM gathers the rotary key over the sequence, "
-                         "which the checkpoint keeps); use sequence_parallel=False")
 
 
 def modules_of(c) -> tuple[str, ...]:
@@ -221,6 +218,27 @@ def with_recompute_modules(rows, c):
         kept = tuple(replace(r, elements=wide, shape=shape) if r.key == "kv_down_output"
                      else r for r in kept)
     return kept
+
+
+def with_gathered_rotary_key(rows, c):
+    """``rows`` (already split along s) and, with ``mla_up_proj`` under
+    sequence parallelism at t > 1, the rotary key the checkpoint keeps:
+    ``get_query_key_value_tensors`` gathers ``k_pos_emb`` over the sequence
+    (``gather_from_sequence_parallel_region``, a new s x b x d_r tensor)
+    before ``qkv_up_checkpoint`` saves its inputs; whole on every rank.
+    Without the checkpoint the fused rotation saves only cos and sin."""
+    if "mla_up_proj" not in modules_of(c) or c.t == 1:
+        return rows
+    from .ledger import REPLICATED, LedgerRow  # the ledger builds on this module
+    row = LedgerRow("mla_rotary_key_gathered", "rotary key gathered over the sequence (kept "
+                    "by the mla_up_proj checkpoint)", "attention",
+                    ("s", "b", "qk_pos_emb_head_dim"), c.s * c.b * c.qk_pos_emb_head_dim, 2,
+                    REPLICATED, 1, "fixed",
+                    "megatron/core/transformer/multi_latent_attention.py: MLASelfAttention."
+                    "get_query_key_value_tensors (k_pos_emb = gather_from_sequence_parallel_"
+                    "region(k_pos_emb), then qkv_up_checkpoint.checkpoint(..., k_pos_emb, ...))",
+                    "the recomputed up projection and rotary embedding take it as input")
+    return (*rows, row)
 
 
 def working_set(c) -> int:
