@@ -61,7 +61,9 @@ def test_uneven_stages_move_parameters_and_activations():
     assert uneven.stages[3].layer_activations == 1 * 7 * per_pass
     states = model_states(L7, p=4, accounting="megatron", stage_layers=(9, 8, 8, 7))
     assert states.stage == 0  # the most parameters: 9 layers and the embedding
-    with pytest.raises(ValueError, match="p=5 must divide L=32"):
+    with pytest.raises(ValueError, match="p=5 must divide L=32 .*; or split unevenly: "
+                       "decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers "
+                       "or stage_layers"):
         training_memory(L7, p=5)
     assert len(training_memory(L7.with_(L=126), p=16, m=16, decoder_first_pipeline_num_layers=7,
                                decoder_last_pipeline_num_layers=7).stages) == 16

@@ -73,7 +73,7 @@ def split_layers(L: int, p: int, v: int = 1, *, stage_layers=None,
     if stage_layers is not None:
         counts, names = _given(stage_layers, L, p), [f"stage_layers[{i}]" for i in range(p)]
     elif not (first is not None or last is not None or embedding or loss):
-        return ((chunk_layers(L, p, v),) * v,) * p   # the even split, its rule and message
+        return ((_even(L, p, v),) * v,) * p
     elif first is not None or last is not None:
         counts, names = _first_last(L, p, v, first, last), [None] * p  # checked for v there
     else:
@@ -179,6 +179,18 @@ def _fits(name: str, n: int, L: int, p: int, v: int, layers: int, stages: int, t
         raise ValueError(f"{name}={n} leaves {rest // stages} layers to each of the other "
                          f"{stages} stage(s) ({known}), which must be a multiple of v={v}: "
                          "each of a stage's v model chunks gets the same number of layers")
+
+
+def _even(L: int, p: int, v: int) -> int:
+    """The even split's layers per chunk (:func:`chunk_layers`, its rule),
+    its refusal naming the uneven splits a launch can ask for instead."""
+    try:
+        return chunk_layers(L, p, v)
+    except ValueError as error:
+        raise ValueError(f"{error}; or split unevenly: decoder_first_pipeline_num_layers, "
+                         "decoder_last_pipeline_num_layers or stage_layers (Megatron-LM's "
+                         "--decoder-first-pipeline-num-layers, "
+                         "--decoder-last-pipeline-num-layers)") from None
 
 
 def _accounted(L: int, p: int, embedding: bool, loss: bool) -> list[int]:
