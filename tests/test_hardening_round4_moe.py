@@ -22,7 +22,8 @@ def peak(model, **options):
 @pytest.mark.parametrize("model", DENSE)
 @pytest.mark.parametrize("field, value, default", [
     ("moe_router_topk", 3, "2"), ("moe_router_topk", 4, "2"),
-    ("moe_router_score_function", "sigmoid", "'softmax'"), ("moe_router_pre_softmax", True, "False"),
+    ("moe_router_score_function", "sigmoid", "'softmax'"),
+    ("moe_router_pre_softmax", True, "False"),
     ("moe_router_num_groups", 4, "None"), ("moe_router_enable_expert_bias", True, "False"),
     ("moe_ffn_hidden_size", 1408, "None"), ("moe_shared_expert_intermediate_size", 2816, "None"),
     ("moe_expert_capacity_factor", 1.0, "None"), ("moe_expert_capacity_factor", 0.5, "None"),

@@ -56,19 +56,21 @@ def test_each_gate_becomes_megatrons_router():
     assert not qwen.moe_router_pre_softmax
 
 
+def test_deepseek_v2s_gate_is_groups_without_bias_and_the_softmax_before_top_k():
+    config = {**json.loads((CONFIGS / "deepseek-v3.json").read_text()),
+              "topk_method": "group_limited_greedy", "scoring_func": "softmax",
+              "norm_topk_prob": False}
+    model = ModelConfig.from_hf_config(config, s=4096, b=1)
+    assert (model.moe_router_group_topk, model.moe_router_enable_expert_bias,
+            model.moe_router_pre_softmax) == (4, False, True)
+
+
 @pytest.mark.parametrize("change, message", [
-    ({"topk_method": "group_limited_greedy", "scoring_func": "softmax", "norm_topk_prob": False},
-     None),
     ({"topk_method": "sorted"}, r"topk_method='sorted' is not modelled; actmem reads greedy"),
     ({"norm_topk_prob": False}, r"scoring_func='sigmoid' with norm_topk_prob=False"),
 ])
 def test_deepseek_gates_not_modelled_are_refused_by_name(change, message):
     config = {**json.loads((CONFIGS / "deepseek-v3.json").read_text()), **change}
-    if message is None:   # DeepSeek-V2's gate: groups, no bias, the softmax before top-k
-        model = ModelConfig.from_hf_config(config, s=4096, b=1)
-        assert (model.moe_router_group_topk, model.moe_router_enable_expert_bias,
-                model.moe_router_pre_softmax) == (4, False, True)
-        return
     with pytest.raises(ValueError, match=message):
         ModelConfig.from_hf_config(config, s=4096, b=1)
 

@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from actmem import LayerConfig  # noqa: E402
+from actmem import LayerConfig, ledger_rows  # noqa: E402
 from actmem.measure.compare import compare  # noqa: E402
 from actmem.measure.launch import on_ranks  # noqa: E402
 from actmem.measure.mla import (RoPEKeyValue, RoPEQuery, _rotate, _tables,  # noqa: E402
@@ -59,11 +59,11 @@ def test_the_unfused_rotation_keeps_four_tables_of_s_by_d_r():
     columns), each keeping a fresh cos_ and sin_ of s x d_r in bf16."""
     c = LayerConfig(16, 2, 64, 4, **BASE, q_lora_rank=24, unfused_rope=True)
     rows = {r.key: r for r in compare(measure_mla(c)).rows}
-    assert rows["rope_cos_sin"].measured_bytes == 4 * 16 * 4 * 2 == rows["rope_cos_sin"].ledger_bytes
-    recomputed = c.__class__(**{**vars(c), "recompute": "selective",
-                                "recompute_modules": ("mla_up_proj",)})
-    import actmem
-    assert "rope_cos_sin" not in {r.key for r in actmem.ledger_rows(recomputed)}
+    kept = rows["rope_cos_sin"]
+    assert kept.measured_bytes == 4 * 16 * 4 * 2 == kept.ledger_bytes
+    recomputed = LayerConfig(16, 2, 64, 4, **BASE, q_lora_rank=24, unfused_rope=True,
+                             recompute="selective", recompute_modules=("mla_up_proj",))
+    assert "rope_cos_sin" not in {r.key for r in ledger_rows(recomputed)}
 
 
 def test_rope_functions_backward_matches_autograd():
