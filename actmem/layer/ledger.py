@@ -129,7 +129,7 @@ def ledger_rows(config: LayerConfig) -> tuple[LedgerRow, ...]:
     if config.recompute == "full":
         rows = with_full_recompute(config)
     if config.sequence_parallel:
-        from .recompute_modules import with_gathered_rotary_key  # whole under SP
+        from .mla import with_gathered_rotary_key  # whole under SP
         rows = with_gathered_rotary_key(with_sequence_parallel(rows, config), config)
     from .lora import with_adapters_and_fp8  # LoRA's frozen weights, FP8 (Transformer Engine)
     from .rope import with_unfused_rope  # Megatron-LM's unfused rotary embedding

@@ -240,7 +240,7 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
                  copies, T, 8, REPLICATED, "fixed")]
 
 
-def fused_dispatch_rows(c: LayerConfig, got: int, gathered: tuple) -> list[LedgerRow]:
+def fused_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[LedgerRow]:
     """Transformer Engine's fused permutation (``--moe-permute-fusion``,
     ``transformer_engine/pytorch/permutation.py`` since TE 2.6, commit
     dc97cc9 of 2025-07; earlier releases kept an int64 E x N map):
@@ -249,13 +249,14 @@ def fused_dispatch_rows(c: LayerConfig, got: int, gathered: tuple) -> list[Ledge
     saves again (the same tensor); ``moe_sort_chunks_by_index_with_probs``
     and ``moe_sort_chunks_by_index`` (the sort by local expert, after the
     etp all-gather, and its inverse before the reduce-scatter) save an
-    int32 row map of the ``got`` copies each. Megatron-LM sorts only with
+    int32 row map of the rank's ``copies`` (after the etp all-gather, over
+    the layer; shape ``gathered``) each. Megatron-LM sorts only with
     more than one local expert (E/ep > 1, which the run checks)."""
     N, E = c.s * c.b, c.num_experts
     return [_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
                  ("s", "b", "2E+1"), N * (2 * E + 1), 4, REPLICATED, "fixed"),
             _row(c, "sort_row_id_map", "row maps of the fused sorts by local expert (int32)",
-                 ("2", *gathered), 2 * got, 4, EXPERT_ROUTED, "fixed")]
+                 ("2", *gathered), 2 * copies, 4, EXPERT_ROUTED, "fixed")]
 
 
 def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[LedgerRow]:

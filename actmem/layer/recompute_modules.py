@@ -63,7 +63,7 @@ layers; Transformer Engine's dense spec fuses them into ``linear_qkv`` and
                           ``multi_latent_attention``; under sequence
                           parallelism (t > 1) the checkpoint also keeps
                           the rotary key gathered over the whole sequence
-                          (:func:`with_gathered_rotary_key`)
+                          (:func:`actmem.layer.mla.with_gathered_rotary_key`)
 ========================  ===============================================
 
 Validation follows ``transformer_config.py``: TransformerConfig.__post_init__
@@ -218,27 +218,6 @@ def with_recompute_modules(rows, c):
         kept = tuple(replace(r, elements=wide, shape=shape) if r.key == "kv_down_output"
                      else r for r in kept)
     return kept
-
-
-def with_gathered_rotary_key(rows, c):
-    """``rows`` (already split along s) and, with ``mla_up_proj`` under
-    sequence parallelism at t > 1, the rotary key the checkpoint keeps:
-    ``get_query_key_value_tensors`` gathers ``k_pos_emb`` over the sequence
-    (``gather_from_sequence_parallel_region``, a new s x b x d_r tensor)
-    before ``qkv_up_checkpoint`` saves its inputs; whole on every rank.
-    Without the checkpoint the fused rotation saves only cos and sin."""
-    if "mla_up_proj" not in modules_of(c) or c.t == 1:
-        return rows
-    from .ledger import REPLICATED, LedgerRow  # the ledger builds on this module
-    row = LedgerRow("mla_rotary_key_gathered", "rotary key gathered over the sequence (kept "
-                    "by the mla_up_proj checkpoint)", "attention",
-                    ("s", "b", "qk_pos_emb_head_dim"), c.s * c.b * c.qk_pos_emb_head_dim, 2,
-                    REPLICATED, 1, "fixed",
-                    "megatron/core/transformer/multi_latent_attention.py: MLASelfAttention."
-                    "get_query_key_value_tensors (k_pos_emb = gather_from_sequence_parallel_"
-                    "region(k_pos_emb), then qkv_up_checkpoint.checkpoint(..., k_pos_emb, ...))",
-                    "the recomputed up projection and rotary embedding take it as input")
-    return (*rows, row)
 
 
 def working_set(c) -> int:

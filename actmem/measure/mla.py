@@ -212,9 +212,8 @@ def unfused_rope(t, s: int, d: int):
     even and odd columns regrouped, then ``t * cos_ + rotate_half(t) *
     sin_`` with ``cos_``, ``sin_`` made anew in t's dtype, which the two
     multiplications save (named ``rope_cos_sin``)."""
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    freqs = torch.outer(torch.arange(s, dtype=torch.float32), inv)
-    freqs = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)   # (s, 1, d)
+    angles = _angles(s, d)
+    freqs = torch.cat([angles, angles], dim=-1).unsqueeze(-2)   # (s, 1, d)
     t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
     cos_ = named("rope_cos_sin", torch.cos(freqs).to(t.dtype))
     sin_ = named("rope_cos_sin", torch.sin(freqs).to(t.dtype))
@@ -222,10 +221,15 @@ def unfused_rope(t, s: int, d: int):
     return t * cos_ + torch.cat((-second, first), dim=-1) * sin_
 
 
-def _tables(s: int, d: int, dtype):
-    """cos and sin of position x frequency, (s, d/2) each (rotary base 10000)."""
+def _angles(s: int, d: int):
+    """Position x frequency, (s, d/2) in fp32 (rotary base 10000)."""
     inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    angles = torch.outer(torch.arange(s, dtype=torch.float32), inv)
+    return torch.outer(torch.arange(s, dtype=torch.float32), inv)
+
+
+def _tables(s: int, d: int, dtype):
+    """cos and sin of :func:`_angles`, (s, d/2) each, in ``dtype``."""
+    angles = _angles(s, d)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 

@@ -121,12 +121,11 @@ class FusedPermute(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_tokens, grad_probs, _):
         (row_id_map,) = ctx.saved_tensors
-        E = (row_id_map.shape[1] - 1) // 2
-        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
-        rows = row_id_map[token, expert].long()
-        d_tokens = torch.zeros(row_id_map.shape[0], grad_tokens.shape[1], dtype=grad_tokens.dtype)
+        token, expert, rows = _routed(row_id_map)
+        n, E = row_id_map.shape[0], (row_id_map.shape[1] - 1) // 2
+        d_tokens = torch.zeros(n, grad_tokens.shape[1], dtype=grad_tokens.dtype)
         d_tokens.index_add_(0, token, grad_tokens[rows])
-        d_probs = torch.zeros(row_id_map.shape[0], E, dtype=grad_probs.dtype)
+        d_probs = torch.zeros(n, E, dtype=grad_probs.dtype)
         d_probs[token, expert] = grad_probs[rows]
         return d_tokens, d_probs, None
 
@@ -138,19 +137,25 @@ class FusedUnpermute(torch.autograd.Function):
     @staticmethod
     def forward(ctx, copies, row_id_map):
         ctx.save_for_backward(row_id_map)
-        E = (row_id_map.shape[1] - 1) // 2
-        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+        token, _, rows = _routed(row_id_map)
         out = torch.zeros(row_id_map.shape[0], copies.shape[1], dtype=copies.dtype)
-        return out.index_add_(0, token, copies[row_id_map[token, expert].long()])
+        return out.index_add_(0, token, copies[rows])
 
     @staticmethod
     def backward(ctx, grad):
         (row_id_map,) = ctx.saved_tensors
-        E = (row_id_map.shape[1] - 1) // 2
-        token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+        token, _, rows = _routed(row_id_map)
         d = torch.empty(token.numel(), grad.shape[1], dtype=grad.dtype)
-        d[row_id_map[token, expert].long()] = grad[token]
+        d[rows] = grad[token]
         return d, None
+
+
+def _routed(row_id_map):
+    """(token, expert, permuted row) of every routed copy in a row map of
+    :class:`FusedPermute`."""
+    E = (row_id_map.shape[1] - 1) // 2
+    token, expert = (row_id_map[:, :E] >= 0).nonzero(as_tuple=True)
+    return token, expert, row_id_map[token, expert].long()
 
 
 class FusedSort(torch.autograd.Function):
