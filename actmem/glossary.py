@@ -103,8 +103,12 @@ SYMBOLS = (
     Term("c", "capacity factor: the tokens an expert takes, as a multiple of its share under "
          "balanced routing (--moe-expert-capacity-factor)", "容量因子",
          "一个专家接收的 token 数是均衡路由下其份额的多少倍（--moe-expert-capacity-factor）"),
+    Term("D", "multi-token prediction modules after the last layer, each predicting one "
+         "token further (mtp_num_layers, --mtp-num-layers)", "多 token 预测模块数",
+         "最后一层之后的多 token 预测模块个数，每个模块多预测一个更远的 token"
+         "（mtp_num_layers，--mtp-num-layers）"),
 )
-"""The paper's symbols, those the notebooks add (v, g, f, d, M, k, N, E) and
+"""The paper's symbols, those the notebooks add (v, g, f, d, M, k, N, E, D) and
 the letters they name things with."""
 
 TERMS = (

@@ -1058,6 +1058,13 @@ ZH = {
     "with its sequence-wise loss, over its {layers} MoE layers: {kept} per micro-batch":
         "{layers} 个 MoE 层合计（含按序列计算的均衡损失）：每个微批次 {kept}",
     "softmax after top-k": "top-k 之后的 softmax",
+    "{name}: weights {weights}, gradients {gradients}, optimizer states {optimizer}; layer "
+    "activations {layers}, output layer and logits {output}; peak {peak}":
+        "{name}：权重 {weights}，梯度 {gradients}，优化器状态 {optimizer}；层激活 {layers}，"
+        "输出层与 logits {output}；峰值 {peak}",
+    "without multi-token prediction": "不做多 token 预测",
+    "one module, D = 1": "一个模块，D = 1",
+    "the last stage's peak grows {growth:.2f} times": "最后一级的峰值变为原来的 {growth:.2f} 倍",
     "DeepSeek-V3's sigmoid router": "DeepSeek-V3 的 sigmoid 路由器",
     "with its sequence-wise loss": "再加上按序列计算的均衡损失",
     "4. ep={ep}: load {load}, peak {peak}, fits: {fits}, short by {short}":

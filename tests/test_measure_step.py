@@ -42,19 +42,33 @@ def tensors(name):
         return len(list(GPT(CONFIGS[name].model).parameters()))
 
 
+def modules(name):
+    """The configuration's multi-token prediction modules (D)."""
+    return CONFIGS[name].model.mtp_num_layers or 0
+
+
 def per_token(name):
     """Bytes per token of the batch that the timeline does not count and
     that stay until the micro-batch's backward: int64 position ids (saved
-    by the position embedding) and the fp32 loss mask (saved by the
-    multiplication in loss_func)."""
-    return 8 + 4
+    by the position embedding; each multi-token prediction module's rolled
+    ones too) and the fp32 loss mask (saved by the multiplication in
+    loss_func)."""
+    return 8 + 4 + 8 * modules(name)
 
 
 def norms_kept(name, *, in_loss):
     """LayerNorms whose statistics are saved at that moment: two per layer
-    (none under full recomputation) and, from the loss on, the final one."""
+    (none under full recomputation) and, from the loss on, the final one
+    and each multi-token prediction module's five (enorm, hnorm, its
+    layer's two, its final norm), which run after the final norm."""
     c = CONFIGS[name]
-    return (0 if c.recompute == "full" else 2 * c.model.L) + in_loss
+    return (0 if c.recompute == "full" else 2 * c.model.L) + in_loss * (1 + 5 * modules(name))
+
+
+def divisors(name):
+    """Each multi-token prediction module's loss is divided by its token
+    count, an fp32 scalar the division saves: 4 bytes each."""
+    return 4 * modules(name)
 
 
 def stats(name, norms):
@@ -107,7 +121,8 @@ def test_after_each_forward_the_extras_are_named(data):
         # b = 1: tokens and labels are views of one (b, s + 1) int64 text tensor
         text = 8 if m.b == 1 else 0
         expected = (4 * tensors(name) + per_token(name) * m.s * m.b + targets(name)
-                    + stats(name, norms_kept(name, in_loss=1)) + 4 + text)  # 4: the loss
+                    + stats(name, norms_kept(name, in_loss=1)) + divisors(name)
+                    + 4 + text)  # 4: the loss
         for e in c["events"]:
             if e["label"].startswith("after the forward"):
                 assert e["measured"] - e["timeline"] == expected, (name, e)
@@ -125,7 +140,7 @@ def test_at_megatrons_loss_the_cross_entropy_temporaries_are_the_rest(data):
         m = CONFIGS[name].model
         labels = 8 if m.b == 1 else 8 * m.s * m.b
         expected = (4 * tensors(name) + (per_token(name) + 28) * m.s * m.b + labels
-                    + stats(name, norms_kept(name, in_loss=1)))
+                    + stats(name, norms_kept(name, in_loss=1)) + divisors(name))
         loss = next(e for e in c["events"] if e["label"] == "loss of micro-batch 0")
         assert loss["measured"] - loss["timeline"] == expected, name
 

@@ -833,7 +833,6 @@ GROUP_CLASSES: dict[str, tuple[str, str]] = {
 
 _FSDP = "--use-megatron-fsdp"
 _GTP = "GTP weight sharding (--tensor-parallel-num-weight-shards)"
-_MTP = "--mtp-num-layers"
 _FLEX = "--moe-token-dispatcher-type flex"
 _HYBRID = "Mamba/hybrid layers (--hybrid-layer-pattern, --is-hybrid-model)"
 _CG = "--cuda-graph-impl"
@@ -1251,14 +1250,22 @@ CLASSES: dict[str, tuple] = {
     "--mup-base-head-dim": only("--use-mup"),
     "--mup-attn-scale-power": only("--use-mup"),
     # ---- MTP, hybrid, heterogeneous
-    "--mtp-num-layers": when_set("multi-token-prediction layers add layers and losses actmem "
-                                 "does not model"),
-    "--mtp-loss-scaling-factor": only(_MTP),
-    "--mtp-use-repeated-layer": only(_MTP),
-    "--mtp-detach-heads": only(_MTP),
-    "--mtp-hsm": only(_MTP),
-    "--mtp-standalone": only(_MTP),
-    "--mtp-hybrid-override-pattern": only(_MTP + " in a hybrid model"),
+    "--mtp-num-layers": (M, "mtp_num_layers", "D multi-token prediction modules on the last "
+                                              "stage: a layer, norms, eh_proj and a loss each "
+                                              "(actmem.run.moments.mtp)."),
+    "--mtp-loss-scaling-factor": (N, "A float the D losses are multiplied by before "
+                                     "MTPLossAutoScaler keeps them; the scaled loss is counted "
+                                     "whatever the factor."),
+    "--mtp-use-repeated-layer": when_set("one module's weights run D times: fewer parameters "
+                                         "than D modules, which actmem counts"),
+    "--mtp-detach-heads": when_set("detached heads make no gradient for the embedding and "
+                                   "the output weight from the modules"),
+    "--mtp-hsm": when_set("hidden-state mixing keeps the earlier depths' states and a "
+                          "stack of them"),
+    "--mtp-standalone": (N, "Set by Megatron-LM from --pipeline-model-parallel-layout (refused), "
+                            "not by the user; without a layout the modules sit on the last "
+                            "stage."),
+    "--mtp-hybrid-override-pattern": only(_HYBRID),
     "--is-hybrid-model": when_set("Mamba/hybrid layers, which actmem does not model"),
     "--hybrid-layer-pattern": when_set("Mamba, GDN, DSA and MoE layers in a pattern, which "
                                        "actmem does not model"),

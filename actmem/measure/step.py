@@ -32,6 +32,7 @@ import warnings
 from contextlib import nullcontext
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
@@ -41,6 +42,7 @@ from .live_bytes import LiveBytes
 from .step_device import check_device, device_configs, workspace_config
 from .stored_step import CONFIGS, StepConfig, step_table
 from .step_losses import LOSS_FUNCTIONS, fused_loss
+from .step_mtp import mtp_hidden
 from .step_model import (GPT, GradientBuffer, MixedPrecisionAdam, PlainAdam, get_batch,
                          reduce_loss)
 
@@ -118,14 +120,19 @@ def _forward(gpt, config, i, live):
     def after_norm(module, args, out):
         out.register_hook(lambda grad: live.enter(f"backward of {name}"))
 
+    last = gpt.mtp[-1].norm if gpt.mtp else gpt.norm   # the first layer differentiated
     hooks = (gpt.norm.register_forward_pre_hook(at_norm),
-             gpt.norm.register_forward_hook(after_norm))
+             last.register_forward_hook(after_norm))
     device = torch.get_default_device()
     batch = {k: v.to(device) for k, v in get_batch(config.model, i).items()}
     autocast = torch.autocast(device.type, torch.bfloat16,
                               enabled=config.precision == "autocast")
     with autocast:
-        out = gpt(batch["tokens"], batch["position_ids"], logits=config.loss != "fused")
+        out = gpt(batch["tokens"], batch["position_ids"],
+                  logits=config.loss != "fused" and not gpt.mtp)
+        if gpt.mtp:
+            out = F.linear(mtp_hidden(gpt, out, batch, LOSS_FUNCTIONS[config.loss]),
+                           gpt.word.weight)
         for hook in hooks:
             hook.remove()
         if config.loss == "fused":

@@ -8,7 +8,8 @@ the code that allocates it:
   mask), ``L`` :class:`~.layer.ReferenceLayer` s, final LayerNorm, output
   layer tied to the word table, in bfloat16 (Megatron-LM's ``GPTModel``
   with ``share_embeddings_and_output_weights``) or float32 (plain PyTorch,
-  in fp32 or under ``torch.autocast``);
+  in fp32 or under ``torch.autocast``); with ``mtp_num_layers``, the
+  multi-token prediction modules of :mod:`.step_mtp`;
 * data: :func:`get_batch` makes what Megatron-LM's ``get_batch``
   (``pretrain_gpt.py``, ``megatron/core/utils.py`` ``get_batch_on_this_tp_rank``)
   puts on the device: int64 tokens, labels and position ids, the fp32 loss
@@ -38,6 +39,7 @@ from torch import nn
 
 from ..run.job.model import ModelConfig
 from .layer import DropoutSeeds, ReferenceLayer, dropout
+from .step_mtp import MTPModule
 
 
 class GPT(nn.Module):
@@ -71,16 +73,27 @@ class GPT(nn.Module):
         self.layers = nn.ModuleList(ReferenceLayer(layer, seed=seed + 1 + i, mask="bool")
                                     for i in range(model.L))
         self.norm = nn.LayerNorm(model.h)
+        self.mtp = nn.ModuleList(MTPModule(model.h, layer, seed + 1 + model.L + k)
+                                 for k in range(model.mtp_num_layers or 0))
         self.seeds = DropoutSeeds(seed, 0)
         self.to(dtype)
+
+    def embed(self, tokens: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        """The embedding (``LanguageModelEmbedding``): word and position
+        tables, then dropout. The tables are looked up with ``F.embedding``
+        (what ``nn.Embedding`` calls): MemTracker refuses a module called
+        twice in one step, as multi-token prediction calls the embedding."""
+        x = F.embedding(tokens, self.word.weight) + F.embedding(position_ids,
+                                                                self.position.weight)
+        if self.config.dropout:
+            x = dropout(x, self.seeds.replicated(), "embedding_dropout_mask", "bool")
+        return x
 
     def forward(self, tokens: torch.Tensor, position_ids: torch.Tensor,
                 logits: bool = True) -> torch.Tensor:
         """(b, s) int64 tokens and positions -> (b, s, V) logits, or with
         ``logits=False`` the output layer's input, (b, s, h)."""
-        x = self.word(tokens) + self.position(position_ids)
-        if self.config.dropout:
-            x = dropout(x, self.seeds.replicated(), "embedding_dropout_mask", "bool")
+        x = self.embed(tokens, position_ids)
         for layer in self.layers:
             x = layer(x)
         x = self.norm(x)

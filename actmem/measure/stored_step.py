@@ -15,7 +15,8 @@ with recomputation none, selective and full, with a stored attention map
 and with ``scaled_dot_product_attention``; the three losses
 (``"vocab_parallel"``, ``"torch"``, ``"fused"``); and plain PyTorch with
 ``zero_grad(set_to_none=True)``: bf16 parameters with fp32 main copies,
-fp32, and fp32 parameters under ``torch.autocast`` (bf16).
+fp32, and fp32 parameters under ``torch.autocast`` (bf16); and
+Megatron-LM's multi-token prediction (two modules, :mod:`.step_mtp`).
 
 Sizes
 are small (s=32, b=2, h=64, a=4, L=2, a vocabulary of 1000 padded to 1024,
@@ -130,6 +131,8 @@ CONFIGS: dict[str, StepConfig] = {
                                    precision="autocast"),
     "fused_loss": StepConfig("Megatron-LM mixed precision, a chunked linear + "
                              "cross-entropy that keeps no logits", loss="fused"),
+    "mtp": StepConfig("Megatron-LM mixed precision, two multi-token prediction modules",
+                      {**SMALL_MODEL, "mtp_num_layers": 2}),
     "fake_wide": StepConfig("FakeTensorMode: h=4096, a=32, s=4096, V=32000, L=2, "
                             "flash attention", dict(WIDE_MODEL), m=1, fake=True),
 }

@@ -27,6 +27,7 @@ from ..layer.context_parallel import with_a2a_output
 from .moments.cp_timeline import with_exchange
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
+from .moments.mtp import with_mtp
 from .moments.offload import cpu_offload, offloaded_timeline
 from .model_states.muon import muon_states
 from .model_states.states import expert_data_parallel, sixteen_bit_gradients
@@ -82,6 +83,15 @@ class ContextParallel(Feature):
         moments = with_a2a_output(setup.moments, setup.whole, *cp)
         moments, kinds = with_exchange(moments, setup.kinds, setup.whole, *cp)
         return replace(setup, moments=moments, kinds=kinds)
+
+
+class MultiTokenPrediction(Feature):
+    """Megatron-LM's multi-token prediction (:mod:`actmem.run.moments.mtp`):
+    D modules after the last chunk's layers, their rows and D more losses
+    on the last stage (their parameters: :mod:`actmem.run.model_states.placement`)."""
+
+    def setup(self, setup):
+        return with_mtp(setup)
 
 
 class FullPrecision(Feature):
@@ -197,6 +207,6 @@ class Offload(Feature):
                        host_memory=offload.host)
 
 
-FEATURES = (SplitBackward(), ContextParallel(), FullPrecision(), GradientDtype(), Muon(), LoRA(),
+FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FullPrecision(), GradientDtype(), Muon(), LoRA(),
             FSDP2(), DeferredEmbeddingWgrad(), Offload())
 """The features, in the order they apply."""

@@ -218,12 +218,11 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     """Stage ``i``'s memory: its layers' parts, its passes, its model states
     and its step's timeline, each as the job's features change them."""
     j, plan, moments = setup.job, setup.plan, setup.moments
-    stacks = setup.kinds and stage_stacks(setup.model.moe_pattern(), setup.split, i,
-                                          setup.kinds, plan.v_shaped)
-    parts = ([stack_parts(stack, j.recompute, j.recompute_num_layers) for stack in stacks]
-             if stacks else [moment_parts(moments, n) for n in setup.split[i]])
     passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), setup.first, setup.last)
               for c in range(j.v)]
+    stacks = _stacks(setup, i, passes)
+    parts = ([stack_parts(stack, j.recompute, j.recompute_num_layers) for stack in stacks]
+             if stacks else [moment_parts(moments, n) for n in setup.split[i]])
     chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                "output_activations": one.output + one.logits_loss}
               for (held, _), one in zip(parts, passes)]
@@ -231,7 +230,7 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     timeline = stage_timeline(
         plan, i, states=vars(states), persistent_gradients=j.gradient_buffer == "persistent",
         workspace=setup.workspace + stage_dummy_wgrads(setup, i, any(p.last for p in passes)),
-        passes=passes, layers=list(setup.split[i]), layer=moments,
+        passes=passes, layers=_layers(setup, i, stacks), layer=moments,
         loss=setup.losses, mask=setup.mask,
         copies=autocast_copies(setup.model, j.t, j.precision),
         tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks,
@@ -247,6 +246,25 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     for feature in FEATURES:
         stage = feature.stage(setup, stage)
     return _with_default_reserve(setup, stage)
+
+
+def _stacks(setup: StepSetup, i: int, passes: list[Pass]) -> list[tuple] | None:
+    """Per chunk of stage ``i``, each layer's moments, first layer first,
+    where layers differ: an MoE model's kinds
+    (:func:`actmem.run.moments.moe_timeline.stage_stacks`), and the layers
+    the last chunk runs after the decoder's (``setup.mtp_layers``); None:
+    every layer is ``setup.moments``."""
+    stacks = setup.kinds and stage_stacks(setup.model.moe_pattern(), setup.split, i,
+                                          setup.kinds, setup.plan.v_shaped)
+    if not setup.mtp_layers:
+        return stacks
+    stacks = stacks or [(setup.moments,) * n for n in setup.split[i]]
+    return [stack + setup.mtp_layers * one.last for stack, one in zip(stacks, passes)]
+
+
+def _layers(setup: StepSetup, i: int, stacks) -> list[int]:
+    """Layers each chunk of stage ``i`` runs (:func:`_stacks`)."""
+    return [len(stack) for stack in stacks] if stacks else list(setup.split[i])
 
 
 def _with_default_reserve(setup: StepSetup, stage: StageMemory) -> StageMemory:

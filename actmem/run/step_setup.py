@@ -61,6 +61,8 @@ class StepSetup:
         mask: one micro-batch's attention mask from the data loader.
         offload: activation offloading's bytes
             (:class:`actmem.run.moments.offload.Offload`), or None.
+        mtp_layers: the moments of the layers the last chunk runs after
+            the decoder's (multi-token prediction, :mod:`actmem.run.moments.mtp`).
     """
 
     job: Job
@@ -82,6 +84,7 @@ class StepSetup:
     moments: LayerMoments
     mask: int
     offload: object = None
+    mtp_layers: tuple = ()
 
     def moe_layers(self) -> tuple[int, ...] | None:
         """How many MoE layers each stage holds

@@ -66,9 +66,10 @@ NEUTRAL = {
                     "the checkpoint's storage format for inference; training's precision "
                     "is training_memory's precision and fp8"),
     **dict.fromkeys(("num_nextn_predict_layers",),
-                    "multi-token prediction is trained only with Megatron-LM's "
-                    "--mtp-num-layers, a run option actmem does not model yet; the model's "
-                    "published size leaves it out as well"),
+                    "the multi-token prediction modules are a choice of the training run, "
+                    "Megatron-LM's --mtp-num-layers: give them as "
+                    "ModelConfig.with_(mtp_num_layers=D); the model's published size "
+                    "leaves them out as well"),
 }
 """Keys that change no tensor actmem counts, each with why."""
 

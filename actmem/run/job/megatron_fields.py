@@ -47,6 +47,7 @@ def model_fields(a: dict, env: dict, gpu=None) -> dict:
         max_positions=None if rotary else a["max_position_embeddings"],
         make_vocab_size_divisible_by=a["make_vocab_size_divisible_by"],
         qk_layernorm=a["qk_layernorm"], apply_rope_fusion=_rope_fusion(a, rotary),
+        mtp_num_layers=a["mtp_num_layers"] or None,
         source="a Megatron-LM launch (actmem.Job.from_megatron_args)")
     if a["num_experts"]:
         fields.update(_moe_fields(a))

@@ -78,6 +78,11 @@ class ModelConfig:
             (:mod:`actmem.layer.lora`; a list is kept as a tuple);
             :func:`actmem.model_states` then keeps no gradient and no
             optimizer state for the frozen weights.
+        mtp_num_layers: D, Megatron-LM's multi-token prediction modules
+            (``--mtp-num-layers``, DeepSeek-V3's MTP; None: none): each adds
+            a layer of the last layer's kind, two norms and a 2h x h
+            projection on the input side, a final norm, and a second loss
+            over the same output layer (:mod:`actmem.run.moments.mtp`).
 
     Raises:
         TypeError, ValueError: a value of the wrong kind or out of range; the
@@ -133,6 +138,7 @@ class ModelConfig:
     moe_router_group_topk: int | None = None
     moe_router_enable_expert_bias: bool = False
     moe_permute_fusion: bool = False
+    mtp_num_layers: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.lora_targets, list):  # PEFT's target_modules is a list
@@ -140,7 +146,7 @@ class ModelConfig:
         plain_fields(self)  # NumPy scalars stored as Python's numbers
         if isinstance(self.moe_layer_freq, list):  # Megatron-LM's pattern is a list
             object.__setattr__(self, "moe_layer_freq", tuple(self.moe_layer_freq))
-        optional = ("max_positions", "kv_heads", "ffn_hidden_size")
+        optional = ("max_positions", "kv_heads", "ffn_hidden_size", "mtp_num_layers")
         for name in ("s", "b", "h", "a", "L", "vocab_size", "make_vocab_size_divisible_by",
                      *optional):
             value = getattr(self, name)

@@ -35,23 +35,31 @@ class ParameterCount(int):
             every rank keeps whole (norms, the router's E x h weights).
         experts: per MoE layer, the routed experts' weights, E x 3 h f_e
             (SwiGLU: fc1 of 2 f_e columns, fc2), divided over ep x etp.
+        mtp_layers: D, multi-token prediction modules (0: none), each a
+            layer of the last layer's kind (``mtp_moe``: an MoE layer) and
+            ``mtp_split`` (its ``eh_proj``, 2h x h, split over t) and
+            ``mtp_replicated`` (its enorm, hnorm and final norm) more.
     """
 
     def __new__(cls, *, layer_split: dict[str, int], layer_replicated: dict[str, int],
                 L: int, vocab: int, embedding: int, positions: int, output_layer: int,
                 final_norm: int, moe_layers: int = 0, moe_split: dict[str, int] | None = None,
                 moe_replicated: dict[str, int] | None = None,
-                experts: int = 0) -> "ParameterCount":
+                experts: int = 0, mtp_layers: int = 0, mtp_moe: bool = False,
+                mtp_split: int = 0, mtp_replicated: int = 0) -> "ParameterCount":
         moe_split, moe_replicated = moe_split or {}, moe_replicated or {}
         dense = sum(layer_split.values()) + sum(layer_replicated.values())
         moe = sum(moe_split.values()) + sum(moe_replicated.values()) + experts
+        mtp = mtp_layers * ((moe if mtp_moe else dense) + mtp_split + mtp_replicated)
         count = super().__new__(cls, (L - moe_layers) * dense + moe_layers * moe + embedding
-                                + positions + output_layer + final_norm)
+                                + positions + output_layer + final_norm + mtp)
         count.__dict__.update(layer_split=layer_split, layer_replicated=layer_replicated,
                               L=L, vocab=vocab, embedding=embedding, positions=positions,
                               output_layer=output_layer, final_norm=final_norm,
                               moe_layers=moe_layers, moe_split=moe_split,
-                              moe_replicated=moe_replicated, experts=experts)
+                              moe_replicated=moe_replicated, experts=experts,
+                              mtp_layers=mtp_layers, mtp_moe=mtp_moe, mtp_split=mtp_split,
+                              mtp_replicated=mtp_replicated)
         return count
 
     @property
@@ -78,7 +86,8 @@ class ParameterCount(int):
                       f"{self.moe_layers} MoE layers x {self.per_moe_layer}")
         return (f"ParameterCount({int(self)}: {layers}, "
                 f"embedding {self.embedding}, positions {self.positions}, "
-                f"output layer {self.output_layer}, final norm {self.final_norm})")
+                f"output layer {self.output_layer}, final norm {self.final_norm}"
+                + (f", {self.mtp_layers} MTP modules" if self.mtp_layers else "") + ")")
 
 
 @lists_keywords
@@ -98,7 +107,11 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
     compute_weight_and_optimizer_memory counts them for SwiGLU; GeLU
     experts have 2 h f_e each and the shared experts 2 h f_s
     (``experts.py``: linear_fc1 is h x f_e, twice as wide for a gated
-    activation).
+    activation). Each multi-token prediction module (``mtp_num_layers``,
+    ``multi_token_prediction.py``: MultiTokenPredictionLayer) adds a layer
+    built from the last layer's spec (``gpt_builders.py``), enorm and hnorm,
+    ``eh_proj`` (2h x h, no bias) and a final norm; it shares the
+    embedding and the output layer.
 
     Args:
         model: the model.
@@ -129,19 +142,22 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
             c, h, norm // h, model.bias)
     vocab = model.vocab_size if vocab is None else positive_int("vocab", vocab)
     table = vocab * h
-    moe = {}
+    more = {}
     if model.num_experts is not None:
         m = model.layer(moe=True)
         mats = 3 if m.activation == "swiglu" else 2   # fc1 (doubled when gated) and fc2
-        moe = dict(moe_layers=sum(model.moe_pattern()),
+        more = dict(moe_layers=sum(model.moe_pattern()),
                    moe_split={"attention": split["attention"],
                               "shared_experts": mats * h * (
                                   m.moe_shared_expert_intermediate_size or 0)},
                    moe_replicated={"attention": replicated["attention"], "mlp": norm,
                                    "router": m.num_experts * h},
                    experts=m.num_experts * mats * h * m.f_e)
+    if model.mtp_num_layers:
+        more.update(mtp_layers=model.mtp_num_layers, mtp_moe=bool(model.moe_pattern()[-1]),
+                   mtp_split=2 * h * h, mtp_replicated=3 * norm)
     return ParameterCount(
         layer_split=split, layer_replicated=replicated, L=model.L, vocab=vocab,
         embedding=table,
         positions=(model.max_positions or model.s) * h if model.positions == "learned" else 0,
-        output_layer=0 if model.tied_embeddings else table, final_norm=norm, **moe)
+        output_layer=0 if model.tied_embeddings else table, final_norm=norm, **more)

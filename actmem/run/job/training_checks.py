@@ -18,6 +18,7 @@ from ...layer.fp8 import fp8_format
 from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
+from ..moments.mtp import check_mtp
 from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
 from ..moments.offload import check_offload
@@ -179,7 +180,7 @@ def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
     (:func:`check_training`), FSDP2's rules, the expert sizes, the hot
-    expert, the Megatron-LM options that join others
+    expert, multi-token prediction's rules, the Megatron-LM options that join others
     (:func:`actmem.run.job.megatron_option_checks.check_megatron_options`), the
     context-parallel layout, the GPU (what it runs,
     :func:`actmem.run.job.gpus.check_gpu_runs`) and its workspaces, the layer
@@ -206,6 +207,7 @@ def check_job(job) -> None:
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
     _check_permute_fusion(job)
+    check_mtp(job)
     check_megatron_options(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)

@@ -4,7 +4,8 @@ Which parameters a GPU holds: pipeline stage ``i`` has ``L/p`` layers; the
 first stage also holds the input embedding (and a learned position table),
 the last stage the final norm and the output layer, or, with tied
 embeddings and ``p > 1``, its own copy of the embedding (Megatron-LM keeps
-one on each end and all-reduces their gradients). Tensor parallelism
+one on each end and all-reduces their gradients), and any multi-token
+prediction modules. Tensor parallelism
 divides the matrices, column-parallel biases and the vocabulary by t and
 replicates norms, row-parallel biases and positions (:mod:`actmem.run.job.parameters`).
 
@@ -76,7 +77,29 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
         first += layers
     stages[0][0] += count.embedding // t + count.positions
     stages[-1][0] += count.final_norm + _output_weights(count, p) // t
+    stages[-1] = [a + b for a, b in zip(stages[-1], _mtp_parameters(count, t, p, dense, moe,
+                                                                     ep * etp))]
     return [tuple(groups) for groups in stages]
+
+
+def _mtp_parameters(count: ParameterCount, t: int, p: int, dense: int, moe: int,
+                    expert_ranks: int) -> tuple[int, int]:
+    """(other parameters, routed experts') of the multi-token prediction
+    modules on one GPU of the last stage, where Megatron-LM builds them
+    without a custom layout (``multi_token_prediction.py``:
+    mtp_on_this_rank): per module a layer of the last layer's kind, its
+    ``eh_proj`` (split over t) and its three norms; and with p > 1 the
+    stage's own embedding (``gpt_model.py``: ``pre_process or
+    mtp_process`` builds ``LanguageModelEmbedding``), a copy kept in step
+    with the first stage's beside the output layer's own weight
+    (``language_module.py``: setup_embeddings_and_output_layer)."""
+    n = count.mtp_layers
+    if not n:
+        return 0, 0
+    layer = moe if count.mtp_moe else dense
+    experts = n * count.experts // expert_ranks if count.mtp_moe else 0
+    embedding = count.embedding // t + count.positions if p > 1 else 0
+    return n * (layer + count.mtp_split // t + count.mtp_replicated) + embedding, experts
 
 
 def _moe_layers(moe_layers, stage_layers, total: int) -> list[int] | None:

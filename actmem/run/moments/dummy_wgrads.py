@@ -22,7 +22,8 @@ Q/K/V and the output projection (multi-latent attention's down and up
 projections instead), the MLP's two linears, an MoE layer's experts' two
 (one shape each, however many experts: ``E/ep`` weights of the same shape)
 and its shared experts', and on the last stage the output layer (``V/t x
-h``; with tied embeddings the embedding's weight, the same shape). The
+h``; with tied embeddings the embedding's weight, the same shape) and
+multi-token prediction's ``eh_proj``. The
 router's weight is multiplied by PyTorch, not by a linear layer, and gets an
 ordinary gradient. A LoRA model's base weights are frozen and make no weight
 gradient; its adapters' few ``r``-wide shapes are not counted. Without
@@ -45,20 +46,28 @@ def stage_dummy_wgrads(setup, i: int, output_layer: bool) -> int:
     j, model = setup.job, setup.whole
     if not (setup.fusion and j.transformer_engine) or model.lora_rank is not None:
         return 0
-    moe = setup.moe_layers_on(i)
-    return dummy_wgrad_bytes(model, j.t, j.etp, j.sequence_parallel, sum(setup.split[i]) - moe,
-                             moe, output_layer, 2 if j.precision in SIXTEEN_BITS else 4)
+    moe, mtp = setup.moe_layers_on(i), output_layer and bool(model.mtp_num_layers)
+    dense = sum(setup.split[i]) - moe
+    if mtp:   # the modules' layers, of the last layer's kind
+        last = model.moe_pattern()[-1]
+        moe, dense = moe + last, dense + 1 - last
+    return dummy_wgrad_bytes(model, j.t, j.etp, j.sequence_parallel, dense, moe, output_layer,
+                             2 if j.precision in SIXTEEN_BITS else 4, mtp)
 
 
 def dummy_wgrad_bytes(model: ModelConfig, t: int, etp: int | None, sequence_parallel: bool,
                       dense_layers: int, moe_layers: int, output_layer: bool,
-                      dtype_bytes: int) -> int:
+                      dtype_bytes: int, mtp: bool = False) -> int:
     """Bytes of the dummies one GPU keeps (module docstring): the distinct
     weight shapes of its ``dense_layers`` dense and ``moe_layers`` MoE
     layers (split over t, the experts' over etp, default t; the layers as
     built with ``sequence_parallel``, which changes no shape) and, with
-    ``output_layer``, the output layer's, ``dtype_bytes`` per element."""
+    ``output_layer``, the output layer's, ``dtype_bytes`` per element; with
+    ``mtp``, multi-token prediction's ``eh_proj`` (h/t x 2h, a column-parallel
+    TE linear; its layers are among the dense or MoE ones)."""
     shapes = {(model.padded_vocab(t) // t, model.h)} if output_layer else set()
+    if mtp:
+        shapes.add((model.h // t, 2 * model.h))
     if dense_layers:
         c = model.layer(t, sequence_parallel, moe=False)
         shapes |= {*attention_weights(c), *mlp_weights(c.h, c.f, c.activation, t)}
