@@ -207,6 +207,6 @@ class Offload(Feature):
                        host_memory=offload.host)
 
 
-FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FullPrecision(), GradientDtype(), Muon(), LoRA(),
-            FSDP2(), DeferredEmbeddingWgrad(), Offload())
+FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FullPrecision(),
+            GradientDtype(), Muon(), LoRA(), FSDP2(), DeferredEmbeddingWgrad(), Offload())
 """The features, in the order they apply."""

@@ -32,7 +32,10 @@ divided by t under sequence parallelism:
   D saved ones; their backward comes after the main loss's, whose moment
   therefore holds the most.
 
-The norms' fp32 statistics are left out, as for the decoder's final norm.
+Left out, as the ledger and the first stage's embedding leave them out:
+the norms' fp32 statistics and, with learned positions, the rolled int64
+position ids the position table saves. The step measured on CPU
+(:mod:`actmem.measure.step_mtp`) names both beside the timeline's bytes.
 """
 
 from __future__ import annotations
