@@ -1000,9 +1000,10 @@ CLASSES: dict[str, tuple] = {
     "--account-for-loss-in-pipeline-split": (M, "account_for_loss_in_pipeline_split",
                                              "The loss counts as a layer when the layers are "
                                              "split."),
-    "--pipeline-model-parallel-layout": when_set(
-        "a free-form placement of embedding, layers, loss and MTP per virtual stage; actmem's "
-        "stage_layers holds layer counts only, so the layout is refused rather than half-read"),
+    "--pipeline-model-parallel-layout": (M, "stage_layers", "Each virtual stage's decoder "
+                                         "layers, per pipeline rank and chunk (and v), with the "
+                                         "embedding first and the loss, and any MTP modules, "
+                                         "last (actmem.run.job.megatron_layout)."),
     "--microbatch-group-size-per-virtual-pipeline-stage": (
         M, "microbatch_group_size_per_vp_stage", "The interleaved schedule's group of "
         "micro-batches per chunk (default p), which decides its order and so how many "
@@ -1262,9 +1263,8 @@ CLASSES: dict[str, tuple] = {
                                    "the output weight from the modules"),
     "--mtp-hsm": when_set("hidden-state mixing keeps the earlier depths' states and a "
                           "stack of them"),
-    "--mtp-standalone": (N, "Set by Megatron-LM from --pipeline-model-parallel-layout (refused), "
-                            "not by the user; without a layout the modules sit on the last "
-                            "stage."),
+    "--mtp-standalone": (N, "Set by Megatron-LM from --pipeline-model-parallel-layout, not by "
+                            "the user; a layout that makes it True is refused there."),
     "--mtp-hybrid-override-pattern": only(_HYBRID),
     "--is-hybrid-model": when_set("Mamba/hybrid layers, which actmem does not model"),
     "--hybrid-layer-pattern": when_set("Mamba, GDN, DSA and MoE layers in a pattern, which "
@@ -1715,9 +1715,6 @@ UNSURE: dict[str, str] = {
     "--hidden-dropout": "actmem's dropout is one bool; a run with one dropout 0 and the other "
         "> 0 cannot be expressed (a consumer should refuse it).",
     "--attention-dropout": "As --hidden-dropout.",
-    "--pipeline-model-parallel-layout": "Refused when set although stage_layers could express "
-        "the layer counts of a layout without MTP whose embedding and loss sit on the end "
-        "stages; a parser for the layout string would make it modelled.",
     "--moe-token-dispatcher-type": "Modelled with values ['alltoall', 'allgather']; flex "
         "(DeepEP, HybridEP) is refused for MoE runs; dense runs ignore the flag.",
     "--dataloader-inter-document-masking": "Refused when set; it could be modelled as "

@@ -18,6 +18,7 @@ import ast
 
 from .megatron_container import check_compiled_loss, cublas_workspace_config
 from .megatron_attention import attention_keeps_no_map, flash_output_copy
+from .megatron_layout import layout_stage_layers
 
 GPT2_VOCABULARY = 50257
 """Tokens of GPT-2's BPE vocabulary (``gpt2-vocab.json``), which
@@ -183,7 +184,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
     if batch % (b * d):
         raise ValueError(f"--global-batch-size {batch} must be a multiple of --micro-batch-size "
                          f"{b} times d={d}: m = global / (micro * d)")
-    v = _virtual_stages(a, model.L, p)
+    v, stage_layers = _virtual_stages(a, model, p)
     check_compiled_loss(a, env)
     return dict(
         t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
@@ -196,7 +197,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         m=batch // (b * d), schedule="interleaved" if v > 1 else "1f1b", v=v,
         microbatch_group_size_per_vp_stage=a["microbatch_group_size_per_vp_stage"] if v > 1
         else None,   # read by the interleaved schedule only
-        decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
+        stage_layers=stage_layers, decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
         decoder_last_pipeline_num_layers=a["decoder_last_pipeline_num_layers"],
         account_for_embedding_in_pipeline_split=a["account_for_embedding_in_pipeline_split"],
         account_for_loss_in_pipeline_split=a["account_for_loss_in_pipeline_split"],
@@ -220,19 +221,25 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         and a["transformer_impl"] == "transformer_engine")
 
 
-def _virtual_stages(a: dict, L: int, p: int) -> int:
-    """v: model chunks per GPU (Megatron-LM's virtual pipeline stages)."""
-    per_stage, stages = a["num_layers_per_virtual_pipeline_stage"], \
-        a["num_virtual_stages_per_pipeline_rank"]
-    if per_stage and stages:
-        raise ValueError("--num-layers-per-virtual-pipeline-stage with "
-                         "--num-virtual-stages-per-pipeline-rank: Megatron-LM takes one")
+def _virtual_stages(a: dict, model, p: int) -> tuple[int, tuple | None]:
+    """``(v, stage_layers)``: model chunks per GPU (Megatron-LM's virtual
+    pipeline stages) and, from ``--pipeline-model-parallel-layout``, each
+    chunk's layers (:mod:`actmem.run.job.megatron_layout`; else None)."""
+    per_stage, stages, layout = a["num_layers_per_virtual_pipeline_stage"], \
+        a["num_virtual_stages_per_pipeline_rank"], a["pipeline_model_parallel_layout"]
+    given = [flag for flag, value in (("--num-layers-per-virtual-pipeline-stage", per_stage),
+                                      ("--num-virtual-stages-per-pipeline-rank", stages),
+                                      ("--pipeline-model-parallel-layout", layout)) if value]
+    if len(given) > 1:
+        raise ValueError(f"{' with '.join(given)}: Megatron-LM takes one (arguments.py)")
+    if layout:
+        return layout_stage_layers(layout, p, model.L, model.mtp_num_layers)
     if per_stage:
-        if L % (p * per_stage):
+        if model.L % (p * per_stage):
             raise ValueError(f"--num-layers-per-virtual-pipeline-stage {per_stage}: p={p} times "
-                             f"it must divide --num-layers {L}")
-        return L // (p * per_stage)
-    return stages or 1
+                             f"it must divide --num-layers {model.L}")
+        return model.L // (p * per_stage), None
+    return stages or 1, None
 
 
 def _activation(a: dict) -> str:

@@ -21,8 +21,10 @@ and the checks of ``transformer_config.py``), with its flags in snake_case:
   stage's count must be a multiple of ``v``; the embedding (loss) takes its
   layer from the first (last) chunk.
 
-``stage_layers`` gives the counts directly (Megatron-LM's
-``--pipeline-model-parallel-layout`` written as numbers).
+``stage_layers`` gives the counts directly: p ints (each stage's, split
+evenly over its v chunks), or p tuples of v ints, each chunk's (Megatron-LM's
+``--pipeline-model-parallel-layout`` written as numbers,
+:func:`actmem.run.job.megatron_layout.layout_stage_layers`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def split_layers(L: int, p: int, v: int = 1, *, stage_layers=None,
 
     Args:
         L: Transformer layers. p: pipeline stages. v: model chunks per stage.
-        stage_layers: layers per stage, ``p`` non-negative ints summing to L.
+        stage_layers: layers per stage, ``p`` non-negative ints summing to L,
+            or per chunk, ``p`` tuples of ``v`` such ints.
         decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
         account_for_embedding_in_pipeline_split,
         account_for_loss_in_pipeline_split: Megatron-LM's options (module
@@ -70,6 +73,8 @@ def split_layers(L: int, p: int, v: int = 1, *, stage_layers=None,
                      account_for_embedding_in_pipeline_split)
     loss = flag("account_for_loss_in_pipeline_split", account_for_loss_in_pipeline_split)
     _refuse_mixtures(stage_layers, first, last, embedding, loss)
+    if stage_layers is not None and _per_chunk(stage_layers):
+        return _given_chunks(stage_layers, L, p, v)
     if stage_layers is not None:
         counts, names = _given(stage_layers, L, p), [f"stage_layers[{i}]" for i in range(p)]
     elif not (first is not None or last is not None or embedding or loss):
@@ -111,6 +116,25 @@ def _given(stage_layers, L: int, p: int) -> list[int]:
     if len(counts) != p or sum(counts) != L:
         raise ValueError(f"stage_layers={tuple(counts)} must give p={p} stages whose "
                          f"layers sum to L={L}")
+    return counts
+
+
+def _per_chunk(stage_layers) -> bool:
+    """``stage_layers`` gives each chunk's layers (tuples or lists inside)."""
+    return isinstance(stage_layers, (tuple, list)) and any(
+        isinstance(n, (tuple, list)) for n in stage_layers)
+
+
+def _given_chunks(stage_layers, L: int, p: int, v: int) -> tuple[tuple[int, ...], ...]:
+    """``stage_layers`` as p tuples of v chunk counts summing to L."""
+    allowed = f"p={p} tuples of v={v} ints >= 0 summing to L={L}"
+    if len(stage_layers) != p or not all(isinstance(chunks, (tuple, list))
+                                         and len(chunks) == v for chunks in stage_layers):
+        raise ValueError(f"stage_layers={shown(stage_layers)} per chunk must be {allowed}")
+    counts = tuple(tuple(_count(f"stage_layers[{i}][{c}]", n) for c, n in enumerate(chunks))
+                   for i, chunks in enumerate(stage_layers))
+    if sum(map(sum, counts)) != L:
+        raise ValueError(f"stage_layers={counts} must be {allowed}")
     return counts
 
 
