@@ -24,15 +24,14 @@ from .features import FEATURES
 from .job.gpus import find_gpu
 from .job.job import Job, as_job
 from .job.model import ModelConfig
-from .moments.moe_timeline import stack_parts, stage_stacks
 from .moments.autocast import autocast_copies
 from .moments.dummy_wgrads import stage_dummy_wgrads
-from .moments.precision import moment_parts
 from .reserve import default_reserve
 from .stage_memory import PARTS, StageMemory, TrainingMemory
 from .model_states.states import model_states
 from .step_setup import StepSetup, step_setup
-from .moments.timeline import Pass, stage_timeline
+from .moments.timeline import stage_timeline
+from .stage_chunks import chunk_layers, chunk_parts, chunk_passes, chunk_pending, chunk_stacks
 
 __all__ = ["PARTS", "StageMemory", "TrainingMemory", "training_memory"]  # the records: stage_memory
 
@@ -218,11 +217,9 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     """Stage ``i``'s memory: its layers' parts, its passes, its model states
     and its step's timeline, each as the job's features change them."""
     j, plan, moments = setup.job, setup.plan, setup.moments
-    passes = [_pass((i, c) == (0, 0), (i, c) == plan.last_chunk(), setup.first, setup.last)
-              for c in range(j.v)]
-    stacks = _stacks(setup, i, passes)
-    parts = ([stack_parts(stack, j.recompute, j.recompute_num_layers) for stack in stacks]
-             if stacks else [moment_parts(moments, n) for n in setup.split[i]])
+    passes = chunk_passes(setup, i)
+    stacks = chunk_stacks(setup, i, passes)
+    parts = chunk_parts(setup, i, stacks)
     chunks = [{"layer_activations": held, "embedding_activations": one.embedding,
                "output_activations": one.output + one.logits_loss}
               for (held, _), one in zip(parts, passes)]
@@ -230,7 +227,7 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
     timeline = stage_timeline(
         plan, i, states=vars(states), persistent_gradients=j.gradient_buffer == "persistent",
         workspace=setup.workspace + stage_dummy_wgrads(setup, i, any(p.last for p in passes)),
-        passes=passes, layers=_layers(setup, i, stacks), layer=moments,
+        passes=passes, layers=chunk_layers(setup, i, stacks), layer=moments,
         loss=setup.losses, mask=setup.mask,
         copies=autocast_copies(setup.model, j.t, j.precision),
         tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks,
@@ -239,32 +236,12 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
         timeline = feature.timeline(setup, timeline, passes)
     stage = StageMemory(i, states.weights, states.gradients + states.step_gradients,
                         states.optimizer,
-                        **plan.peak_parts(i, chunks, _pending(
-                            moments, stacks or [(moments,) * n for n in setup.split[i]])),
+                        **plan.peak_parts(i, chunks, chunk_pending(setup, i, stacks)),
                         recompute_working_set=max(w for _, w in parts),
                         reserve=setup.reserve or 0, timeline=timeline)
     for feature in FEATURES:
         stage = feature.stage(setup, stage)
     return _with_default_reserve(setup, stage)
-
-
-def _stacks(setup: StepSetup, i: int, passes: list[Pass]) -> list[tuple] | None:
-    """Per chunk of stage ``i``, each layer's moments, first layer first,
-    where layers differ: an MoE model's kinds
-    (:func:`actmem.run.moments.moe_timeline.stage_stacks`), and the layers
-    the last chunk runs after the decoder's (``setup.mtp_layers``); None:
-    every layer is ``setup.moments``."""
-    stacks = setup.kinds and stage_stacks(setup.model.moe_pattern(), setup.split, i,
-                                          setup.kinds, setup.plan.v_shaped)
-    if not setup.mtp_layers:
-        return stacks
-    stacks = stacks or [(setup.moments,) * n for n in setup.split[i]]
-    return [stack + setup.mtp_layers * one.last for stack, one in zip(stacks, passes)]
-
-
-def _layers(setup: StepSetup, i: int, stacks) -> list[int]:
-    """Layers each chunk of stage ``i`` runs (:func:`_stacks`)."""
-    return [len(stack) for stack in stacks] if stacks else list(setup.split[i])
 
 
 def _with_default_reserve(setup: StepSetup, stage: StageMemory) -> StageMemory:
@@ -300,22 +277,3 @@ def _tied_gradient_waits(setup: StepSetup) -> bool:
     j = setup.job
     return (setup.model.tied_embeddings and j.p == 1 and not setup.fusion
             and all(feature.keeps_tied_gradient(setup) for feature in FEATURES))
-
-
-def _pending(moments, stacks) -> list[dict[str, int]] | None:
-    """Per chunk (each layer's moments), what a pass keeps from its I to its W
-    (None: no split backward)."""
-    if moments.weight_rows is None:
-        return None
-    return [{"layer_activations": sum(m.weight_rows for m in stack)} for stack in stacks]
-
-
-def _pass(is_first: bool, is_last: bool, first: dict, last: dict) -> Pass:
-    """What a pass keeps besides its layers: the first chunk of the model
-    (stage 0, chunk 0) the embedding's, the last (where the loss is) the
-    output layer's and the logits."""
-    return Pass(embedding=sum(first.values()) if is_first else 0,
-                output=sum(last.values()) - last["logits"] if is_last else 0,
-                logits_loss=last["logits"] if is_last else 0,
-                loads_data=is_first or is_last, last=is_last)
-
