@@ -52,9 +52,11 @@ def test_full_recomputation_and_default_unchanged():
 def test_state_bytes_per_layer_follow_te():
     c = LayerConfig(**LLAMA, t=2, fp8="hybrid")
     weights = (4096 * 3 * 4096 + 4096 * 4096 + 4096 * 2 * 11008 + 11008 * 4096) // 2
-    assert fp8_state_bytes(c) == {"weight_copies": 2 * weights + 16, "scaling": 4 * 40}
+    assert fp8_state_bytes(c) == {"weight_copies": 2 * weights + 16, "parameters": 0,
+                                  "scaling": 4 * 40}
     assert fp8_state_bytes(c, amax_history_len=1024)["scaling"] == 4 * 20 * 1025
-    assert fp8_state_bytes(LayerConfig(**LLAMA)) == {"weight_copies": 0, "scaling": 0}
+    assert fp8_state_bytes(LayerConfig(**LLAMA)) == {"weight_copies": 0, "parameters": 0,
+                                                     "scaling": 0}
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -147,5 +149,6 @@ def test_fp8_weight_copies_follow_the_head_width():
 
 def test_training_memory_refuses_fp8_with_context_parallelism():
     from actmem import PRESETS, training_memory
-    with pytest.raises(ValueError, match=r"fp8='e4m3' with cp=2: .* use cp=1 or fp8=None"):
+    with pytest.raises(ValueError, match=r"fp8='e4m3' with cp=2 under delayed scaling: .* "
+                                         r"use cp=1, fp8_recipe='tensorwise' .* or fp8=None"):
         training_memory(PRESETS["llama3-8b"].with_(flash_attention=True), fp8="e4m3", cp=2)

@@ -1051,9 +1051,12 @@ CLASSES: dict[str, tuple] = {
     "--fp8-format": (M, "fp8", "Transformer Engine FP8 linears (e4m3 or hybrid): 1-byte saved "
                                "inputs and FP8 weight copies (actmem.layer.fp8).",
                      {"values": ["e4m3", "hybrid"]}),
-    "--fp8-recipe": (R, "Refused unless 'delayed', its default and the recipe actmem's fp8 "
-                        "models; tensorwise, mxfp8, blockwise and custom keep other scales and "
-                        "copies."),
+    "--fp8-recipe": (M, "fp8_recipe", "Delayed scaling (the default) keeps scales and amax "
+                                      "histories per TE module; tensorwise (current scaling) "
+                                      "keeps none, and its output projection saves its 16-bit "
+                                      "input (actmem.layer.fp8); mxfp8, blockwise and custom "
+                                      "keep other scales and are refused.",
+                     {"values": ["delayed", "tensorwise"]}),
     "--fp8-quantizer-factory": only("--fp8-recipe custom"),
     "--fp8-margin": (N, "A value in FP8 scale computation."),
     "--fp8-interval": (N, "Ignored by Transformer Engine since 1.8."),
@@ -1068,8 +1071,10 @@ CLASSES: dict[str, tuple] = {
                                          "every layer"),
     "--num-layers-at-start-in-bf16": only("--first-last-layers-bf16"),
     "--num-layers-at-end-in-bf16": only("--first-last-layers-bf16"),
-    "--fp8-param-gather": when_set("FP8 parameters replace the bf16 ones (the param all-gather "
-                                   "in FP8), bytes actmem's fp8 states do not model"),
+    "--fp8-param-gather": (M, "fp8_param_gather", "The linear layers' parameters are FP8 "
+                                                  "tensors (1 byte, and Hopper's transpose), "
+                                                  "with no cached FP8 copy "
+                                                  "(actmem.layer.fp8: fp8_state_bytes)."),
     "--fp4-param-gather": when_set("FP4 parameters replace the bf16 ones"),
     "--fp4-format": when_set("FP4 (NVFP4) linears, which actmem does not model"),
     "--fp4-recipe": only(_FP4),

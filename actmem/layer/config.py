@@ -112,7 +112,10 @@ class LayerConfig:
             LLaMA names (``q_proj``, ``v_proj``, ...); a tuple.
         fp8: ``None`` or Megatron-LM's ``--fp8-format``, ``"e4m3"`` or
             ``"hybrid"``: Transformer Engine's FP8 linear layers
-            (:mod:`actmem.layer.fp8`).
+            (:mod:`actmem.layer.fp8`). fp8_recipe: Megatron-LM's
+            ``--fp8-recipe``, ``"delayed"`` (its default) or
+            ``"tensorwise"`` (TE's current scaling: the output projection
+            keeps its 16-bit input, not an FP8 copy); only with ``fp8``.
         kv_channels: each attention head's width d (``--kv-channels``);
             ``None`` means h/a, Megatron-LM's default (h/a itself is stored
             as None: the same layer). Q, K, V and the output projection's
@@ -201,6 +204,7 @@ class LayerConfig:
     moe_router_group_topk: int | None = None
     moe_router_enable_expert_bias: bool = False
     moe_permute_fusion: bool = False
+    fp8_recipe: str = "delayed"
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

@@ -51,6 +51,10 @@ from .ledger import REPLICATED, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
 """Megatron-LM's ``--fp8-format`` values (``None``: no FP8)."""
+FP8_RECIPES = ("delayed", "tensorwise")
+"""Megatron-LM's ``--fp8-recipe`` values actmem models: delayed scaling (its
+default) and ``"tensorwise"``, TE's Float8CurrentScaling
+(``megatron/core/fp8_utils.py``: get_fp8_recipe)."""
 FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input")
 """The linear layers' saved inputs, kept in FP8."""
 AMAX_HISTORY_LEN = 1
@@ -85,20 +89,31 @@ def check_fp8(c) -> str | None:
     return the format (``None`` for off: ``None`` or ``False``).
 
     Raises:
-        ValueError: an unknown format (``True`` too: pass the format); FP8
-            with MoE, multi-latent attention or LoRA (not modelled); a
-            linear layer's dimension TE's assert_dim_for_fp8_exec refuses
-            (the message names it and the rule); context parallelism.
+        ValueError: an unknown format (``True`` too: pass the format) or
+            recipe; FP8 with MoE, multi-latent attention or LoRA (not
+            modelled); a linear layer's dimension TE's assert_dim_for_fp8_exec
+            refuses (the message names it and the rule); context parallelism
+            under delayed scaling. Under ``"tensorwise"`` the output projection
+            keeps its 16-bit input, so context parallelism's rows stand and
+            only qkv, fc1 and fc2 take their inputs in FP8.
     """
     fp8 = fp8_format(c.fp8)
+    if c.fp8_recipe not in FP8_RECIPES:
+        raise ValueError(f"fp8_recipe must be one of {', '.join(map(repr, FP8_RECIPES))} "
+                         f"(Megatron-LM's --fp8-recipe; mxfp8, blockwise and custom are not "
+                         f"modelled), got {shown(c.fp8_recipe)}")
     if fp8 is None:
+        if c.fp8_recipe != "delayed":
+            raise ValueError(f"fp8_recipe={c.fp8_recipe!r} needs fp8 (a format): without FP8 "
+                             "there is no recipe; leave it 'delayed'")
         return None
     other = [n for n in ("num_experts", "lora_rank") if getattr(c, n, None) is not None]
     other += [n for n in ("multi_latent_attention",) if getattr(c, n, False)]
-    other += [f"cp={c.cp}" for _ in [0] if getattr(c, "cp", 1) > 1]
+    other += [f"cp={c.cp}" for _ in [0] if c.cp > 1 and c.fp8_recipe == "delayed"]
     if other:
         raise ValueError(f"fp8={fp8!r} is modelled for dense layers with Q/K/V projections, "
-                         f"no LoRA and cp=1; this layer sets {', '.join(other)}")
+                         f"no LoRA, and cp=1 under delayed scaling; this layer sets "
+                         f"{', '.join(other)}")
     for name, size, rule in _gemm_dims(c):
         if size % rule:
             raise ValueError(f"fp8={fp8!r}: {name}={size} must be divisible by {rule} "
@@ -123,15 +138,23 @@ def with_fp8(rows, c):
     """The rows under FP8 (module docstring), applied after sequence
     parallelism: the linear inputs in 1 byte, the attention output kept in
     16 bits beside its FP8 copy with FlashAttention, and one fp32 scale
-    inverse per FP8 tensor. Full recomputation keeps only the layer input."""
+    inverse per FP8 tensor. Under ``"tensorwise"`` the output projection
+    saves its original 16-bit input and no FP8 copy (Megatron-LM's
+    ``attention.py`` calls ``set_save_original_input(linear_proj)`` for
+    every recipe but delayed; TE's ``linear.py`` then saves ``inp``), so its
+    rows stay as without FP8. Full recomputation keeps only the layer input."""
     if c.fp8 is None or c.recompute == "full":
         return rows
-    from .flash_copy import without_flash_output_copy  # proj_input is flash-attn's output
-    rows = without_flash_output_copy(rows)
+    quantized = FP8_INPUT_ROWS
+    if c.fp8_recipe == "delayed":
+        from .flash_copy import without_flash_output_copy  # proj_input is flash-attn's output
+        rows = without_flash_output_copy(rows)
+    else:
+        quantized = tuple(key for key in FP8_INPUT_ROWS if key != "proj_input")
     flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
     out, tensors = [], 0
     for row in rows:
-        if row.key not in FP8_INPUT_ROWS:
+        if row.key not in quantized:
             out.append(row)
             continue
         tensors += 1
@@ -150,33 +173,51 @@ def with_fp8(rows, c):
     return tuple(out)
 
 
-def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN) -> dict[str, int]:
+def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: bool = True,
+                    param_gather: bool = False) -> dict[str, int]:
     """Bytes TE keeps per layer on one GPU beside the bf16 weights, under
-    FP8 with delayed scaling (:class:`actmem.LayerConfig` ``c``; 0s without
-    ``fp8``):
+    FP8 (:class:`actmem.LayerConfig` ``c``; 0s without ``fp8``). Sources:
+    TE 2.17's ``transformer_engine/pytorch/`` (Megatron-LM's CI image).
 
     * ``"weight_copies"``: each linear weight's FP8 copy, cached across
-      micro-batches (``linear.py``: ``_fp8_workspaces["weight"]``, kept
-      because Megatron-LM passes ``is_first_microbatch``), row-wise and
-      column-wise (Hopper's transpose for the input gradient's GEMM): 2 bytes
-      per weight element, plus its 4-byte scale inverse;
-    * ``"scaling"``: each TE module's delayed-scaling state
+      micro-batches (``module/linear.py``: ``_fp8_workspaces["weight"]``,
+      kept because Megatron-LM passes ``is_first_microbatch``): the row-wise
+      data and, with ``transpose`` (a GPU whose FP8 GEMMs are TN only,
+      compute capability below 10.0: ``utils.py``:
+      is_non_tn_fp8_gemm_supported), the column-wise transpose for the
+      input gradient's GEMM: 2 bytes per weight element on Hopper, 1 on
+      Blackwell (``csrc/quantizer.cpp``: create_tensor), plus its 4-byte
+      scale inverse; with ``param_gather`` (Megatron-LM's
+      ``--fp8-param-gather``) the parameter is the FP8 tensor and nothing is
+      cached (``module/base.py``: quantize_weight returns it);
+    * ``"parameters"``: with ``param_gather``, what the FP8 parameters change
+      against 16-bit ones: 1 byte of data (in the distributed optimizer's
+      uint8 buffer, ``param_and_grad_buffer.py``) and the transpose that is
+      rebuilt after every all-gather and never freed (``tensor/utils.py``:
+      post_all_gather_processing): -1 byte per element without a transpose,
+      0 with it, and each weight's 4-byte scale inverse;
+    * ``"scaling"``: under delayed scaling, each TE module's state
       (``quantization.py``: DelayedScalingRecipeState, fp32 ``scale`` and
       ``amax_history`` of ``amax_history_len`` rows) for 3 forward tensors
       (input, weight, output) and 2 backward ones (``base.py``:
       set_meta_tensor): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L) bytes per
-      module, 4 modules per layer.
+      module, 4 modules per layer; none under ``"tensorwise"``
+      (Float8CurrentScalingRecipeState allocates no buffers).
 
     >>> from actmem import LayerConfig
     >>> fp8_state_bytes(LayerConfig(8, 1, 64, 4, fp8="hybrid"))
-    {'weight_copies': 98320, 'scaling': 160}
+    {'weight_copies': 98320, 'parameters': 0, 'scaling': 160}
     """
     if c.fp8 is None:
-        return {"weight_copies": 0, "scaling": 0}
+        return {"weight_copies": 0, "parameters": 0, "scaling": 0}
     from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
     q, kv = c.a * head_dim(c), c.g * head_dim(c)
     fc1 = 2 * c.f if c.activation == "swiglu" else c.f
     weights = (c.h * (q + 2 * kv) + q * c.h + c.h * fc1 + c.f * c.h) // c.t
     modules = 4
-    return {"weight_copies": 2 * weights + 4 * modules,
-            "scaling": modules * 20 * (1 + amax_history_len)}
+    copy = (1 + transpose) * weights + 4 * modules
+    scaling = modules * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
+    if param_gather:
+        return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * modules,
+                "scaling": scaling}
+    return {"weight_copies": copy, "parameters": 0, "scaling": scaling}

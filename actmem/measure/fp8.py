@@ -10,7 +10,10 @@ inverse (one number), quantized once per input however many projections
 read it (Megatron's fused ``linear_qkv`` and ``linear_fc1``). Everything
 else (norms, attention, activation function, dropout) runs in bf16 as
 before, so FlashAttention still saves its bf16 output beside the output
-projection's FP8 copy.
+projection's FP8 copy. Under ``fp8_recipe="tensorwise"`` the output
+projection stays a bf16 linear: TE's ``save_original_input``, which
+Megatron-LM sets for every recipe but delayed, saves its input as given (the
+FP8 copy TE makes for the forward GEMM is not saved).
 
 The weight saved for the input gradient is the bf16 parameter here
 (excluded from the recording, as every parameter); TE saves its cached FP8
@@ -102,8 +105,11 @@ class ReferenceFP8Layer(ReferenceLayer):
                            "fc1": Quantizer("fc1_input"), "fc2": Quantizer("fc2_input")}
         group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
                  "gate": "fc1", "up": "fc1", "fc2": "fc2"}
+        if config.fp8_recipe != "delayed":   # save_original_input: proj saves its bf16 input
+            del self.quantizers["proj"], group["proj"]
         for name in list(self.linears):
-            self.linears[name] = FP8Linear(self.linears[name], self.quantizers[group[name]])
+            if name in group:
+                self.linears[name] = FP8Linear(self.linears[name], self.quantizers[group[name]])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for quantizer in self.quantizers.values():

@@ -25,6 +25,8 @@ from dataclasses import replace
 
 from ..layer.context_parallel import with_a2a_output
 from .moments.cp_timeline import with_exchange
+from .job.gpus import find_gpu
+from .model_states.fp8_states import fp8_state_change, fp8_transpose
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
 from .moments.mtp import with_mtp
@@ -92,6 +94,20 @@ class MultiTokenPrediction(Feature):
 
     def setup(self, setup):
         return with_mtp(setup)
+
+
+class FP8States(Feature):
+    """TE's FP8 states as the recipe, FP8 parameters and the GPU make them
+    (:func:`actmem.run.model_states.fp8_states.fp8_state_change`): model_states
+    counts delayed scaling with Hopper's transposed copies."""
+
+    def states(self, setup, states):
+        j = setup.job
+        if not setup.fp8:
+            return states
+        change = fp8_state_change(setup.whole, j.t, setup.fp8, j.fp8_recipe, j.fp8_param_gather,
+                                  fp8_transpose(find_gpu(j.gpu_memory)))
+        return replace(states, weights=states.weights + change * sum(setup.split[states.stage]))
 
 
 class FullPrecision(Feature):
@@ -207,6 +223,7 @@ class Offload(Feature):
                        host_memory=offload.host)
 
 
-FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FullPrecision(),
-            GradientDtype(), Muon(), LoRA(), FSDP2(), DeferredEmbeddingWgrad(), Offload())
+FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FP8States(),
+            FullPrecision(), GradientDtype(), Muon(), LoRA(), FSDP2(), DeferredEmbeddingWgrad(),
+            Offload())
 """The features, in the order they apply."""

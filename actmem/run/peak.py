@@ -188,6 +188,15 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             (:func:`actmem.layer.fp8.fp8_state_bytes`) join the weights. A
             model with ``lora_rank`` trains its adapters (frozen base:
             :mod:`actmem.run.model_states.lora_states`) in bf16 only.
+            fp8_recipe: ``"delayed"`` (Megatron-LM's ``--fp8-recipe``
+            default) or ``"tensorwise"`` (current scaling: no scaling state;
+            the output projection keeps its 16-bit input).
+            fp8_param_gather: Megatron-LM's ``--fp8-param-gather``: the
+            linear layers' parameters are FP8 tensors and no FP8 copy is
+            cached (needs the distributed optimizer). The cached copies and
+            FP8 parameters keep a transpose on GPUs below compute capability
+            10.0 (Hopper; the default without a GPU preset), none on
+            Blackwell.
         use_torch_fsdp2: Megatron-LM's ``--use-torch-fsdp2``: PyTorch's
             ``fully_shard`` on every layer and the whole model, torchtitan's
             mixed precision (bf16 compute, fp32 reduce): fp32 parameter,

@@ -150,6 +150,7 @@ def layer_options(job: Job) -> dict:
         options["recompute_modules"] = modules
     if job.fp8:
         options["fp8"] = fp8_format(job.fp8)
+        options["fp8_recipe"] = job.fp8_recipe
     return options
 
 

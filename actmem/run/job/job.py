@@ -35,8 +35,8 @@ GROUPS = {
                  "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                  "account_for_embedding_in_pipeline_split",
                  "account_for_loss_in_pipeline_split"),
-    "precision": ("precision", "accumulate_allreduce_grads_in_fp32", "fp8", "logits_bytes",
-                  "autocast_device", "fused_projections"),
+    "precision": ("precision", "accumulate_allreduce_grads_in_fp32", "fp8", "fp8_recipe",
+                  "fp8_param_gather", "logits_bytes", "autocast_device", "fused_projections"),
     "recomputation": ("recompute", "recompute_num_layers", "recompute_modules",
                       "cpu_offloading_num_layers"),
     "states": ("optimizer", "accounting", "zero_stage", "distributed_optimizer",
@@ -94,6 +94,8 @@ class Job:
     precision: str = "bf16"
     accumulate_allreduce_grads_in_fp32: bool | None = None
     fp8: str | None = None
+    fp8_recipe: str = "delayed"
+    fp8_param_gather: bool = False
     logits_bytes: int = 4
     autocast_device: str = "cuda"
     fused_projections: bool = True

@@ -197,12 +197,15 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         m=batch // (b * d), schedule="interleaved" if v > 1 else "1f1b", v=v,
         microbatch_group_size_per_vp_stage=a["microbatch_group_size_per_vp_stage"] if v > 1
         else None,   # read by the interleaved schedule only
-        stage_layers=stage_layers, decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
+        stage_layers=stage_layers,
+        decoder_first_pipeline_num_layers=a["decoder_first_pipeline_num_layers"],
         decoder_last_pipeline_num_layers=a["decoder_last_pipeline_num_layers"],
         account_for_embedding_in_pipeline_split=a["account_for_embedding_in_pipeline_split"],
         account_for_loss_in_pipeline_split=a["account_for_loss_in_pipeline_split"],
         precision="bf16" if a["bf16"] else "fp16" if a["fp16"] else "fp32",
         accumulate_allreduce_grads_in_fp32=_grads_in_fp32(a), fp8=a["fp8"],
+        fp8_recipe=a["fp8_recipe"] if a["fp8"] else "delayed",   # read with FP8 only
+        fp8_param_gather=a["fp8_param_gather"],
         **_recomputation(a), cpu_offloading_num_layers=a["cpu_offloading_num_layers"],
         optimizer=_optimizer(a), distributed_optimizer=a["use_distributed_optimizer"],
         num_distributed_optimizer_instances=a["num_distributed_optimizer_instances"],

@@ -19,6 +19,7 @@ from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
 from ..moments.mtp import check_mtp
+from ..model_states.fp8_states import check_fp8_job
 from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
 from ..moments.offload import check_offload
@@ -81,10 +82,6 @@ def check_training(model, *, t, p, d, m, v, cp, schedule, sequence_parallel, rec
     if fp8 and model.num_experts is not None:
         raise ValueError(f"fp8={fp8!r} is modelled for dense models; this model has "
                          f"num_experts={model.num_experts}: use fp8=None")
-    if fp8 and cp > 1:
-        raise ValueError(f"fp8={fp8!r} with cp={cp}: the FP8 rows are modelled without "
-                         "context parallelism (actmem.layer.fp8 refuses cp > 1 in a layer); "
-                         "use cp=1 or fp8=None")
     if fp8:
         model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
     return CheckedRun(k, fp8, fusion)
@@ -180,7 +177,8 @@ def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
     (:func:`check_training`), FSDP2's rules, the expert sizes, the hot
-    expert, multi-token prediction's rules, the Megatron-LM options that join others
+    expert, FP8's recipe and parameters, multi-token prediction's rules,
+    the Megatron-LM options that join others
     (:func:`actmem.run.job.megatron_option_checks.check_megatron_options`), the
     context-parallel layout, the GPU (what it runs,
     :func:`actmem.run.job.gpus.check_gpu_runs`) and its workspaces, the layer
@@ -207,6 +205,7 @@ def check_job(job) -> None:
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
     _check_permute_fusion(job)
+    check_fp8_job(job)
     check_mtp(job)
     check_megatron_options(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
