@@ -837,7 +837,10 @@ _FLEX = "--moe-token-dispatcher-type flex"
 _HYBRID = "Mamba/hybrid layers (--hybrid-layer-pattern, --is-hybrid-model)"
 _CG = "--cuda-graph-impl"
 _OFFLOAD = "--fine-grained-activation-offloading"
-_TPO = "--tp-comm-overlap"
+_TPO = (N, "Chooses which GEMMs overlap their communication through Transformer Engine's "
+          "Userbuffers, and how (method, splits, bootstrap): the Userbuffers live outside "
+          "PyTorch's allocator, and the Userbuffers GEMMs' workspaces are the ones "
+          "--tp-comm-overlap counts.")
 _DSA = "--experimental-attention-variant dsa"
 _GDN = "--experimental-attention-variant gdn/gdn2"
 _PAGED = "--moe-paged-stash"
@@ -1169,17 +1172,20 @@ CLASSES: dict[str, tuple] = {
                                          "ones, whose saved tensors the ledger follows"),
     "--disable-jit-fuser": (N, "Turns off TorchScript fusion of Megatron-LM's fused kernels, "
                                "which are custom autograd functions saving the same tensors."),
-    "--tp-comm-overlap": when_set("Transformer Engine's userbuffers for overlapping "
-                                  "tensor-parallel communication are allocated on the GPU"),
-    "--tp-comm-overlap-cfg": only(_TPO),
-    "--no-tp-comm-bulk-wgrad": only(_TPO),
-    "--no-tp-comm-bulk-dgrad": only(_TPO),
-    "--no-tp-comm-overlap-ag": only(_TPO),
-    "--no-tp-comm-overlap-rs": only(_TPO),
-    "--tp-comm-overlap-rs-dgrad": only(_TPO),
-    "--no-tp-comm-split-ag": only(_TPO),
-    "--no-tp-comm-split-rs": only(_TPO),
-    "--tp-comm-bootstrap-backend": only(_TPO),
+    "--tp-comm-overlap": (M, "tp_comm_overlap", "Transformer Engine's Userbuffers GEMMs keep "
+                                                "three more cuBLASLt workspaces in PyTorch's "
+                                                "allocator; the Userbuffers themselves are "
+                                                "cudaMalloc'ed outside it "
+                                                "(actmem.run.moments.framework: workspace_bytes)."),
+    "--tp-comm-overlap-cfg": _TPO,
+    "--no-tp-comm-bulk-wgrad": _TPO,
+    "--no-tp-comm-bulk-dgrad": _TPO,
+    "--no-tp-comm-overlap-ag": _TPO,
+    "--no-tp-comm-overlap-rs": _TPO,
+    "--tp-comm-overlap-rs-dgrad": _TPO,
+    "--no-tp-comm-split-ag": _TPO,
+    "--no-tp-comm-split-rs": _TPO,
+    "--tp-comm-bootstrap-backend": _TPO,
     "--deterministic-mode": (M, "cublas_workspace_config", "Derived: sets "
                              "CUBLAS_WORKSPACE_CONFIG=:4096:8 and NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 "
                              "where the launch does not (megatron/training/determinism.py), so "

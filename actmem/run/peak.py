@@ -147,6 +147,12 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             (``--moe-grouped-gemm``), which keeps four more cuBLASLt
             workspaces (:func:`actmem.run.moments.framework.workspace_bytes`);
             an MoE model with Transformer Engine only.
+        tp_comm_overlap: Megatron-LM's ``--tp-comm-overlap``: Transformer
+            Engine's Userbuffers GEMMs keep three more cuBLASLt workspaces
+            (:func:`actmem.run.moments.framework.workspace_bytes`); the
+            Userbuffers are allocated outside PyTorch's allocator, so they
+            are in no peak, and the default reserve does not estimate them
+            either. Needs Transformer Engine and sequence parallelism.
         stage_layers, decoder_first_pipeline_num_layers,
         decoder_last_pipeline_num_layers,
         account_for_embedding_in_pipeline_split,

@@ -117,7 +117,7 @@ def step_setup(job: Job) -> StepSetup:
     gpu = find_gpu(j.gpu_memory)
     workspace = sum(workspace_bytes(gpu.compute_capability if gpu else (9, 0),
                                     j.cublas_workspace_config, j.transformer_engine,
-                                    j.moe_grouped_gemm).values())
+                                    j.moe_grouped_gemm, j.tp_comm_overlap).values())
     local = 0
     if j.global_memory_buffer:
         heads = 0 if model.flash_attention else model.a // j.t

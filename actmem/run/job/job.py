@@ -45,7 +45,8 @@ GROUPS = {
     "framework": ("loss", "loss_chunk_tokens", "cross_entropy_loss_fusion", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
                   "transformer_engine", "global_memory_buffer", "cublas_workspace_config",
-                  "moe_grouped_gemm", "defer_embedding_wgrad_compute", "wgrad_deferral_limit"),
+                  "moe_grouped_gemm", "defer_embedding_wgrad_compute", "wgrad_deferral_limit",
+                  "tp_comm_overlap"),
     "gpu": ("gpu_memory", "reserve", "expandable_segments"),
 }
 """The options of a :class:`Job` by group, in the order its repr shows them."""
@@ -125,6 +126,7 @@ class Job:
     moe_grouped_gemm: bool = False
     defer_embedding_wgrad_compute: bool = False
     wgrad_deferral_limit: int = 0
+    tp_comm_overlap: bool = False
     # the GPU
     gpu_memory: int | str | None = None
     reserve: int | float | str = "default"

@@ -220,6 +220,7 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         transformer_engine=a["transformer_impl"] == "transformer_engine",
         global_memory_buffer=a["transformer_impl"] == "local",
         cublas_workspace_config=cublas_workspace_config(a, env, gpu),
+        tp_comm_overlap=a["tp_comm_overlap"],
         moe_grouped_gemm=bool(model.num_experts) and a["moe_grouped_gemm"]
         and a["transformer_impl"] == "transformer_engine")
 

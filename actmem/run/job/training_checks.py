@@ -214,7 +214,12 @@ def check_job(job) -> None:
     gpu = find_gpu(job.gpu_memory)
     check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
     workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
-                    job.transformer_engine, job.moe_grouped_gemm)
+                    job.transformer_engine, job.moe_grouped_gemm, job.tp_comm_overlap)
+    if job.tp_comm_overlap and not (job.transformer_engine and job.sequence_parallel):
+        raise ValueError("tp_comm_overlap=True needs transformer_engine=True and "
+                         "sequence_parallel=True: Transformer Engine's Userbuffers overlap "
+                         "the sequence-parallel all-gathers and reduce-scatters (Megatron-LM's "
+                         "arguments.py asserts sequence parallelism)")
     if job.moe_grouped_gemm and (job.model.num_experts is None or not job.transformer_engine):
         raise ValueError("moe_grouped_gemm=True needs an MoE model (num_experts) run with "
                          "Transformer Engine (transformer_engine=True): it is TE's grouped "

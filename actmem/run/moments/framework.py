@@ -128,18 +128,27 @@ def te_cublas_workspace(compute_capability: tuple[int, int] | None = (9, 0)) -> 
 def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
                     cublas_workspace_config: str | None = None,
                     transformer_engine: bool = True,
-                    grouped_gemm: bool = False) -> dict[str, int]:
+                    grouped_gemm: bool = False, tp_comm_overlap: bool = False
+                    ) -> dict[str, int]:
     """Persistent workspaces on one GPU, by name (bytes): PyTorch's two cuBLAS
     workspaces (forward and backward threads) and, with Transformer Engine,
     its cuBLASLt workspace, and with its grouped GEMM (the experts'
     ``--moe-grouped-gemm``) one more per compute stream: TE's
     ``cpp_extensions/gemm.py``: get_cublas_workspace(grouped_gemm=True)
     allocates ``nvte_get_num_compute_streams()`` = 4 of them
-    (``common/util/multi_stream.cpp``). ``compute_capability``: the NVIDIA
-    GPU's, or None for an AMD GPU (ROCm)."""
+    (``common/util/multi_stream.cpp``); with Megatron-LM's
+    ``--tp-comm-overlap`` the GEMMs that overlap their communication use
+    get_cublas_workspace(ub=True), one workspace per Userbuffers stream
+    (``_NUM_MAX_UB_STREAMS`` = 3) in a tensor of its own. The Userbuffers
+    themselves are allocated outside PyTorch's allocator
+    (``common/comm_gemm_overlap/userbuffers/userbuffers-host.cpp``:
+    register_user_buffer_collective, ``cudaMalloc`` or ``cuMemCreate``), so
+    they are in no peak ``torch.cuda.max_memory_allocated()`` reports.
+    ``compute_capability``: the NVIDIA GPU's, or None for an AMD GPU (ROCm)."""
     compute_capability = capability("compute_capability", compute_capability)
     flag("transformer_engine", transformer_engine)
     flag("moe_grouped_gemm", grouped_gemm)
+    flag("tp_comm_overlap", tp_comm_overlap)
     one = torch_cublas_workspace(compute_capability, cublas_workspace_config)
     parts = {"PyTorch cuBLAS workspace (forward thread)": one,
              "PyTorch cuBLAS workspace (autograd thread)": one}
@@ -148,9 +157,15 @@ def workspace_bytes(compute_capability: tuple[int, int] | None = (9, 0),
     if transformer_engine and grouped_gemm:
         parts["Transformer Engine grouped-GEMM workspaces (4 streams)"] = \
             TE_COMPUTE_STREAMS * te_cublas_workspace(compute_capability)
+    if transformer_engine and tp_comm_overlap:
+        parts["Transformer Engine Userbuffers GEMM workspaces (3 streams)"] = \
+            UB_STREAMS * te_cublas_workspace(compute_capability)
     return parts
 
 
+UB_STREAMS = 3
+"""Transformer Engine's Userbuffers streams, one GEMM workspace each in one
+tensor (``transformer_engine/pytorch/cpp_extensions/gemm.py``: _NUM_MAX_UB_STREAMS)."""
 TE_COMPUTE_STREAMS = 4
 """Transformer Engine's compute streams, one grouped-GEMM workspace each
 (``transformer_engine/common/util/multi_stream.cpp``: get_num_compute_streams)."""
