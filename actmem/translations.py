@@ -1064,7 +1064,8 @@ ZH = {
         "输出层与 logits {output}；峰值 {peak}",
     "without multi-token prediction": "不做多 token 预测",
     "one module, D = 1": "一个模块，D = 1",
-    "the last stage's peak grows {growth:.2f} times": "最后一级的峰值变为原来的 {growth:.2f} 倍",
+    "the last stage's peak grows {growth:.2f} times": "末级的峰值变为原来的 {growth:.2f} 倍",
+    "the most loaded GPU is stage {stage}'s: {peak}": "负载最重的 GPU 属于第 {stage} 级：{peak}",
     "DeepSeek-V3's sigmoid router": "DeepSeek-V3 的 sigmoid 路由器",
     "with its sequence-wise loss": "再加上按序列计算的均衡损失",
     "4. ep={ep}: load {load}, peak {peak}, fits: {fits}, short by {short}":
