@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from .lora_states import layers_per_stage
 from ..job.model import ModelConfig
-from ...layer.fp8 import fp8_state_bytes
-from ...validate import instance
+from ...layer.fp8 import FP8_RECIPES, fp8_state_bytes
+from ...validate import choice, flag, instance
 
 
 def fp8_stage_bytes(model: ModelConfig, fp8: str, t: int = 1, p: int = 1,
@@ -71,8 +71,6 @@ def check_fp8_job(job) -> None:
     Raises:
         TypeError, ValueError: the option, its value and what is allowed.
     """
-    from ...layer.fp8 import FP8_RECIPES
-    from ...validate import choice, flag
     choice("fp8_recipe", job.fp8_recipe, FP8_RECIPES)
     flag("fp8_param_gather", job.fp8_param_gather)
     if job.fp8 is None and (job.fp8_recipe != "delayed" or job.fp8_param_gather):
