@@ -14,8 +14,11 @@ multi_token_prediction.py`` at d98e8a64), so :mod:`.step` can measure what
   ``process_mtp_loss``: the hidden states of all depths concatenated along
   the first dimension and chunked, each module's logits through the tied
   output weight, its cross-entropy on labels rolled once more per depth,
-  ``loss_mask * mtp_loss``, the scaled loss given to
-  :class:`MTPLossAutoScaler` on the main hidden states.
+  ``loss_mask * mtp_loss``, the scaled loss given to ``MTPLossAutoScaler``
+  on the main hidden states: Megatron-LM's is the same function as
+  ``MoEAuxLossAutoScaler`` (the identity, the loss saved, ones as its
+  gradient at the main loss's scale 1), so the MoE reference's
+  :class:`~.moe_functions.AuxLossAutoScaler` plays it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layer import ReferenceLayer
+from .moe_functions import AuxLossAutoScaler as MTPLossAutoScaler  # the same function
 
 MTP_LOSS_SCALING_FACTOR = 0.1
 """Megatron-LM's default ``--mtp-loss-scaling-factor``."""
@@ -35,21 +39,6 @@ def roll(tensor: torch.Tensor) -> torch.Tensor:
     rolled = torch.roll(tensor, shifts=-1, dims=-1)
     rolled.select(-1, -1).fill_(0)
     return rolled
-
-
-class MTPLossAutoScaler(torch.autograd.Function):
-    """Megatron-LM's ``MTPLossAutoScaler``: returns ``output``, keeps the
-    loss for backward, whose gradient is ones (the main loss's scale, 1)."""
-
-    @staticmethod
-    def forward(ctx, output, mtp_loss):
-        ctx.save_for_backward(mtp_loss)
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (mtp_loss,) = ctx.saved_tensors
-        return grad_output, torch.ones_like(mtp_loss)
 
 
 class MTPModule(nn.Module):

@@ -142,22 +142,31 @@ def parameter_count(model: ModelConfig, vocab: int | None = None) -> ParameterCo
             c, h, norm // h, model.bias)
     vocab = model.vocab_size if vocab is None else positive_int("vocab", vocab)
     table = vocab * h
-    more = {}
-    if model.num_experts is not None:
-        m = model.layer(moe=True)
-        mats = 3 if m.activation == "swiglu" else 2   # fc1 (doubled when gated) and fc2
-        more = dict(moe_layers=sum(model.moe_pattern()),
-                   moe_split={"attention": split["attention"],
-                              "shared_experts": mats * h * (
-                                  m.moe_shared_expert_intermediate_size or 0)},
-                   moe_replicated={"attention": replicated["attention"], "mlp": norm,
-                                   "router": m.num_experts * h},
-                   experts=m.num_experts * mats * h * m.f_e)
-    if model.mtp_num_layers:
-        more.update(mtp_layers=model.mtp_num_layers, mtp_moe=bool(model.moe_pattern()[-1]),
-                   mtp_split=2 * h * h, mtp_replicated=3 * norm)
     return ParameterCount(
         layer_split=split, layer_replicated=replicated, L=model.L, vocab=vocab,
         embedding=table,
         positions=(model.max_positions or model.s) * h if model.positions == "learned" else 0,
-        output_layer=0 if model.tied_embeddings else table, final_norm=norm, **more)
+        output_layer=0 if model.tied_embeddings else table, final_norm=norm,
+        **_experts_and_mtp(model, split["attention"], replicated["attention"], norm))
+
+
+def _experts_and_mtp(model: ModelConfig, attention: int, attention_whole: int,
+                     norm: int) -> dict:
+    """:class:`ParameterCount`'s MoE and multi-token prediction counts (see
+    :func:`parameter_count`): per MoE layer the attention (split and whole),
+    the shared experts, the MLP's norm, the router and the routed experts;
+    per module a layer of the last layer's kind, ``eh_proj`` and three norms."""
+    h, more = model.h, {}
+    if model.num_experts is not None:
+        m = model.layer(moe=True)
+        mats = 3 if m.activation == "swiglu" else 2   # fc1 (doubled when gated) and fc2
+        more = dict(moe_layers=sum(model.moe_pattern()),
+                    moe_split={"attention": attention, "shared_experts": mats * h * (
+                        m.moe_shared_expert_intermediate_size or 0)},
+                    moe_replicated={"attention": attention_whole, "mlp": norm,
+                                    "router": m.num_experts * h},
+                    experts=m.num_experts * mats * h * m.f_e)
+    if model.mtp_num_layers:
+        more.update(mtp_layers=model.mtp_num_layers, mtp_moe=bool(model.moe_pattern()[-1]),
+                    mtp_split=2 * h * h, mtp_replicated=3 * norm)
+    return more

@@ -193,8 +193,6 @@ def check_job(job) -> None:
         TypeError, ValueError: the first invalid option; the message names it.
     """
     from ...layer.context_parallel import rank_model
-    from ..moments.framework import workspace_bytes
-    from .gpus import check_gpu_runs, find_gpu, gpu_capacity
     from ..schedule.schedule_rules import MAX_TIMELINE_OPERATIONS, check_schedule, check_size
     from ..schedule.stage_split import split_layers
     from ..model_states.states import expert_data_parallel
@@ -210,20 +208,7 @@ def check_job(job) -> None:
     check_megatron_options(job)
     rank_model(job.model, job.t, job.sequence_parallel, job.recompute, job.cp, job.cp_comm_type,
                job.hierarchical_context_parallel_sizes, job.precision)
-    capacity = None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
-    gpu = find_gpu(job.gpu_memory)
-    check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
-    workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
-                    job.transformer_engine, job.moe_grouped_gemm, job.tp_comm_overlap)
-    if job.tp_comm_overlap and not (job.transformer_engine and job.sequence_parallel):
-        raise ValueError("tp_comm_overlap=True needs transformer_engine=True and "
-                         "sequence_parallel=True: Transformer Engine's Userbuffers overlap "
-                         "the sequence-parallel all-gathers and reduce-scatters (Megatron-LM's "
-                         "arguments.py asserts sequence parallelism)")
-    if job.moe_grouped_gemm and (job.model.num_experts is None or not job.transformer_engine):
-        raise ValueError("moe_grouped_gemm=True needs an MoE model (num_experts) run with "
-                         "Transformer Engine (transformer_engine=True): it is TE's grouped "
-                         "GEMM of the experts")
+    capacity = _check_gpu(job)
     uneven = {name: o[name] for name in UNEVEN}
     split_layers(job.model.L, job.p, job.v, **uneven)
     check_size(job.p, job.m, job.v, MAX_TIMELINE_OPERATIONS, "training_memory's timeline of")
@@ -238,6 +223,29 @@ def check_job(job) -> None:
     from ..peak import stage_states
     from ..step_setup import step_setup
     stage_states(step_setup(job), 0)   # the layers' and the states' own checks
+
+
+def _check_gpu(job) -> int | None:
+    """The GPU (what it runs, :func:`actmem.run.job.gpus.check_gpu_runs`), its
+    workspaces and the Transformer Engine options that add some
+    (``moe_grouped_gemm``, ``tp_comm_overlap``); returns its capacity in
+    bytes, or None."""
+    from ..moments.framework import workspace_bytes
+    from .gpus import check_gpu_runs, find_gpu, gpu_capacity
+    gpu = find_gpu(job.gpu_memory)
+    check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
+    workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
+                    job.transformer_engine, job.moe_grouped_gemm, job.tp_comm_overlap)
+    if job.tp_comm_overlap and not (job.transformer_engine and job.sequence_parallel):
+        raise ValueError("tp_comm_overlap=True needs transformer_engine=True and "
+                         "sequence_parallel=True: Transformer Engine's Userbuffers overlap "
+                         "the sequence-parallel all-gathers and reduce-scatters (Megatron-LM's "
+                         "arguments.py asserts sequence parallelism)")
+    if job.moe_grouped_gemm and (job.model.num_experts is None or not job.transformer_engine):
+        raise ValueError("moe_grouped_gemm=True needs an MoE model (num_experts) run with "
+                         "Transformer Engine (transformer_engine=True): it is TE's grouped "
+                         "GEMM of the experts")
+    return None if job.gpu_memory is None else gpu_capacity(job.gpu_memory)
 
 
 UNEVEN = ("stage_layers", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
