@@ -286,6 +286,12 @@ ZH = {
     "backward of {name}: the root's gradients made": "{name} 的反向：根模块的梯度已全部算出",
     "backward of {name}: the root's reduce-scatter copy-in":
         "{name} 的反向：根模块的梯度拷入 reduce-scatter 缓冲区",
+    "forward of {name}: the layer forward that holds the most with its gathered layers "
+    "(Megatron-FSDP)": "{name} 的前向：连同已 all-gather 的各层参数占用最多的那一层前向（Megatron-FSDP）",
+    "backward of {name}: the layer backward that holds the most with its gradient buckets "
+    "(Megatron-FSDP)": "{name} 的反向：连同梯度桶占用最多的那一层反向（Megatron-FSDP）",
+    "backward of {name}: every gradient bucket made, before their reductions are freed "
+    "(Megatron-FSDP)": "{name} 的反向：所有梯度桶都已建立，reduce-scatter 完成后尚未释放（Megatron-FSDP）",
     "d=8 -> d=64: model states {a} -> {b}; layer activations {c} -> {d} (FSDP2 does not shard "
     "them)": "d=8 -> d=64：模型状态 {a} -> {b}；层激活 {c} -> {d}（FSDP2 不切分激活）",
     "forward of {name}: the last MoE layer's token dispatch":

@@ -102,7 +102,7 @@ def test_continued_lines_and_comments_are_read_as_a_shell_reads_them(tmp_path, c
     argv = RUNS[name]["launch"]["argv"]
     text = ("# Megatron-LM's CI run, as launched\n\n"
             + " \\\n".join(argv[:6]) + "   # the model's size\n"
-            + "# --use-megatron-fsdp   (commented out: refused if it were read)\n"
+            + "# --fsdp-double-buffer   (commented out: refused if it were read)\n"
             + " ".join(shlex.quote(t) for t in argv[6:]) + "\n")
     path = tmp_path / "launch.txt"
     path.write_text(text)
@@ -118,7 +118,7 @@ def test_a_file_that_is_not_a_launch_is_named():
 
 
 @pytest.mark.parametrize("flag, why", [("--main-grads-dtype bf16", "refused"),
-                                       ("--use-megatron-fsdp", "refused"),
+                                       ("--fsdp-double-buffer", "refused"),
                                        ("--no-such-flag", "unrecognized arguments")])
 def test_a_refused_flag_exits_2_naming_it(flag, why, tmp_path):
     name = "gpt3_7b_tp4_pp1_memory_speed"

@@ -22,7 +22,7 @@ P = PRESETS["llama2-7b"]
 def test_every_option_of_training_memory_is_a_field_in_one_group():
     grouped = [name for names in GROUPS.values() for name in names]
     assert sorted(grouped) == sorted(f for f in actmem.job.FIELDS)
-    assert len(grouped) == len(set(grouped)) == 56
+    assert len(grouped) == len(set(grouped)) == 60
 
 
 @pytest.fixture(scope="module")

@@ -351,6 +351,10 @@ def event_templates() -> frozenset[str]:
             MODEL.with_(flash_attention=True, L=layers), d=2, m=2, use_torch_fsdp2=True,
             gradient_buffer="backward", reshard_after_forward=reshard)
         add(result)
+    for model in (MODEL, moe):   # Megatron-FSDP's moments
+        add(actmem.training_memory(model.with_(flash_attention=True), t=2, d=2, m=2,
+                                   sequence_parallel=True, use_megatron_fsdp=True,
+                                   distributed_optimizer=True))
     return frozenset(templates)
 
 

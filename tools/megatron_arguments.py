@@ -831,7 +831,6 @@ GROUP_CLASSES: dict[str, tuple[str, str]] = {
 }
 """The class of every argument of a group that has no entry of its own in CLASSES."""
 
-_FSDP = "--use-megatron-fsdp"
 _GTP = "GTP weight sharding (--tensor-parallel-num-weight-shards)"
 _FLEX = "--moe-token-dispatcher-type flex"
 _HYBRID = "Mamba/hybrid layers (--hybrid-layer-pattern, --is-hybrid-model)"
@@ -1467,7 +1466,9 @@ CLASSES: dict[str, tuple] = {
                                     "ends with the same tensors."),
     "--init-method-std": (N, "An initialization value."),
     "--embedding-init-method-std": (N, "An initialization value."),
-    "--init-model-with-meta-device": only(_FSDP),
+    "--init-model-with-meta-device": (N, "Builds the model on the meta device before "
+                                         "Megatron-FSDP shards it: changes the set-up before "
+                                         "the first step, not the step."),
     # ---- data parallelism, optimizer and gradient buffers
     "--use-distributed-optimizer": (M, "distributed_optimizer", "Main weights and Adam moments "
                                                                 "sharded over d (6 + 12/d "
@@ -1476,8 +1477,11 @@ CLASSES: dict[str, tuple] = {
         M, "num_distributed_optimizer_instances", "N copies of the distributed optimizer, "
         "each sharding the states over d*cp/N ranks (the experts' over their data-parallel "
         "size / N): parallel_state.py's intra-partial data-parallel groups."),
-    "--overlap-grad-reduce": (N, "Overlaps the gradient reduction with backward; the gradient "
-                                 "buffer is the same (split into buckets, which only pad it)."),
+    "--overlap-grad-reduce": (M, "ddp_bucket_size", "Overlaps the gradient reduction with "
+                                 "backward; DDP's buffer is the same (split into buckets, which "
+                                 "only pad it); under --use-megatron-fsdp it sets the bucket "
+                                 "size that cuts the parameters outside the layers "
+                                 "(resolve_ddp_bucket_size)."),
     "--overlap-param-gather": (N, "Overlaps the distributed optimizer's parameter all-gather "
                                   "with forward, into the same buffer: changes when, not how "
                                   "much."),
@@ -1488,9 +1492,12 @@ CLASSES: dict[str, tuple] = {
     "--no-align-param-gather": (N, "Whether stages launch their all-gathers together: changes "
                                    "when."),
     "--ddp-num-buckets": (N, "How the gradient buffer is cut into buckets; only the padding "
-                             "changes."),
-    "--ddp-bucket-size": (N, "How the gradient buffer is cut into buckets; only the padding "
-                             "changes."),
+                             "changes (refused under --use-megatron-fsdp, where it would cut "
+                             "the parameters outside the layers)."),
+    "--ddp-bucket-size": (M, "ddp_bucket_size", "How the gradient buffer is cut into buckets: "
+                             "for DDP only the padding changes; under --use-megatron-fsdp it "
+                             "cuts the parameters outside the layers (with "
+                             "--overlap-grad-reduce)."),
     "--ddp-pad-buckets-for-high-nccl-busbw": (N, "Pads buckets to multiples of 2^16 elements: "
                                                  "at most a few hundred KiB per bucket."),
     "--ddp-reduce-scatter-with-fp32-accumulation": when_set(
@@ -1502,22 +1509,45 @@ CLASSES: dict[str, tuple] = {
     "--ddp-average-in-collective": (N, "Averages inside the collective: values."),
     "--no-gradient-reduce-div-fusion": (N, "Whether the division is fused into the reduction: "
                                            "values."),
-    "--use-megatron-fsdp": when_set("Megatron-FSDP shards parameters, gradients and states with "
-                                    "its own buffers, which actmem does not model"),
-    "--megatron-fsdp-version": only(_FSDP),
-    "--data-parallel-sharding-strategy": only(_FSDP),
-    "--outer-dp-sharding-strategy": only(_FSDP),
-    "--fsdp-double-buffer": only(_FSDP),
-    "--suggested-communication-unit-size": only(_FSDP),
-    "--keep-fp8-transpose-cache": only(_FSDP),
-    "--enable-full-sharding-in-hsdp": only(_FSDP),
-    "--fsdp-manual-registration": only(_FSDP),
-    "--megatron-fsdp-main-params-dtype": only(_FSDP),
-    "--megatron-fsdp-main-grads-dtype": only(_FSDP),
-    "--megatron-fsdp-grad-comm-dtype": only(_FSDP),
-    "--megatron-fsdp-enable-fine-grained-param-gather": only(_FSDP),
-    "--megatron-fsdp-max-pool-double-buffer": only(_FSDP),
-    "--fsdp-db-use-persist-buf-on-alloc-fail": only(_FSDP),
+    "--use-megatron-fsdp": (M, "use_megatron_fsdp", "Megatron-FSDP, version 1, sharding "
+                            "parameters, gradients and states in its buckets, the layers "
+                            "gathered ahead and the gradient buckets on the timeline "
+                            "(actmem.run.model_states.megatron_fsdp)."),
+    "--megatron-fsdp-version": (M, "use_megatron_fsdp", "Version 1 (the default) is modelled; "
+                                "version 2 is refused under --use-megatron-fsdp "
+                                "(actmem.run.job.megatron_fsdp_args)."),
+    "--data-parallel-sharding-strategy": (M, "use_megatron_fsdp", "optim_grads_params (the "
+                                          "default) is modelled; the others are refused under "
+                                          "--use-megatron-fsdp, which alone reads it."),
+    "--outer-dp-sharding-strategy": only("--num-distributed-optimizer-instances > 1 with "
+                                         "--use-megatron-fsdp (HSDP)"),
+    "--fsdp-double-buffer": when_set("Megatron-FSDP draws its gathered layers and gradient "
+                                     "buckets from a fixed pool of two, which actmem does not "
+                                     "model"),
+    "--suggested-communication-unit-size": (M, "suggested_communication_unit_size",
+                                            "Megatron-FSDP's reduction queue, twice its "
+                                            "prefetch (elements), taken as given."),
+    "--keep-fp8-transpose-cache": only("--use-megatron-fsdp with --fp8-format"),
+    "--enable-full-sharding-in-hsdp": when_set("Megatron-FSDP's HSDP, which actmem does not "
+                                               "model"),
+    "--fsdp-manual-registration": when_set("Megatron-FSDP's buffers registered with NCCL "
+                                           "(with --use-nccl-ub), which actmem does not model"),
+    "--megatron-fsdp-main-params-dtype": (M, "use_megatron_fsdp", "fp32 (the default) is "
+                                          "modelled; the others are refused under "
+                                          "--use-megatron-fsdp, which alone reads it."),
+    "--megatron-fsdp-main-grads-dtype": (M, "megatron_fsdp_main_grads_dtype", "The main "
+                                         "gradients' and the gradient buckets' dtype.",
+                                         {"values": ["auto", "fp32", "bf16"]}),
+    "--megatron-fsdp-grad-comm-dtype": (M, "megatron_fsdp_main_grads_dtype", "Modelled where "
+                                        "it is the main gradients' dtype (auto); another adds "
+                                        "communication buffers and is refused under "
+                                        "--use-megatron-fsdp."),
+    "--megatron-fsdp-enable-fine-grained-param-gather": when_set(
+        "Megatron-FSDP gathers each sub-module's parameters on their own, which actmem does "
+        "not model"),
+    "--megatron-fsdp-max-pool-double-buffer": when_set(
+        "Megatron-FSDP draws its buffers from a pool, which actmem does not model"),
+    "--fsdp-db-use-persist-buf-on-alloc-fail": only("--fsdp-double-buffer"),
     "--use-torch-fsdp2": (M, "use_torch_fsdp2", "PyTorch FSDP2 on every layer "
                                                 "(actmem.run.model_states.fsdp)."),
     "--torch-fsdp2-no-reshard-after-forward": (M, "reshard_after_forward",
@@ -1717,9 +1747,6 @@ CLASSES: dict[str, tuple] = {
 """Flag -> (class, why) or ("modelled", field, why[, {"values": [...]}])."""
 
 UNSURE: dict[str, str] = {
-    "--overlap-grad-reduce": "Classed neutral although the brief listed it as modelled: the "
-        "gradient buffer is the same allocation, bucketed (bucket padding only); actmem's Job "
-        "has no field for it. If bucket padding at large d matters, it would become modelled.",
     "--no-overlap-p2p-communication": "Neutral: overlapping pipeline sends/receives posts "
         "receive buffers (s*b*h/t) earlier under the interleaved schedule; the extra lifetime "
         "was not measured.",

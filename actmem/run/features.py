@@ -28,6 +28,8 @@ from .moments.cp_timeline import with_exchange
 from .job.gpus import find_gpu
 from .model_states.fp8_states import fp8_state_change, fp8_transpose
 from .model_states.fsdp import fsdp2, fsdp_timeline
+from .model_states.megatron_fsdp import megatron_fsdp
+from .moments.megatron_fsdp_timeline import megatron_fsdp_timeline
 from .moments.deferred_wgrad import deferred_timeline, deferred_wgrad
 from .moments.mtp import with_mtp
 from .moments.offload import cpu_offload, offloaded_timeline
@@ -184,6 +186,26 @@ class FSDP2(Feature):
                              setup.job.recompute_num_layers, setup.job.recompute == "full")
 
 
+class MegatronFSDP(Feature):
+    """Megatron-LM's ``--use-megatron-fsdp`` (:mod:`actmem.run.model_states.megatron_fsdp`):
+    bucket shards as the states, the gathered layers, the gradient buckets
+    and the optimizer's fp32 copies on the timeline."""
+
+    def states(self, setup, states):
+        return replace(states, **megatron_fsdp(setup).states) if setup.job.use_megatron_fsdp \
+            else states
+
+    def timeline(self, setup, timeline, passes):
+        if not setup.job.use_megatron_fsdp:
+            return timeline
+        pattern = setup.model.moe_pattern()
+        stack = [setup.kinds[moe] for moe in pattern] if setup.kinds else \
+            [setup.moments] * setup.model.L
+        tied = setup.tied if setup.model.tied_embeddings and not setup.fusion else 0
+        return megatron_fsdp_timeline(timeline, megatron_fsdp(setup), stack,
+                                      passes[0].embedding, tied)
+
+
 class DeferredEmbeddingWgrad(Feature):
     """Megatron-LM's ``--defer-embedding-wgrad-compute``
     (:mod:`actmem.run.moments.deferred_wgrad`): on the last stage the deferred
@@ -224,6 +246,6 @@ class Offload(Feature):
 
 
 FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FP8States(),
-            FullPrecision(), GradientDtype(), Muon(), LoRA(), FSDP2(), DeferredEmbeddingWgrad(),
-            Offload())
+            FullPrecision(), GradientDtype(), Muon(), LoRA(), FSDP2(), MegatronFSDP(),
+            DeferredEmbeddingWgrad(), Offload())
 """The features, in the order they apply."""

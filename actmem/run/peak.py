@@ -214,6 +214,12 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             reshard_after_forward: FSDP2's (Megatron-LM's
             TorchFullyShardedDataParallelConfig): False keeps every layer's
             gathered parameters from its forward to its backward.
+        use_megatron_fsdp, megatron_fsdp_main_grads_dtype, ddp_bucket_size,
+            suggested_communication_unit_size: Megatron-LM's
+            ``--use-megatron-fsdp`` (version 1, ``optim_grads_params``; needs
+            p=1, the distributed optimizer, Adam, bf16), the gradients' dtype
+            (``"auto"``: bf16, ``"fp32"``, ``"bf16"``), the bucket size and the
+            communication unit (elements): :mod:`actmem.run.model_states.megatron_fsdp`.
 
     Returns:
         :class:`TrainingMemory`: ``.stages`` (each with ``.timeline`` and

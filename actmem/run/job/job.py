@@ -41,7 +41,8 @@ GROUPS = {
                       "cpu_offloading_num_layers"),
     "states": ("optimizer", "accounting", "zero_stage", "distributed_optimizer",
                "num_distributed_optimizer_instances", "use_torch_fsdp2",
-               "reshard_after_forward"),
+               "reshard_after_forward", "use_megatron_fsdp", "megatron_fsdp_main_grads_dtype",
+               "ddp_bucket_size", "suggested_communication_unit_size"),
     "framework": ("loss", "loss_chunk_tokens", "cross_entropy_loss_fusion", "gradient_buffer",
                   "gradient_accumulation_fusion", "create_attention_mask_in_dataloader",
                   "transformer_engine", "global_memory_buffer", "cublas_workspace_config",
@@ -113,6 +114,10 @@ class Job:
     num_distributed_optimizer_instances: int = 1
     use_torch_fsdp2: bool = False
     reshard_after_forward: bool = True
+    use_megatron_fsdp: bool = False
+    megatron_fsdp_main_grads_dtype: str = "auto"
+    ddp_bucket_size: int | None = None
+    suggested_communication_unit_size: int | None = None
     # framework choices (actmem.run.moments.framework)
     loss: str = "vocab_parallel"
     loss_chunk_tokens: int | None = None

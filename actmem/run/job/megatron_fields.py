@@ -18,7 +18,8 @@ import ast
 
 from .megatron_container import check_compiled_loss, cublas_workspace_config
 from .megatron_attention import attention_keeps_no_map, flash_output_copy
-from .megatron_layout import layout_stage_layers
+from .megatron_fsdp_args import megatron_fsdp_options
+from .megatron_layout import virtual_stages
 
 GPT2_VOCABULARY = 50257
 """Tokens of GPT-2's BPE vocabulary (``gpt2-vocab.json``), which
@@ -184,8 +185,15 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
     if batch % (b * d):
         raise ValueError(f"--global-batch-size {batch} must be a multiple of --micro-batch-size "
                          f"{b} times d={d}: m = global / (micro * d)")
-    v, stage_layers = _virtual_stages(a, model, p)
+    v, stage_layers = virtual_stages(a, model, p)
     check_compiled_loss(a, env)
+    return _fields(a, env, model, gpu, t, p, d, cp, v, stage_layers, batch) | \
+        megatron_fsdp_options(a, d * cp)
+
+
+def _fields(a, env, model, gpu, t, p, d, cp, v, stage_layers, batch) -> dict:
+    """The options :func:`job_options` reads from ``a`` but Megatron-FSDP's."""
+    b = a["micro_batch_size"]
     return dict(
         t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] if model.num_experts else None,  # unused if dense
@@ -223,27 +231,6 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
         tp_comm_overlap=a["tp_comm_overlap"],
         moe_grouped_gemm=bool(model.num_experts) and a["moe_grouped_gemm"]
         and a["transformer_impl"] == "transformer_engine")
-
-
-def _virtual_stages(a: dict, model, p: int) -> tuple[int, tuple | None]:
-    """``(v, stage_layers)``: model chunks per GPU (Megatron-LM's virtual
-    pipeline stages) and, from ``--pipeline-model-parallel-layout``, each
-    chunk's layers (:mod:`actmem.run.job.megatron_layout`; else None)."""
-    per_stage, stages, layout = a["num_layers_per_virtual_pipeline_stage"], \
-        a["num_virtual_stages_per_pipeline_rank"], a["pipeline_model_parallel_layout"]
-    given = [flag for flag, value in (("--num-layers-per-virtual-pipeline-stage", per_stage),
-                                      ("--num-virtual-stages-per-pipeline-rank", stages),
-                                      ("--pipeline-model-parallel-layout", layout)) if value]
-    if len(given) > 1:
-        raise ValueError(f"{' with '.join(given)}: Megatron-LM takes one (arguments.py)")
-    if layout:
-        return layout_stage_layers(layout, p, model.L, model.mtp_num_layers)
-    if per_stage:
-        if model.L % (p * per_stage):
-            raise ValueError(f"--num-layers-per-virtual-pipeline-stage {per_stage}: p={p} times "
-                             f"it must divide --num-layers {model.L}")
-        return model.L // (p * per_stage), None
-    return stages or 1, None
 
 
 def _activation(a: dict) -> str:

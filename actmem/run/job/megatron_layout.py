@@ -1,5 +1,6 @@
-"""Megatron-LM's ``--pipeline-model-parallel-layout`` as actmem's per-chunk
-``stage_layers`` (:func:`actmem.split_layers`).
+"""Megatron-LM's virtual pipeline stages (:func:`virtual_stages`) and its
+``--pipeline-model-parallel-layout`` as actmem's per-chunk ``stage_layers``
+(:func:`actmem.split_layers`).
 
 Source: ``megatron/core/transformer/pipeline_parallel_layer_layout.py`` at
 d98e8a64 (``PipelineParallelLayerLayout``). The string lists the virtual
@@ -62,3 +63,24 @@ def layout_stage_layers(text: str, p: int, L: int, mtp_num_layers: int | None
                          "(Megatron-LM's mtp_standalone) are not modelled")
     v = len(stages) // p
     return v, tuple(tuple(stages[c * p + i].count("t") for c in range(v)) for i in range(p))
+
+
+def virtual_stages(a: dict, model, p: int) -> tuple[int, tuple | None]:
+    """``(v, stage_layers)``: model chunks per GPU (Megatron-LM's virtual
+    pipeline stages) and, from ``--pipeline-model-parallel-layout``, each
+    chunk's layers (:func:`layout_stage_layers`; else None)."""
+    per_stage, stages, layout = a["num_layers_per_virtual_pipeline_stage"], \
+        a["num_virtual_stages_per_pipeline_rank"], a["pipeline_model_parallel_layout"]
+    given = [flag for flag, value in (("--num-layers-per-virtual-pipeline-stage", per_stage),
+                                      ("--num-virtual-stages-per-pipeline-rank", stages),
+                                      ("--pipeline-model-parallel-layout", layout)) if value]
+    if len(given) > 1:
+        raise ValueError(f"{' with '.join(given)}: Megatron-LM takes one (arguments.py)")
+    if layout:
+        return layout_stage_layers(layout, p, model.L, model.mtp_num_layers)
+    if per_stage:
+        if model.L % (p * per_stage):
+            raise ValueError(f"--num-layers-per-virtual-pipeline-stage {per_stage}: p={p} times "
+                             f"it must divide --num-layers {model.L}")
+        return model.L // (p * per_stage), None
+    return stages or 1, None

@@ -20,6 +20,7 @@ from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
 from ..moments.mtp import check_mtp
 from ..model_states.fp8_states import check_fp8_job
+from ..model_states.megatron_fsdp_checks import check_megatron_fsdp
 from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
 from ..moments.offload import check_offload
@@ -176,8 +177,8 @@ def check_fsdp2(model, *, use_torch_fsdp2, reshard_after_forward, t, p, v, ep, s
 def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
-    (:func:`check_training`), FSDP2's rules, the expert sizes, the hot
-    expert, FP8's recipe and parameters, multi-token prediction's rules,
+    (:func:`check_training`), FSDP2's and Megatron-FSDP's rules, the expert
+    sizes, the hot expert, FP8's recipe and parameters, multi-token prediction's rules,
     the Megatron-LM options that join others
     (:func:`actmem.run.job.megatron_option_checks.check_megatron_options`), the
     context-parallel layout, the GPU (what it runs,
@@ -200,6 +201,7 @@ def check_job(job) -> None:
     o = dict(job.options, recompute_modules=named_modules(job.recompute_modules))
     check_training(job.model, **{name: o[name] for name in _TRAINING_CHECKED})
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
+    check_megatron_fsdp(job)
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
     _check_permute_fusion(job)

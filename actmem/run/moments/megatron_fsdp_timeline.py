@@ -1,0 +1,105 @@
+"""Megatron-FSDP's buffers on a step's timeline
+(:mod:`actmem.run.model_states.megatron_fsdp` says what they are and when
+they live): the timeline's moments in the last layer with them added, the
+optimizer step with its copies and gathered layers, and in each pass the
+layer boundary that holds the most."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..model_states.megatron_fsdp import MegatronFSDP
+from .timeline_events import CATEGORIES, Event, StageTimeline
+
+
+def megatron_fsdp_timeline(timeline: StageTimeline, f: MegatronFSDP, stack, embedding: int,
+                           tied: int) -> StageTimeline:
+    """``timeline`` (one stage, made with :attr:`MegatronFSDP.states`) with
+    Megatron-FSDP's buffers (module docstring).
+
+    Args:
+        stack: the layers' :class:`actmem.run.moments.timeline_events.LayerMoments`,
+            first layer first (without full recomputation).
+        embedding: a pass's embedding bytes. tied: the tied output weight's
+            gradient, waiting through the backward (0: none).
+    """
+    events, before = [], timeline.events[0]
+    for event in timeline.events:
+        if event.op.startswith("F") and event.op != before.op:
+            name = re.search(r"micro-batch \d+", event.label).group(0)
+            events.append(_forward_moment(before, event.op, name, f, stack, embedding))
+        if event.label.startswith("after the backward of "):
+            name = event.label.removeprefix("after the backward of ")
+            events += _backward_moments(event, name, f, stack, embedding, tied)
+        events.append(_plus(event, **_extra(event.label, f, stack)))
+        before = event
+    return replace(timeline, events=tuple(events))
+
+
+def _plus(event: Event, **extra: int) -> Event:
+    return replace(event, bytes=tuple(b + extra.get(c, 0)
+                                      for c, b in zip(CATEGORIES, event.bytes)))
+
+
+def _extra(label: str, f: MegatronFSDP, stack) -> dict[str, int]:
+    """Megatron-FSDP's bytes at one of the timeline's events: inside the
+    last layer's forward (the last MoE layer's, at its dispatch) and
+    backward, and at the optimizer step."""
+    last = f.layers - 1
+    if label.startswith("forward of"):
+        at = max(i for i, m in enumerate(stack) if m.dispatch) if "token dispatch" in label \
+            else last
+        return {"transient": f.forward_gathered(at)}
+    if label.startswith("backward of"):
+        at, _ = f.gradient_buckets
+        own = [b.size for b in f.buckets if b.unit == last]
+        made = (0 if "MoE combine" in label or "token dispatch" in label
+                else own[-1] if "MLP" in label else sum(own))
+        return {"transient": f.backward_gathered(last),
+                "gradients": at[last] - f.grad_bytes * (sum(own) - made)}
+    if label == "optimizer step":
+        return {"transient": f.step_gathered, "gradients": f.optimizer_copies}
+    return {}
+
+
+def _forward_moment(before: Event, op: str, name: str, f: MegatronFSDP, stack,
+                    embedding: int) -> Event:
+    """The start of the layer forward that holds the most: the earlier
+    layers' rows and the gathered layers, on ``before``'s bytes."""
+    held, best = 0, None
+    for layer, moments in enumerate(stack):
+        total = held + f.forward_gathered(layer)
+        if best is None or total > best[0]:
+            best = (total, held, f.forward_gathered(layer))
+        held += moments.kept
+    _, held, gathered = best
+    return _plus(replace(before, label=f"forward of {name}: {FORWARD}", op=op,
+                         moment="during"),
+                 activations=embedding + held, transient=gathered)
+
+
+def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding: int,
+                      tied: int) -> list[Event]:
+    """The layer backward that holds the most at its gradients (its rows and
+    the earlier layers', the gathered layers, the gradient buckets), and the
+    end of the backward (every bucket made, the reductions not yet freed),
+    on ``after``'s bytes (the states)."""
+    at, end = f.gradient_buckets
+    held, best = 0, None
+    for layer, moments in enumerate(stack):
+        alive = dict(activations=embedding + held + moments.kept,
+                     transient=f.backward_gathered(layer), gradients=at[layer] + tied)
+        if best is None or sum(alive.values()) >= sum(best.values()):
+            best = alive
+        held += moments.kept
+    moment = replace(after, label="", moment="during")
+    return [_plus(replace(moment, label=f"backward of {name}: {BACKWARD}"), **best),
+            _plus(replace(moment, label=f"backward of {name}: {END}"),
+                  activations=embedding, gradients=end)]
+
+
+FORWARD = "the layer forward that holds the most with its gathered layers (Megatron-FSDP)"
+BACKWARD = ("the layer backward that holds the most with its gradient buckets "
+            "(Megatron-FSDP)")
+END = "every gradient bucket made, before their reductions are freed (Megatron-FSDP)"
