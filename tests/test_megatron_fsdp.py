@@ -1,22 +1,18 @@
 """Megatron-FSDP (--use-megatron-fsdp, issue 43): its buckets, states and
 timeline against hand derivations from Megatron-LM d98e8a64's
 param_and_grad_buffer.py and megatron_fsdp.py, and one of Megatron-LM's CI
-runs as launched against its measured peak."""
-
-from pathlib import Path
+runs as launched (actmem/data/megatron_runs.json) against its measured peak."""
 
 import pytest
 
 from actmem import Job, ModelConfig, training_memory
 from actmem.run.model_states.megatron_fsdp import UNIT_FLOOR, MegatronFSDP, megatron_fsdp
 from actmem.run.model_states.megatron_fsdp_buckets import chunk_factor, layout, model_buckets
+from actmem.run.job.megatron_args import ci_runs
 from actmem.run.step_setup import step_setup
-from actmem.views.job_cli import read_launch
 
-LAUNCH = Path(__file__).parent / "launches" / "gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor.txt"
-ENV = {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NCCL_ALGO": "Ring",
-       "CUBLAS_WORKSPACE_CONFIG": ":4096:8", "NVIDIA_PYTORCH_VERSION": "26.02"}
-MEASURED = 1_469_652_992   # its golden values' mem-max-allocated-bytes on an H100
+RUN = ci_runs()["gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor"]
+MEASURED = RUN["mem_max_allocated_bytes"]   # its golden values' on an H100: 1,469,652,992
 # the CI run's model: GPT-2's vocabulary (50257, padded to 50432 at t=2), h=512, 12 layers
 GPT = ModelConfig(s=1024, b=4, h=512, a=8, L=12, vocab_size=50257, flash_attention=True,
                   max_positions=1024)
@@ -24,9 +20,10 @@ LAYER = 1_581_056   # one layer's bucket at t=2, d=4 (below)
 OUTSIDE = 13_436_928   # the tables' and the final norm's bucket
 
 
-def launched(*extra: str, gpu="H100 80GB SXM") -> Job:
-    return Job.from_megatron_args(read_launch(LAUNCH) + list(extra), world_size=8, env=ENV,
-                                  gpu=gpu)
+def launched(*extra: str) -> Job:
+    launch = RUN["launch"]
+    return Job.from_megatron_args(launch["argv"] + list(extra), world_size=launch["world_size"],
+                                  env=launch["env"], gpu=RUN["gpu"])
 
 
 def test_the_launch_is_read_as_megatron_fsdp_with_fp32_gradients():
@@ -120,15 +117,16 @@ def test_the_timeline_adds_the_gathered_layers_and_the_gradient_buckets():
     events = {e.label: e for e in training_memory(job).stages[-1].timeline.events}
     plain = {e.label: e for e in training_memory(
         job.with_(suggested_communication_unit_size=UNIT_FLOOR)).stages[-1].timeline.events}
-    end = events["backward of micro-batch 0: every gradient bucket made, before their "
-                 "reductions are freed (Megatron-FSDP)"]
+    end = events["backward of micro-batch 0: every gradient bucket made, none freed yet "
+                 "(Megatron-FSDP)"]
     after = events["after the backward of micro-batch 0"]
     assert end.by_category["gradients"] - after.by_category["gradients"] == \
         4 * (OUTSIDE + 12 * LAYER)
     mlp = events["backward of micro-batch 0: the last layer's MLP"].by_category
-    # every layer gathered again by the last layer's hook, beside the MLP's own transients
-    assert mlp["transient"] - 17 * 2**20 == 2 * 12 * LAYER
-    assert events["optimizer step"].by_category["transient"] == 2 * 12 * LAYER
+    # every layer gathered again by the last layer's hook, counted with the weights
+    assert mlp["weights"] - after.by_category["weights"] == 2 * 12 * LAYER
+    assert events["optimizer step"].by_category["weights"] - \
+        after.by_category["weights"] == 2 * 12 * LAYER
     assert plain.keys() == events.keys()
 
 

@@ -2,7 +2,8 @@
 (:mod:`actmem.run.model_states.megatron_fsdp` says what they are and when
 they live): the timeline's moments in the last layer with them added, the
 optimizer step with its copies and gathered layers, and in each pass the
-layer boundary that holds the most."""
+layer boundary that holds the most. Gathered layers count as weights, the
+gradient buckets and the optimizer's copies as gradients."""
 
 from __future__ import annotations
 
@@ -50,16 +51,16 @@ def _extra(label: str, f: MegatronFSDP, stack) -> dict[str, int]:
     if label.startswith("forward of"):
         at = max(i for i, m in enumerate(stack) if m.dispatch) if "token dispatch" in label \
             else last
-        return {"transient": f.forward_gathered(at)}
+        return {"weights": f.forward_gathered(at)}
     if label.startswith("backward of"):
         at, _ = f.gradient_buckets
         own = [b.size for b in f.buckets if b.unit == last]
         made = (0 if "MoE combine" in label or "token dispatch" in label
                 else own[-1] if "MLP" in label else sum(own))
-        return {"transient": f.backward_gathered(last),
+        return {"weights": f.backward_gathered(last),
                 "gradients": at[last] - f.grad_bytes * (sum(own) - made)}
     if label == "optimizer step":
-        return {"transient": f.step_gathered, "gradients": f.optimizer_copies}
+        return {"weights": f.step_gathered, "gradients": f.optimizer_copies}
     return {}
 
 
@@ -76,7 +77,7 @@ def _forward_moment(before: Event, op: str, name: str, f: MegatronFSDP, stack,
     _, held, gathered = best
     return _plus(replace(before, label=f"forward of {name}: {FORWARD}", op=op,
                          moment="during"),
-                 activations=embedding + held, transient=gathered)
+                 activations=embedding + held, weights=gathered)
 
 
 def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding: int,
@@ -89,7 +90,7 @@ def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding
     held, best = 0, None
     for layer, moments in enumerate(stack):
         alive = dict(activations=embedding + held + moments.kept,
-                     transient=f.backward_gathered(layer), gradients=at[layer] + tied)
+                     weights=f.backward_gathered(layer), gradients=at[layer] + tied)
         if best is None or sum(alive.values()) >= sum(best.values()):
             best = alive
         held += moments.kept
@@ -102,4 +103,4 @@ def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding
 FORWARD = "the layer forward that holds the most with its gathered layers (Megatron-FSDP)"
 BACKWARD = ("the layer backward that holds the most with its gradient buckets "
             "(Megatron-FSDP)")
-END = "every gradient bucket made, before their reductions are freed (Megatron-FSDP)"
+END = "every gradient bucket made, none freed yet (Megatron-FSDP)"
