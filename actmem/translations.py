@@ -286,12 +286,13 @@ ZH = {
     "backward of {name}: the root's gradients made": "{name} 的反向：根模块的梯度已全部算出",
     "backward of {name}: the root's reduce-scatter copy-in":
         "{name} 的反向：根模块的梯度拷入 reduce-scatter 缓冲区",
-    "forward of {name}: the layer forward that holds the most with its gathered layers "
-    "(Megatron-FSDP)": "{name} 的前向：连同已 all-gather 的各层参数占用最多的那一层前向（Megatron-FSDP）",
-    "backward of {name}: the layer backward that holds the most with its gradient buckets "
-    "(Megatron-FSDP)": "{name} 的反向：连同梯度桶占用最多的那一层反向（Megatron-FSDP）",
-    "backward of {name}: every gradient bucket made, none freed yet (Megatron-FSDP)":
-        "{name} 的反向：所有梯度桶都已建立，尚无一个释放（Megatron-FSDP）",
+    "forward of {name}: the layer forward that holds the most (activations, gathered layers; "
+    "Megatron-FSDP)": "{name} 的前向：占用最多的那一层前向（激活、已聚合的层；Megatron-FSDP）",
+    "backward of {name}: the layer backward that holds the most (activations, gathered layers, "
+    "gradient buckets; Megatron-FSDP)":
+        "{name} 的反向：占用最多的那一层反向（激活、已聚合的层、梯度桶；Megatron-FSDP）",
+    "backward of {name}: end of the backward, before its gradient buckets are freed "
+    "(Megatron-FSDP)": "{name} 的反向：反向结束、梯度桶释放之前（Megatron-FSDP）",
     "d=8 -> d=64: model states {a} -> {b}; layer activations {c} -> {d} (FSDP2 does not shard "
     "them)": "d=8 -> d=64：模型状态 {a} -> {b}；层激活 {c} -> {d}（FSDP2 不切分激活）",
     "forward of {name}: the last MoE layer's token dispatch":
@@ -1102,11 +1103,12 @@ ZH = {
     "{n} arguments on {gpus} GPUs": "启动参数共 {n} 项，{gpus} 块 GPU",
     "Megatron-LM's CI measured {measured}: actmem is {error:+.2%} off":
         "Megatron-LM 的 CI 实测为 {measured}：actmem 的偏差为 {error:+.2%}",
-    "{name}: model states {states}, peak {peak} at '{event}'":
-        "{name}：模型状态 {states}，峰值 {peak}，出现在“{event}”",
+    "{name}: weights {weights}, gradients {gradients}, optimizer states {optimizer}; peak {peak} "
+    "at '{event}'": "{name}：权重 {weights}，梯度 {gradients}，优化器状态 {optimizer}；峰值 {peak}，"
+                    "出现在“{event}”",
     "4. unit 4,000,000: peak {peak} at '{event}'; gathered in the backward {a} -> {b}, "
     "gradient buckets at its end {c} -> {d}":
-        "4. 通信单元 4,000,000：峰值 {peak}，出现在“{event}”；反向中 all-gather 回来的层 {a} -> {b}，"
+        "4. 通信单元 4,000,000：峰值 {peak}，出现在“{event}”；反向中聚合着的层 {a} -> {b}，"
         "反向结束时的梯度桶 {c} -> {d}",
     "{gpu}, each attention output kept twice: peak {peak}, {error:+.2%} off the measured "
     "{measured}": "{gpu}，每层注意力输出存两份：峰值 {peak}，与实测的 {measured} 相差 {error:+.2%}",

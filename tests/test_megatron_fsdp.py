@@ -117,8 +117,8 @@ def test_the_timeline_adds_the_gathered_layers_and_the_gradient_buckets():
     events = {e.label: e for e in training_memory(job).stages[-1].timeline.events}
     plain = {e.label: e for e in training_memory(
         job.with_(suggested_communication_unit_size=UNIT_FLOOR)).stages[-1].timeline.events}
-    end = events["backward of micro-batch 0: every gradient bucket made, none freed yet "
-                 "(Megatron-FSDP)"]
+    end = events["backward of micro-batch 0: end of the backward, before its gradient buckets "
+                 "are freed (Megatron-FSDP)"]
     after = events["after the backward of micro-batch 0"]
     assert end.by_category["gradients"] - after.by_category["gradients"] == \
         4 * (OUTSIDE + 12 * LAYER)

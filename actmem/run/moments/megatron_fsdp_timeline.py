@@ -100,7 +100,7 @@ def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding
                   activations=embedding, gradients=end)]
 
 
-FORWARD = "the layer forward that holds the most with its gathered layers (Megatron-FSDP)"
-BACKWARD = ("the layer backward that holds the most with its gradient buckets "
-            "(Megatron-FSDP)")
-END = "every gradient bucket made, none freed yet (Megatron-FSDP)"
+FORWARD = "the layer forward that holds the most (activations, gathered layers; Megatron-FSDP)"
+BACKWARD = ("the layer backward that holds the most (activations, gathered layers, gradient "
+            "buckets; Megatron-FSDP)")
+END = "end of the backward, before its gradient buckets are freed (Megatron-FSDP)"
