@@ -48,7 +48,8 @@ def main() -> None:
         times = [one(name, kind)["ms"] for _ in range(args.repeats)]
         median = statistics.median(times)
         worst = max(worst, median)
-        print(f"{kind:5} {name:24} median {median:7.1f} ms  ({', '.join(f'{t:.1f}' for t in times)})")
+        runs = ", ".join(f"{t:.1f}" for t in times)
+        print(f"{kind:5} {name:24} median {median:7.1f} ms  ({runs})")
     print(f"slowest preset: {worst:.1f} ms (goal: 50 ms) -> {'ok' if worst <= 50 else 'MISSED'}")
 
 

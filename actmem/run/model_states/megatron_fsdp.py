@@ -44,8 +44,8 @@ Megatron-LM resolves it without ``--overlap-grad-reduce``; with it,
 ``max(4 x 10^7, 10^6 x d*cp)``); ``suggested_communication_unit_size``,
 the communication unit in elements (None: the default above).
 
-Events (:func:`actmem.run.moments.megatron_fsdp_timeline.megatron_fsdp_timeline`): the timeline's moments in the last
-layer with these buffers added, the optimizer step with its copies and
+Events (:mod:`actmem.run.moments.megatron_fsdp_timeline`): the timeline's
+moments in the last layer with these buffers added, the optimizer step with its copies and
 gathered layers, and in each pass the layer boundary that holds the most:
 a layer's forward starting (the earlier layers' rows, the gathered window)
 and a layer's backward at its gradients (its rows, the gathered window,

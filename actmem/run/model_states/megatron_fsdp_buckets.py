@@ -25,8 +25,9 @@ Megatron-LM d98e8a64):
   W-th, so the padding lands on the last rank.
 
 Modelled inputs: each layer's matrices as :mod:`actmem.run.job.weight_shapes`
-gives them on one rank, in the order the layer builds them, and all its
-one-dimensional parameters (norms, biases) as one fragment: Megatron-FSDP
+gives them on one rank, in the order the layer builds them (then sorted by
+row size, as the groups are), and all its one-dimensional parameters
+(norms, biases) as one fragment: Megatron-FSDP
 places them one by one, so where a matrix leaves a gap the modelled bucket
 can differ by less than ``cf`` elements per such matrix.
 """
@@ -119,11 +120,12 @@ def layout(sizes: list[int], fragments: list[int], cf: int, world: int) -> tuple
 
 def bucket(name: str, unit, matrices: list[tuple[int, int]], vectors: int, world: int,
            early: bool = False, late: bool = False) -> Bucket:
-    """A :class:`Bucket` of these matrices (out x in, in order) and
-    ``vectors`` elements of one-dimensional parameters."""
+    """A :class:`Bucket` of these matrices (out x in, in the module's order)
+    and ``vectors`` elements of one-dimensional parameters, laid out as
+    ``_get_parameter_groups`` orders them: by row size, largest first."""
     shapes = [(rows * row, row) for rows, row in matrices] + ([(vectors, 1)] if vectors else [])
     cf = chunk_factor(shapes)
-    sizes = [rows * row for rows, row in matrices]
+    sizes = [rows * row for rows, row in sorted(matrices, key=lambda shape: -shape[1])]
     fragments = [n for n in sizes if n < cf] + ([vectors] if vectors else [])
     size, first = layout([n for n in sizes if n >= cf], fragments, cf, world)
     return Bucket(name, unit, size, world, first, early, late)

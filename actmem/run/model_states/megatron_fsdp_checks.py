@@ -20,12 +20,13 @@ says why)."""
 
 def check_megatron_fsdp(job) -> None:
     """Check ``use_megatron_fsdp``, ``megatron_fsdp_main_grads_dtype``,
-    ``ddp_bucket_size`` and ``suggested_communication_unit_size``, and refuse what Megatron-FSDP does not run or
-    actmem does not model with it: Megatron-LM's own rules (its version 1
-    needs the distributed optimizer and Adam or SGD, ``arguments.py``),
-    and, not modelled, pipeline stages, FSDP2, ZeRO stages, several
-    optimizer instances (HSDP), 16-bit precisions other than bf16, FP8,
-    Muon, a gradient buffer made in backward, ``accumulate_allreduce_grads_in_fp32``
+    ``ddp_bucket_size`` and ``suggested_communication_unit_size``, and
+    refuse what Megatron-FSDP does not run or actmem does not model with
+    it: Megatron-LM's own rules (its version 1 needs the distributed
+    optimizer, and Adam or SGD: actmem models Adam, ``arguments.py``), and,
+    not modelled, pipeline stages, FSDP2, ZeRO stages, several optimizer
+    instances (HSDP), 16-bit precisions other than bf16, FP8, a gradient
+    buffer made in backward, ``accumulate_allreduce_grads_in_fp32``
     (Megatron-FSDP's own dtype option replaces it), offloading, full
     recomputation, LoRA and multi-token prediction.
 
