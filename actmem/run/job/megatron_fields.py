@@ -187,13 +187,6 @@ def job_options(a: dict, env: dict, world: int, model, gpu=None) -> dict:
                          f"{b} times d={d}: m = global / (micro * d)")
     v, stage_layers = virtual_stages(a, model, p)
     check_compiled_loss(a, env)
-    return _fields(a, env, model, gpu, t, p, d, cp, v, stage_layers, batch) | \
-        megatron_fsdp_options(a, d * cp)
-
-
-def _fields(a, env, model, gpu, t, p, d, cp, v, stage_layers, batch) -> dict:
-    """The options :func:`job_options` reads from ``a`` but Megatron-FSDP's."""
-    b = a["micro_batch_size"]
     return dict(
         t=t, p=p, d=d, cp=cp, ep=a["expert_model_parallel_size"],
         etp=a["expert_tensor_parallel_size"] if model.num_experts else None,  # unused if dense
@@ -230,7 +223,7 @@ def _fields(a, env, model, gpu, t, p, d, cp, v, stage_layers, batch) -> dict:
         cublas_workspace_config=cublas_workspace_config(a, env, gpu),
         tp_comm_overlap=a["tp_comm_overlap"],
         moe_grouped_gemm=bool(model.num_experts) and a["moe_grouped_gemm"]
-        and a["transformer_impl"] == "transformer_engine")
+        and a["transformer_impl"] == "transformer_engine") | megatron_fsdp_options(a, d * cp)
 
 
 def _activation(a: dict) -> str:
