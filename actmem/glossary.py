@@ -290,6 +290,19 @@ TERMS = (
          "until its backward (False)", "前向后重新分片（reshard_after_forward）",
          "FSDP2 的选项：前向之后释放该层聚合的参数、反向前再聚合一次（True），"
          "或把每层的保留到它的反向（False）", ("reshard_after_forward",)),
+    Term("Megatron-FSDP", "Megatron-LM's own FSDP (use_megatron_fsdp): bf16 weights, fp32 main "
+         "weights, gradients and Adam states sharded over d in buckets; layers gathered ahead "
+         "until half the communication unit; each layer's gradients added into a gradient "
+         "bucket, a temporary unsharded buffer, then reduce-scattered",
+         "Megatron-FSDP（Megatron-LM 自带的全分片数据并行）",
+         "Megatron-LM 自己的 FSDP（use_megatron_fsdp）：bf16 权重、fp32 主权重、梯度和 Adam 状态按桶分到 "
+         "d 块 GPU 上；各层提前聚合，直到预取量达到通信单元的一半；每层的梯度先累加进梯度桶（一块临时的、"
+         "未切分的缓冲区），再做 reduce-scatter", ("use_megatron_fsdp",)),
+    Term("communication unit", "Megatron-FSDP's size in elements that bounds the prefetch (half "
+         "of it) and the gradient buckets waiting to be freed: by default twice a layer's "
+         "parameters, at least 10^9 (suggested_communication_unit_size)", "通信单元",
+         "Megatron-FSDP 用来限定预取量（其一半）和等待释放的梯度桶的元素个数：默认为一层参数量的两倍，"
+         "至少 10^9（suggested_communication_unit_size）", ("suggested_communication_unit_size",)),
 )
 """The field's terms as the notebooks use them."""
 
