@@ -29,3 +29,23 @@ def test_the_readme_examples_print_what_the_readme_shows(monkeypatch):
     launch = read_launch("tests/launches/llama3-8b.txt")
     assert "tests/launches/llama3-8b.txt" in text
     assert Job.from_megatron_args(launch, world_size=8, gpu="H100 80GB SXM") == namespace["job"]
+
+
+def test_the_readme_command_lines_give_the_python_example_s_peak(monkeypatch, capsys):
+    """The README's two `train` command lines (a launch file, a config with the
+    launch's options) print the Python example's job: the same stages."""
+    import json
+    import shlex
+
+    from actmem.views.cli import main
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = re.findall(r"^ {4}\.venv/bin/python -m actmem (train --(?:megatron-args|hf-config) .*)$",
+                       text, re.M)
+    assert len(lines) == 2
+    outputs = []
+    for line in lines:
+        assert main(shlex.split(line) + ["--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0]["stages"] == outputs[1]["stages"]
+    assert "39.89 GiB" in text
