@@ -134,15 +134,26 @@ class MegatronFSDP:
     def forward_gathered(self, layer: int) -> int:
         """Bytes of layers gathered while ``layer``'s forward starts: from
         it to the farthest any hook so far has prefetched."""
-        end = max(self.embedding_reach, _reach(self.groups, layer + 1, self.unit // 2, layer))
-        return 2 * sum(self.groups[layer:end + 1])
+        return self._gathered[0][layer]
 
     def backward_gathered(self, layer: int) -> int:
         """Bytes of layers gathered while ``layer``'s backward runs."""
-        reversed_groups = self.groups[::-1]
-        mirrored = self.layers - 1 - layer
-        end = _reach(reversed_groups, mirrored + 1, self.unit // 2, mirrored)
-        return 2 * sum(reversed_groups[mirrored:end + 1])
+        return self._gathered[1][layer]
+
+    @cached_property
+    def _gathered(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """:meth:`forward_gathered` and :meth:`backward_gathered` of every
+        layer, computed once (a timeline asks for each layer in each pass)."""
+        half, groups, last = self.unit // 2, self.groups, self.layers - 1
+        forward = []
+        for layer in range(self.layers):
+            end = max(self.embedding_reach, _reach(groups, layer + 1, half, layer))
+            forward.append(2 * sum(groups[layer:end + 1]))
+        mirrored = groups[::-1]
+        backward = [2 * sum(mirrored[last - layer:_reach(mirrored, last - layer + 1, half,
+                                                          last - layer) + 1])
+                    for layer in range(self.layers)]
+        return tuple(forward), tuple(backward)
 
     @cached_property
     def gradient_buckets(self) -> tuple[tuple[int, ...], int]:

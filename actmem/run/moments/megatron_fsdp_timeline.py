@@ -25,14 +25,19 @@ def megatron_fsdp_timeline(timeline: StageTimeline, f: MegatronFSDP, stack, embe
         embedding: a pass's embedding bytes. tied: the tied output weight's
             gradient, waiting through the backward (0: none).
     """
+    forward = _forward_most(f, stack, embedding)   # the same in every pass
+    backward = _backward_most(f, stack, embedding, tied)
     events, before = [], timeline.events[0]
     for event in timeline.events:
         if event.op.startswith("F") and event.op != before.op:
             name = re.search(r"micro-batch \d+", event.label).group(0)
-            events.append(_forward_moment(before, event.op, name, f, stack, embedding))
+            events.append(_plus(replace(before, label=f"forward of {name}: {FORWARD}",
+                                        op=event.op, moment="during"), **forward))
         if event.label.startswith("after the backward of "):
             name = event.label.removeprefix("after the backward of ")
-            events += _backward_moments(event, name, f, stack, embedding, tied)
+            moment = replace(event, moment="during")
+            events += [_plus(replace(moment, label=f"backward of {name}: {label}"), **extra)
+                       for label, extra in zip((BACKWARD, END), backward)]
         events.append(_plus(event, **_extra(event.label, f, stack)))
         before = event
     return replace(timeline, events=tuple(events))
@@ -64,28 +69,23 @@ def _extra(label: str, f: MegatronFSDP, stack) -> dict[str, int]:
     return {}
 
 
-def _forward_moment(before: Event, op: str, name: str, f: MegatronFSDP, stack,
-                    embedding: int) -> Event:
-    """The start of the layer forward that holds the most: the earlier
-    layers' rows and the gathered layers, on ``before``'s bytes."""
+def _forward_most(f: MegatronFSDP, stack, embedding: int) -> dict[str, int]:
+    """The bytes a pass adds at the start of the layer forward that holds the
+    most: the earlier layers' rows and the gathered layers."""
     held, best = 0, None
     for layer, moments in enumerate(stack):
-        total = held + f.forward_gathered(layer)
-        if best is None or total > best[0]:
-            best = (total, held, f.forward_gathered(layer))
+        alive = dict(activations=embedding + held, weights=f.forward_gathered(layer))
+        if best is None or sum(alive.values()) > sum(best.values()):
+            best = alive
         held += moments.kept
-    _, held, gathered = best
-    return _plus(replace(before, label=f"forward of {name}: {FORWARD}", op=op,
-                         moment="during"),
-                 activations=embedding + held, weights=gathered)
+    return best
 
 
-def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding: int,
-                      tied: int) -> list[Event]:
-    """The layer backward that holds the most at its gradients (its rows and
-    the earlier layers', the gathered layers, the gradient buckets), and the
-    end of the backward (every bucket made, the reductions not yet freed),
-    on ``after``'s bytes (the states)."""
+def _backward_most(f: MegatronFSDP, stack, embedding: int, tied: int) -> tuple[dict, dict]:
+    """The bytes a pass adds at the layer backward that holds the most at its
+    gradients (its rows and the earlier layers', the gathered layers, the
+    gradient buckets), and at the end of the backward (every bucket made,
+    the reductions not yet freed)."""
     at, end = f.gradient_buckets
     held, best = 0, None
     for layer, moments in enumerate(stack):
@@ -94,10 +94,7 @@ def _backward_moments(after: Event, name: str, f: MegatronFSDP, stack, embedding
         if best is None or sum(alive.values()) >= sum(best.values()):
             best = alive
         held += moments.kept
-    moment = replace(after, label="", moment="during")
-    return [_plus(replace(moment, label=f"backward of {name}: {BACKWARD}"), **best),
-            _plus(replace(moment, label=f"backward of {name}: {END}"),
-                  activations=embedding, gradients=end)]
+    return best, dict(activations=embedding, gradients=end)
 
 
 FORWARD = "the layer forward that holds the most (activations, gathered layers; Megatron-FSDP)"
