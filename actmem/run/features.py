@@ -38,6 +38,7 @@ from .model_states.states import expert_data_parallel, sixteen_bit_gradients
 from .moments.precision import (SIXTEEN_BITS, activation_bytes, full_precision_states, layer_rows,
                                 sixteen_bit_buffer)
 from .schedule.split_backward import layer_weight_rows
+from .stage_chunks import chunk_stacks, every_stack
 
 
 class Feature:
@@ -198,12 +199,9 @@ class MegatronFSDP(Feature):
     def timeline(self, setup, timeline, passes):
         if not setup.job.use_megatron_fsdp:
             return timeline
-        pattern = setup.model.moe_pattern()
-        stack = [setup.kinds[moe] for moe in pattern] if setup.kinds else \
-            [setup.moments] * setup.model.L
-        tied = setup.tied if setup.model.tied_embeddings and not setup.fusion else 0
+        stack, = every_stack(setup, 0, chunk_stacks(setup, 0, passes))   # one stage, one chunk
         return megatron_fsdp_timeline(timeline, megatron_fsdp(setup), stack,
-                                      passes[0].embedding, tied)
+                                      passes[0].embedding, waiting_tied_gradient(setup))
 
 
 class DeferredEmbeddingWgrad(Feature):
@@ -243,6 +241,16 @@ class Offload(Feature):
         return replace(stage, timeline=offloaded_timeline(stage.timeline, offload.saving),
                        layer_activations=stage.layer_activations - offload.saving,
                        host_memory=offload.host)
+
+
+def waiting_tied_gradient(setup) -> int:
+    """Bytes of the output layer's weight gradient that wait for the
+    embedding's on this GPU: one weight for both (tied embeddings) on one
+    stage, gradients not fused into the buffer, and no feature that says
+    otherwise (:meth:`Feature.keeps_tied_gradient`); else 0."""
+    waits = (setup.model.tied_embeddings and setup.job.p == 1 and not setup.fusion
+             and all(feature.keeps_tied_gradient(setup) for feature in FEATURES))
+    return setup.tied * waits
 
 
 FEATURES = (SplitBackward(), ContextParallel(), MultiTokenPrediction(), FP8States(),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .features import FEATURES
+from .features import FEATURES, waiting_tied_gradient
 from .job.gpus import find_gpu
 from .job.job import Job, as_job
 from .job.model import ModelConfig
@@ -251,7 +251,7 @@ def stage_memory(setup: StepSetup, i: int) -> StageMemory:
         passes=passes, layers=chunk_layers(setup, i, stacks), layer=moments,
         loss=setup.losses, mask=setup.mask,
         copies=autocast_copies(setup.model, j.t, j.precision),
-        tied_gradient=setup.tied * _tied_gradient_waits(setup), stacks=stacks,
+        tied_gradient=waiting_tied_gradient(setup), stacks=stacks,
         scores_in_workspace=j.global_memory_buffer)
     for feature in FEATURES:
         timeline = feature.timeline(setup, timeline, passes)
@@ -289,12 +289,3 @@ def stage_states(setup: StepSetup, i: int):
     for feature in FEATURES:
         states = feature.states(setup, states)
     return states
-
-
-def _tied_gradient_waits(setup: StepSetup) -> bool:
-    """Whether the output layer's weight gradient waits for the embedding's
-    on this GPU: one weight for both (tied embeddings) on one stage,
-    gradients not fused into the buffer, and no feature that says otherwise."""
-    j = setup.job
-    return (setup.model.tied_embeddings and j.p == 1 and not setup.fusion
-            and all(feature.keeps_tied_gradient(setup) for feature in FEATURES))

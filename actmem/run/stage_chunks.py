@@ -36,8 +36,7 @@ def chunk_stacks(setup: StepSetup, i: int, passes: list[Pass]) -> list[tuple] | 
                                           setup.kinds, setup.plan.v_shaped)
     if not setup.mtp_layers:
         return stacks
-    stacks = stacks or [(setup.moments,) * n for n in setup.split[i]]
-    return [stack + setup.mtp_layers * one.last for stack, one in zip(stacks, passes)]
+    return [stack + setup.mtp_layers * one.last for stack, one in zip(every_stack(setup, i, stacks), passes)]
 
 
 def chunk_layers(setup: StepSetup, i: int, stacks) -> list[int]:
@@ -57,8 +56,13 @@ def chunk_parts(setup: StepSetup, i: int, stacks) -> list[tuple[int, int]]:
 def chunk_pending(setup: StepSetup, i: int, stacks) -> list[dict[str, int]] | None:
     """Per chunk, what a pass keeps from its I to its W (None: no split
     backward)."""
-    moments = setup.moments
-    if moments.weight_rows is None:
+    if setup.moments.weight_rows is None:
         return None
-    stacks = stacks or [(moments,) * n for n in setup.split[i]]
-    return [{"layer_activations": sum(m.weight_rows for m in stack)} for stack in stacks]
+    return [{"layer_activations": sum(m.weight_rows for m in stack)}
+            for stack in every_stack(setup, i, stacks)]
+
+
+def every_stack(setup: StepSetup, i: int, stacks) -> list[tuple]:
+    """:func:`chunk_stacks`' stacks, and where it gives None (every layer
+    alike) each chunk's ``setup.moments`` once per layer."""
+    return stacks or [(setup.moments,) * n for n in setup.split[i]]
