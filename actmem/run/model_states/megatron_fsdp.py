@@ -61,7 +61,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..job.parameters import parameter_count
-from .megatron_fsdp_buckets import Bucket, layer_parameters, model_buckets
+from .megatron_fsdp_buckets import Bucket, model_buckets
+from .placement import layer_parameters
 from .states import expert_data_parallel
 
 UNIT_FLOOR = 1_000_000_000

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from ..job.model import ModelConfig
 from ..job.parameters import parameter_count
 from ..job.weight_shapes import attention_weights, mlp_weights
+from .placement import layer_parameters
 from ...memo import kept_by_repr
 
 
@@ -180,14 +181,6 @@ def _outside(model, count, t: int, world: int, bucket_size, tied_fused: bool) ->
                                   bool(names & {"table", "positions"})))
             held = []
     return buckets
-
-
-def layer_parameters(count, moe: bool, t: int, ep: int, etp: int) -> tuple[int, int]:
-    """A layer's parameters on one GPU: (its own, its routed experts')."""
-    if not moe:
-        return sum(count.layer_split.values()) // t + sum(count.layer_replicated.values()), 0
-    return (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values()),
-            count.experts // (ep * etp))
 
 
 def _layer(model, count, layer: int, moe: bool, t: int, world: int, expert_world: int,

@@ -65,9 +65,8 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     else:
         stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
                                                                stage_layers=stage_layers)]
-    dense = sum(count.layer_split.values()) // t + sum(count.layer_replicated.values())
-    moe = (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values())
-           if count.moe_layers else 0)
+    dense = layer_parameters(count, False, t, ep, etp)[0]
+    moe = layer_parameters(count, True, t, ep, etp)[0] if count.moe_layers else 0
     pattern, first, stages = model.moe_pattern(), 0, []
     moe_layers = _moe_layers(moe_layers, stage_layers, sum(pattern))
     for i, layers in enumerate(stage_layers):
@@ -80,6 +79,17 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     stages[-1] = [a + b for a, b in zip(stages[-1], _mtp_parameters(count, t, p, dense, moe,
                                                                      ep * etp))]
     return [tuple(groups) for groups in stages]
+
+
+def layer_parameters(count: ParameterCount, moe: bool, t: int, ep: int,
+                     etp: int) -> tuple[int, int]:
+    """One layer's parameters on one GPU (``count``: :func:`actmem.parameter_count`
+    at the padded vocabulary): (its own, split over t where tensor parallelism
+    splits them, and its routed experts', over ep x etp; 0 for a dense layer)."""
+    if not moe:
+        return sum(count.layer_split.values()) // t + sum(count.layer_replicated.values()), 0
+    return (sum(count.moe_split.values()) // t + sum(count.moe_replicated.values()),
+            count.experts // (ep * etp))
 
 
 def _mtp_parameters(count: ParameterCount, t: int, p: int, dense: int, moe: int,
