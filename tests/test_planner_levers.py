@@ -52,7 +52,8 @@ CPS = {1, 2, 4, 8, 16, 32}
     ("deepseek-v2-lite", CPS)])  # multi-latent attention, MoE: p2p and allgather
 def test_every_offered_combination_runs(name, cps):
     """No menu entry makes training_memory raise, and the menus offer each
-    lever somewhere (FP8 only for dense models, a2a only for dense ones)."""
+    lever somewhere (FP8 without multi-latent attention, a2a only for dense
+    models)."""
     runs = list(offered_runs(name))
     model = MODELS[name]
     for run in runs:
@@ -61,7 +62,7 @@ def test_every_offered_combination_runs(name, cps):
             for k in ("cp", "cp_comm_type", "fp8", "recompute", "offload")}
     assert seen["offload"] == ({"0"} if model.num_experts else {"0", "1", str(model.L - 1)})
     assert seen["cp"] == {str(cp) for cp in cps}
-    assert ("e4m3" in seen["fp8"]) == (model.num_experts is None)
+    assert ("e4m3" in seen["fp8"]) == (not model.multi_latent_attention)
     assert ("a2a" in seen["cp_comm_type"]) == (model.num_experts is None and cps != {1})
     assert any("core_attn" in r for r in seen["recompute"])
 

@@ -64,8 +64,9 @@ def test_the_run_line_names_the_levers(capsys):
     (["--lora-rank", "8"], "lora_rank=8 needs lora_targets"),
     (["-p", "2", "--cpu-offloading-num-layers", "4"],
      "cpu_offloading_num_layers=4 with p=2: Megatron-LM has no support for pipeline"),
-    (["--preset", "mixtral-8x7b", "--fp8", "e4m3"],
-     "fp8='e4m3' is modelled for dense models; this model has num_experts=8"),
+    (["--preset", "mixtral-8x7b", "--fp8", "e4m3", "--recompute", "selective",
+      "--recompute-modules", "moe_act"],
+     "fp8='e4m3' under fp8_recipe='delayed' with recompute_modules containing 'moe_act'"),
 ])
 def test_bad_levers_exit_2_with_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:

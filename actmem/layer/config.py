@@ -149,6 +149,10 @@ class LayerConfig:
             multiple of the balanced expectation (1; a what-if of dropless
             routing, :func:`actmem.layer.moe_copies.hot_rank_load` gives it for a
             hot expert), at most E.
+        ep: the expert-parallel size (``--expert-model-parallel-size``),
+            dividing E: the layer's E/ep local experts. Balanced routing
+            keeps a rank's expected rows whatever ep is; FP8 keeps one scale
+            inverse per local expert's GEMM input (:mod:`actmem.layer.fp8`).
 
     Raises:
         TypeError: a size is not an ``int``, or a flag is not a ``bool``.
@@ -205,6 +209,7 @@ class LayerConfig:
     moe_router_enable_expert_bias: bool = False
     moe_permute_fusion: bool = False
     fp8_recipe: str = "delayed"
+    ep: int = 1
 
     def __post_init__(self) -> None:
         plain_fields(self)  # NumPy scalars stored as Python's numbers

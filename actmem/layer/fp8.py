@@ -35,6 +35,30 @@ What changes in the ledger (:func:`with_fp8`), each from TE's code:
   core_attn is saved by itself, and linear_proj also saves the quantized
   tensor of this output"), and TE refuses it with delayed scaling.
 
+**An MoE layer** (``megatron/core/transformer/moe/experts.py``:
+TEGroupedMLP; ``shared_experts.py``: SharedExpertMLP, TE's Linear) keeps its
+attention as above, and:
+
+* each routed expert's GEMM input in FP8: TE's ``module/grouped_linear.py``:
+  _GroupedLinear.forward quantizes the tokens of each of the E/ep local
+  experts into its own tensor (``tex.split_quantize``; delayed and current
+  scaling allocate each tensor alone) and keeps its column-wise data
+  (``update_usage(rowwise_usage=False, columnwise_usage=True)``): rows
+  ``expert_fc1_input`` and ``expert_fc2_input`` in 1 byte, one scale
+  inverse per local expert each;
+* the shared experts' ``linear_fc2`` input in FP8, and their
+  ``linear_fc1`` its own FP8 copy of the MoE input (row
+  ``shared_fc1_input_fp8``, the local shard under sequence parallelism),
+  beside the 16-bit input the router keeps (``moe_input``);
+* the router, the probabilities, the activation's inputs and the
+  dispatcher's tensors as without FP8.
+
+Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
+``module/fp8_padding.py``) pads each local expert's tokens to a multiple of
+16 before the experts and cuts them after; a random count of tokens gains 0
+to 15 rows per local expert (the inputs, the activation's rows and the
+probabilities), which an expectation of balanced routing cannot place.
+
 The model states gain what TE keeps per linear module (:func:`fp8_state_bytes`).
 
 Checks (:func:`check_fp8`): TE's ``utils.py``: assert_dim_for_fp8_exec needs,
@@ -47,7 +71,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..validate import shown
-from .ledger import REPLICATED, LedgerRow
+from .ledger import REPLICATED, SEQUENCE_SPLIT, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
 """Megatron-LM's ``--fp8-format`` values (``None``: no FP8)."""
@@ -55,8 +79,11 @@ FP8_RECIPES = ("delayed", "tensorwise")
 """Megatron-LM's ``--fp8-recipe`` values actmem models: delayed scaling (its
 default) and ``"tensorwise"``, TE's Float8CurrentScaling
 (``megatron/core/fp8_utils.py``: get_fp8_recipe)."""
-FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input")
-"""The linear layers' saved inputs, kept in FP8."""
+FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input", "expert_fc1_input",
+                  "expert_fc2_input", "shared_fc2_input")
+"""The linear layers' saved inputs, kept in FP8 (dense, then MoE)."""
+EXPERT_ROWS = ("expert_fc1_input", "expert_fc2_input")
+"""The grouped GEMMs' inputs: one FP8 tensor per local expert."""
 AMAX_HISTORY_LEN = 1
 """Megatron-LM's ``--fp8-amax-history-len`` default (TE's recipe default is 1024)."""
 _TE = "transformer_engine/pytorch/module/"
@@ -65,6 +92,13 @@ SOURCES = {
     "proj_input": _TE + "linear.py: _linear_forward (saved_inputmat, FP8)",
     "fc1_input": _TE + "layernorm_linear.py: _LayerNormLinear.forward (ln_out quantized)",
     "fc2_input": _TE + "linear.py: _linear_forward (saved_inputmat, FP8)",
+    "expert_fc1_input": _TE + "grouped_linear.py: _GroupedLinear.forward (split_quantize, "
+                        "column-wise data saved per local expert)",
+    "expert_fc2_input": _TE + "grouped_linear.py: _GroupedLinear.forward (split_quantize, "
+                        "column-wise data saved per local expert)",
+    "shared_fc2_input": _TE + "linear.py: _linear_forward (saved_inputmat, FP8)",
+    "shared_fc1_input_fp8": _TE + "linear.py: _linear_forward (the MoE input quantized by "
+                            "the shared experts' linear_fc1)",
 }
 """Where TE saves each FP8 input."""
 
@@ -90,8 +124,11 @@ def check_fp8(c) -> str | None:
 
     Raises:
         ValueError: an unknown format (``True`` too: pass the format) or
-            recipe; FP8 with MoE, multi-latent attention or LoRA (not
-            modelled); a linear layer's dimension TE's assert_dim_for_fp8_exec
+            recipe; FP8 with multi-latent attention or LoRA (not modelled);
+            ``moe_act`` recomputation under delayed scaling (Megatron-LM
+            then saves fc2's original input, which TE's GroupedLinear
+            refuses with delayed scaling); a linear layer's dimension TE's
+            assert_dim_for_fp8_exec
             refuses (the message names it and the rule); context parallelism
             under delayed scaling. Under ``"tensorwise"`` the output projection
             keeps its 16-bit input, so context parallelism's rows stand and
@@ -107,13 +144,19 @@ def check_fp8(c) -> str | None:
             raise ValueError(f"fp8_recipe={c.fp8_recipe!r} needs fp8 (a format): without FP8 "
                              "there is no recipe; leave it 'delayed'")
         return None
-    other = [n for n in ("num_experts", "lora_rank") if getattr(c, n, None) is not None]
+    other = [n for n in ("lora_rank",) if getattr(c, n, None) is not None]
     other += [n for n in ("multi_latent_attention",) if getattr(c, n, False)]
     other += [f"cp={c.cp}" for _ in [0] if c.cp > 1 and c.fp8_recipe == "delayed"]
     if other:
-        raise ValueError(f"fp8={fp8!r} is modelled for dense layers with Q/K/V projections, "
+        raise ValueError(f"fp8={fp8!r} is modelled for layers with Q/K/V projections, "
                          f"no LoRA, and cp=1 under delayed scaling; this layer sets "
                          f"{', '.join(other)}")
+    if c.fp8_recipe == "delayed" and "moe_act" in (c.recompute_modules or ()):
+        raise ValueError(f"fp8={fp8!r} under fp8_recipe='delayed' with recompute_modules "
+                         "containing 'moe_act': Megatron-LM then has the experts' linear_fc2 "
+                         "save its original input, which Transformer Engine's GroupedLinear "
+                         "refuses under delayed scaling; use fp8_recipe='tensorwise' or drop "
+                         "'moe_act'")
     for name, size, rule in _gemm_dims(c):
         if size % rule:
             raise ValueError(f"fp8={fp8!r}: {name}={size} must be divisible by {rule} "
@@ -126,12 +169,20 @@ def _gemm_dims(c):
     """(name, size, divisor) of every GEMM dimension TE checks on one rank."""
     from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
     q, kv, t = c.a * head_dim(c), c.g * head_dim(c), c.t
-    fc1 = 2 * c.f if c.activation == "swiglu" else c.f
     local = c.s * c.b // (t if c.sequence_parallel else 1)
-    return (("tokens s*b" + "/t" * c.sequence_parallel, local, 8), ("h", c.h, 16),
-            ("attention width a*d/t", q // t, 16), ("f/t (ffn_hidden_size/t)", c.f // t, 16),
-            ("QKV outputs (a*d+2*g*d)/t", (q + 2 * kv) // t, 8),
-            ("fc1 outputs/t", fc1 // t, 8))
+    dims = (("tokens s*b" + "/t" * c.sequence_parallel, local, 8), ("h", c.h, 16),
+            ("attention width a*d/t", q // t, 16),
+            ("QKV outputs (a*d+2*g*d)/t", (q + 2 * kv) // t, 8))
+    if c.num_experts is None:
+        return dims + _mlp_dims(c.f, t, "f/t (ffn_hidden_size/t)", "fc1", c.activation)
+    fs = c.moe_shared_expert_intermediate_size  # the grouped GEMMs assert nothing
+    return dims + (_mlp_dims(fs, t, "f_s/t (moe_shared_expert_intermediate_size/t)",
+                             "shared experts' fc1", c.activation) if fs else ())
+
+
+def _mlp_dims(f: int, t: int, width: str, fc1: str, activation: str):
+    outputs = 2 * f if activation == "swiglu" else f
+    return ((width, f // t, 16), (f"{fc1} outputs/t", outputs // t, 8))
 
 
 def with_fp8(rows, c):
@@ -154,10 +205,13 @@ def with_fp8(rows, c):
     flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
     out, tensors = [], 0
     for row in rows:
+        if row.key == "shared_fc1_output":  # the shared experts' fc1 quantized its input
+            tensors += 1
+            out.append(_shared_fc1_input(c))
         if row.key not in quantized:
             out.append(row)
             continue
-        tensors += 1
+        tensors += c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
         fp8 = replace(row, bytes_per_element=1, name=row.name + " (FP8)",
                       source=SOURCES[row.key])
         if row.key == "proj_input" and flash_keeps_output:
@@ -173,6 +227,17 @@ def with_fp8(rows, c):
     return tuple(out)
 
 
+def _shared_fc1_input(c) -> LedgerRow:
+    """The shared experts' ``linear_fc1`` FP8 copy of the MoE input (a
+    TE Linear's saved input; under sequence parallelism the local shard's
+    row-wise data, as :data:`SOURCES` says of the dense layers)."""
+    placement, ranks = (SEQUENCE_SPLIT, c.t) if c.sequence_parallel else (REPLICATED, 1)
+    return LedgerRow("shared_fc1_input_fp8", "input of the shared experts' first linear (FP8)",
+                     "MoE", ("s", "b", "h"), c.s * c.b * c.h, 1, placement, ranks, "fixed",
+                     SOURCES["shared_fc1_input_fp8"], "weight gradient of the shared "
+                     "experts' first linear: dW = X^T dY (X dequantized)")
+
+
 def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: bool = True,
                     param_gather: bool = False) -> dict[str, int]:
     """Bytes TE keeps per layer on one GPU beside the bf16 weights, under
@@ -181,7 +246,9 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
 
     * ``"weight_copies"``: each linear weight's FP8 copy, cached across
       micro-batches (``module/linear.py``: ``_fp8_workspaces["weight"]``,
-      kept because Megatron-LM passes ``is_first_microbatch``): the row-wise
+      kept because Megatron-LM passes ``is_first_microbatch``;
+      ``grouped_linear.py``: ``weight{i}`` per local expert), one per GEMM
+      of :func:`fp8_gemm_weights`: the row-wise
       data and, with ``transpose`` (a GPU whose FP8 GEMMs are TN only,
       compute capability below 10.0: ``utils.py``:
       is_non_tn_fp8_gemm_supported), the column-wise transpose for the
@@ -200,8 +267,8 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       (``quantization.py``: DelayedScalingRecipeState, fp32 ``scale`` and
       ``amax_history`` of ``amax_history_len`` rows) for 3 forward tensors
       (input, weight, output) and 2 backward ones (``base.py``:
-      set_meta_tensor): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L) bytes per
-      module, 4 modules per layer; none under ``"tensorwise"``
+      set_meta_tensor, per GEMM): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L)
+      bytes per GEMM, 4 GEMMs in a dense layer; none under ``"tensorwise"``
       (Float8CurrentScalingRecipeState allocates no buffers).
 
     >>> from actmem import LayerConfig
@@ -210,14 +277,32 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
     """
     if c.fp8 is None:
         return {"weight_copies": 0, "parameters": 0, "scaling": 0}
-    from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
-    q, kv = c.a * head_dim(c), c.g * head_dim(c)
-    fc1 = 2 * c.f if c.activation == "swiglu" else c.f
-    weights = (c.h * (q + 2 * kv) + q * c.h + c.h * fc1 + c.f * c.h) // c.t
-    modules = 4
-    copy = (1 + transpose) * weights + 4 * modules
-    scaling = modules * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
+    gemms = fp8_gemm_weights(c)
+    weights, n = sum(gemms), len(gemms)
+    copy = (1 + transpose) * weights + 4 * n
+    scaling = n * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
     if param_gather:
-        return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * modules,
+        return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * n,
                 "scaling": scaling}
     return {"weight_copies": copy, "parameters": 0, "scaling": scaling}
+
+
+def fp8_gemm_weights(c) -> list[int]:
+    """Weight elements on one GPU of each GEMM Transformer Engine runs in
+    FP8 in layer ``c``: Q/K/V and the output projection (over t), then the
+    dense MLP's fc1 and fc2 (over t), or an MoE layer's shared experts' fc1
+    and fc2 (over t) and each local expert's fc1 and fc2 (E/ep experts,
+    over etp; a GroupedLinear of E/ep GEMMs keeps per GEMM what a Linear
+    keeps: ``module/base.py``: set_meta_tensor sizes the scaling state by
+    ``num_gemms``). The router stays in 16 bits (Megatron-LM's own GEMM)."""
+    from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
+    q, kv, t = c.a * head_dim(c), c.g * head_dim(c), c.t
+    glu = 2 if c.activation == "swiglu" else 1
+    gemms = [c.h * (q + 2 * kv) // t, q * c.h // t]
+    if c.num_experts is None:
+        return gemms + [glu * c.f * c.h // t, c.f * c.h // t]
+    fs = c.moe_shared_expert_intermediate_size
+    if fs:
+        gemms += [glu * fs * c.h // t, fs * c.h // t]
+    local, x = c.num_experts // c.ep, c.expert_t
+    return gemms + [glu * c.f_e * c.h // x] * local + [c.f_e * c.h // x] * local

@@ -123,20 +123,22 @@ def check_moe(c: LayerConfig) -> None:
             1..E; the router's rules (:func:`actmem.layer.router.check_router`)
             and those of :func:`_check_routing`; t > 1 without
             sequence parallelism (``moe_layer.py``: MoELayer.forward refuses it
-            in training); etp not dividing f_e; t not dividing the shared
-            experts' width.
+            in training); etp not dividing f_e; ep not dividing E; t not
+            dividing the shared experts' width.
     """
     check_moe_values(c)
     refuse_without_experts(c)
+    ep = positive_int("ep", c.ep)
     load = finite_number("moe_rank_load", real(c.moe_rank_load), positive=True,
                          allowed="a finite number from 1 (balanced routing) to num_experts")
     object.__setattr__(c, "moe_rank_load", load)
     if c.num_experts is None:
-        if load != 1:
-            raise ValueError(f"moe_rank_load={load!r} needs num_experts: it is the load of a "
-                             "rank's experts")
+        if load != 1 or ep != 1:
+            raise ValueError(f"moe_rank_load={load!r}, ep={ep} need num_experts: they "
+                             "describe a rank's experts (without experts: 1 and 1)")
         return
     E = positive_int("num_experts", c.num_experts)
+    divides("ep", ep, num_experts=E)
     k = c.moe_router_topk
     if k > E:
         raise ValueError(f"moe_router_topk={k} must be between 1 and num_experts={E}: "

@@ -26,7 +26,7 @@ from dataclasses import replace
 from ..layer.context_parallel import with_a2a_output
 from .moments.cp_timeline import with_exchange
 from .job.gpus import find_gpu
-from .model_states.fp8_states import fp8_state_change, fp8_transpose
+from .model_states.fp8_states import fp8_stage_bytes, fp8_transpose
 from .model_states.fsdp import fsdp2, fsdp_timeline
 from .model_states.megatron_fsdp import megatron_fsdp
 from .moments.megatron_fsdp_timeline import megatron_fsdp_timeline
@@ -101,16 +101,21 @@ class MultiTokenPrediction(Feature):
 
 class FP8States(Feature):
     """TE's FP8 states as the recipe, FP8 parameters and the GPU make them
-    (:func:`actmem.run.model_states.fp8_states.fp8_state_change`): model_states
+    (:func:`actmem.run.model_states.fp8_states.fp8_stage_bytes`' options): model_states
     counts delayed scaling with Hopper's transposed copies."""
 
     def states(self, setup, states):
         j = setup.job
         if not setup.fp8:
             return states
-        change = fp8_state_change(setup.whole, j.t, setup.fp8, j.fp8_recipe, j.fp8_param_gather,
-                                  fp8_transpose(find_gpu(j.gpu_memory)))
-        return replace(states, weights=states.weights + change * sum(setup.split[states.stage]))
+        where = dict(t=j.t, p=j.p, stage_layers=tuple(map(sum, setup.split)), ep=j.ep,
+                     etp=j.etp, moe_layers=setup.moe_layers())
+        counted = fp8_stage_bytes(setup.whole, setup.fp8, **where)
+        wanted = fp8_stage_bytes(setup.whole, setup.fp8, **where, recipe=j.fp8_recipe,
+                                 param_gather=j.fp8_param_gather,
+                                 transpose=fp8_transpose(find_gpu(j.gpu_memory)))
+        change = wanted[states.stage] - counted[states.stage]
+        return replace(states, weights=states.weights + change)
 
 
 class FullPrecision(Feature):

@@ -24,7 +24,8 @@ planner's other controls, so that no entry makes
   planner does not offer; a test runs every offered set of every preset);
 * fp8 (``--fp8-format``): ``None``, ``"e4m3"`` or ``"hybrid"`` where
   :func:`actmem.layer.fp8.check_fp8` (Transformer Engine's GEMM dimension
-  rules; dense layers without LoRA, cp = 1) accepts the layer as run;
+  rules; no LoRA or multi-latent attention, cp = 1) accepts each kind of
+  layer as run;
 * offloaded layers (``--cpu-offloading-num-layers``): 0 to L-1 where
   :func:`actmem.run.moments.offload.check_offload` accepts the run (p = 1, no
   recomputation, ``"1f1b"``) and the model is dense (:func:`actmem.run.moments.offload.cpu_offload`).
@@ -54,6 +55,7 @@ import warnings
 from ..language import get_language, tr
 from ..layer.context_parallel import rank_model, valid_context_parallel_sizes
 from ..layer.fp8 import FP8_FORMATS
+from ..run.model_states.fp8_states import check_fp8_layers
 from ..layer.recompute_modules import MODULES, check_for_model
 from ..run.job.gpus import GPUS, gpu_runs
 from ..run.moments.offload import check_offload
@@ -275,19 +277,22 @@ def module_options(model, t: int, sequence_parallel: bool) -> list[tuple[str, tu
 def fp8_choices(model, t: int, sequence_parallel: bool, recompute: str,
                 recompute_modules=None, cp: int = 1) -> list[str | None]:
     """``None`` (off) and the formats of :data:`actmem.FP8_FORMATS` that
-    the layers accept as run (Transformer Engine's dimension rules, dense
-    layers without LoRA or multi-latent attention, cp = 1).
+    each kind of layer accepts as run under delayed scaling
+    (:func:`actmem.run.model_states.fp8_states.check_fp8_layers`:
+    Transformer Engine's dimension rules, no LoRA or multi-latent
+    attention, cp = 1).
 
     >>> from actmem import MOE_PRESETS, PRESETS
     >>> fp8_choices(PRESETS["llama2-7b"], 2, False, "none"), fp8_choices(
-    ...     MOE_PRESETS["mixtral-8x7b"], 1, False, "none")
-    ([None, 'e4m3', 'hybrid'], [None])
+    ...     MOE_PRESETS["mixtral-8x7b"], 1, False, "none"), fp8_choices(
+    ...     MOE_PRESETS["deepseek-v3"], 1, False, "none")
+    ([None, 'e4m3', 'hybrid'], [None, 'e4m3', 'hybrid'], [None])
     """
-    if model.num_experts is not None or cp != 1:  # training_memory: dense, TE: cp = 1
+    if cp != 1:  # Transformer Engine's FP8 is modelled at cp = 1 under delayed scaling
         return [None]
-    options = {} if recompute_modules is None else {"recompute_modules": recompute_modules}
     return [None, *(f for f in FP8_FORMATS
-                    if _runs(model.layer, t, sequence_parallel, recompute, fp8=f, **options))]
+                    if _runs(check_fp8_layers, model, t, sequence_parallel, recompute, f,
+                             recompute_modules))]
 
 
 @menu_cache

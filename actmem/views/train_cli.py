@@ -139,8 +139,8 @@ def add_levers(p: argparse.ArgumentParser) -> None:
                    metavar=("A2A", "P2P"),
                    help="a2a+p2p: the all-to-all group's and the ring's sizes (product cp)")
     p.add_argument("--fp8", "--fp8-format", dest="fp8", choices=FP8_FORMATS,
-                   help="Transformer Engine's FP8 linear layers (default off; dense "
-                        "presets, cp 1)")
+                   help="Transformer Engine's FP8 linear layers under delayed scaling "
+                        "(default off; cp 1, no multi-latent attention)")
     p.add_argument("--cpu-offloading-num-layers", type=count, default=0,
                    help="the first n layers' saved tensors go to host memory (0; p 1, "
                         "no recomputation, 1f1b, dense presets)")

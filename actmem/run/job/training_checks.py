@@ -19,7 +19,7 @@ from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
 from ..moments.mtp import check_mtp
-from ..model_states.fp8_states import check_fp8_job
+from ..model_states.fp8_states import check_fp8_job, check_fp8_layers
 from ..model_states.megatron_fsdp_checks import check_megatron_fsdp
 from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
@@ -80,11 +80,8 @@ def check_training(model, *, t, p, d, m, v, cp, schedule, sequence_parallel, rec
         qk_layernorm=model.qk_layernorm, multi_latent_attention=model.multi_latent_attention,
         lora_rank=model.lora_rank, fp8=fp8, recompute_modules=recompute_modules, cp=cp,
         cpu_offloading_num_layers=cpu_offloading_num_layers, logits_bytes=logits_bytes)
-    if fp8 and model.num_experts is not None:
-        raise ValueError(f"fp8={fp8!r} is modelled for dense models; this model has "
-                         f"num_experts={model.num_experts}: use fp8=None")
-    if fp8:
-        model.layer(t, sequence_parallel, recompute, fp8=fp8)  # Transformer Engine's checks
+    if fp8:  # Transformer Engine's checks, each kind of layer
+        check_fp8_layers(model, t, sequence_parallel, recompute, fp8, recompute_modules)
     return CheckedRun(k, fp8, fusion)
 
 

@@ -60,25 +60,39 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     t = model.layer(t, moe=False).t  # a plain int that divides a, h, kv_heads, f
     ep, etp = expert_sizes(model, t, ep, etp)
     count = parameter_count(model, vocab=model.padded_vocab(t))
-    if stage_layers is None:
-        stage_layers = [chunk_layers(model.L, p)] * p
-    else:
-        stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
-                                                               stage_layers=stage_layers)]
     dense = layer_parameters(count, False, t, ep, etp)[0]
     moe = layer_parameters(count, True, t, ep, etp)[0] if count.moe_layers else 0
-    pattern, first, stages = model.moe_pattern(), 0, []
-    moe_layers = _moe_layers(moe_layers, stage_layers, sum(pattern))
-    for i, layers in enumerate(stage_layers):
-        n_moe = sum(pattern[first:first + layers]) if moe_layers is None else moe_layers[i]
-        stages.append([(layers - n_moe) * dense + n_moe * moe,
-                       n_moe * count.experts // (ep * etp)])
-        first += layers
+    stages = [[(layers - n_moe) * dense + n_moe * moe, n_moe * count.experts // (ep * etp)]
+              for layers, n_moe in stage_layer_kinds(model, p, stage_layers, moe_layers)]
     stages[0][0] += count.embedding // t + count.positions
     stages[-1][0] += count.final_norm + _output_weights(count, p) // t
     stages[-1] = [a + b for a, b in zip(stages[-1], _mtp_parameters(count, t, p, dense, moe,
                                                                      ep * etp))]
     return [tuple(groups) for groups in stages]
+
+
+def stage_layer_kinds(model: ModelConfig, p: int = 1, stage_layers=None,
+                      moe_layers=None) -> list[tuple[int, int]]:
+    """(layers, MoE layers among them) on each pipeline stage, stage 0
+    first: ``stage_layers`` checked by :func:`actmem.split_layers` (default
+    ``L/p`` each), and ``moe_layers`` (as :func:`stage_parameter_groups`)
+    or the MoE layers among each stage's consecutive layers.
+
+    Raises:
+        TypeError, ValueError: as :func:`actmem.split_layers` and
+            :func:`stage_parameter_groups`' ``moe_layers``.
+    """
+    if stage_layers is None:
+        stage_layers = [chunk_layers(model.L, p)] * p
+    else:
+        stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
+                                                               stage_layers=stage_layers)]
+    pattern = model.moe_pattern()
+    counts = _moe_layers(moe_layers, stage_layers, sum(pattern))
+    firsts = [sum(stage_layers[:i]) for i in range(len(stage_layers))]
+    if counts is None:
+        counts = [sum(pattern[first:first + n]) for first, n in zip(firsts, stage_layers)]
+    return list(zip(stage_layers, counts))
 
 
 def layer_parameters(count: ParameterCount, moe: bool, t: int, ep: int,

@@ -172,7 +172,8 @@ def model_states(model_or_params: ModelConfig | int, *, t: int = 1, p: int = 1,
                               moe_layers=moe_layers,
                               num_distributed_optimizer_instances=(
                                   num_distributed_optimizer_instances))
-        extra = fp8_stage_bytes(model_or_params, fp8, t, p, stage_layers)[states.stage]
+        extra = fp8_stage_bytes(model_or_params, fp8, t, p, stage_layers, ep=ep, etp=etp,
+                                moe_layers=moe_layers)[states.stage]
         return replace(states, weights=states.weights + extra)
     d, cp = positive_int("d", d), positive_int("cp", cp)
     flag("distributed_optimizer", distributed_optimizer)

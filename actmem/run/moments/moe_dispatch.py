@@ -26,6 +26,13 @@ experts and 2h bytes per bf16 token copy (probabilities: 2 bytes per copy):
   ``combine_postprocess``'s unpermute (``moe_utils.py``: unpermute, a
   ``scatter_add_`` into zeros of the rank's s*b/t tokens) beside its input.
 
+Under FP8 (:mod:`actmem.layer.fp8`) the experts save FP8 copies of their
+input, and the 16-bit one stays a transient: held by the layer's
+``custom_forward`` when it is the permuted tokens or the all-to-all's output,
+else by ``routed_experts_compute`` (``moe_layer.py``) until
+``combine_preprocess`` returns (the experts' output, its unsort and the
+reduce-scatter; with the all-gather dispatcher, unpermute).
+
 :func:`dispatch_buffers` takes the largest of those moments (beside the
 held permuted tokens and probabilities); the layer's rows are all alive
 then. In the backward (:func:`dispatch_gradients`) the autograd engine runs
@@ -84,8 +91,9 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     (R, got), row, local = _copies(c, ep), 2 * c.h, E // ep
     chain = [("permuted tokens", R)] + [("all-to-all output", got)] * (ep > 1) \
         + [("all-gather output", got * x)] * (x > 1) + [("sorted tokens", got * x)] * (local > 1)
-    held = {name: n * row for name, n in chain[:-1] if name in ("permuted tokens",
-                                                                 "all-to-all output")}
+    layer_wide = ("permuted tokens", "all-to-all output")   # MoELayer's custom_forward
+    saved = chain[:-1] if not c.fp8 else chain   # FP8: the experts save an FP8 copy
+    held = {name: n * row for name, n in saved if name in layer_wide}
     probs = "all-to-all output" if ep > 1 else "permuted tokens"   # dispatch() returns
     if chain[-1][0] != probs:  # held too (the experts' own input otherwise: a ledger row)
         held["dispatched probabilities"] = probability_bytes(c) * got
@@ -94,6 +102,9 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     moments = [after[:n] for n in range(1, len(after) + 1)]
     if ep > 1 and len(after) > 2:   # combine's all-to-all: the experts' output is freed
         moments[-1] = after[-2:]
+    if c.fp8 and chain[-1][0] not in layer_wide:   # routed_experts_compute holds it
+        inside = len(after) - (ep > 1)
+        moments[:inside] = [m + [("experts' 16-bit input", got * x)] for m in moments[:inside]]
     # unpermute: its input and the zeros of the rank's s*b/t tokens it scatters into
     moments.append([after[-1], ("unpermuted output", c.s * c.b // c.t)])
     busiest = max(moments, key=lambda m: sum(n for _, n in m))
@@ -151,7 +162,8 @@ def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     p, copies = probability_bytes(c), received_copies(c) * c.expert_t
     held = {"gathered probabilities": p * G * E * (c.expert_t * ep > 1),
             "local routing map": G * E // ep * (ep > 1)}
-    unpermute = {"experts' output": copies * row, "unpermuted output": G * row}
+    unpermute = {"experts' output": copies * row, "unpermuted output": G * row,
+                 "experts' 16-bit input": copies * row * bool(c.fp8)}
     cast = {"unpermuted output": G * row, "cast for the reduce-scatter": G * row * p // 2}
     wide = p > 2 and c.expert_t * ep > 1
     busiest = max([unpermute] + [cast] * wide, key=lambda m: sum(m.values()))

@@ -113,8 +113,8 @@ def kind_moments(model: ModelConfig, t: int, sequence_parallel: bool, recompute:
     kinds = {}
     for kind in sorted(set(model.moe_pattern())):
         shape = model if kind else dense_twin(model)
-        moe = {"moe": True, "etp": etp, **({"moe_rank_load": rank_load} if rank_load != 1
-                                           else {})}
+        moe = {"moe": True, "etp": etp, "ep": ep,
+               **({"moe_rank_load": rank_load} if rank_load != 1 else {})}
         opts = {**(layer_options or {}), **(moe if kind else {})}
         if not kind and "recompute_modules" in opts:  # the names a dense layer of model has
             opts["recompute_modules"] = for_layer(opts["recompute_modules"], recompute,
