@@ -1051,7 +1051,8 @@ CLASSES: dict[str, tuple] = {
                                      "its default (the input's dtype) is modelled"),
     "--fp32-residual-connection": when_set("the residual stream is kept in fp32"),
     "--fp8-format": (M, "fp8", "Transformer Engine FP8 linears (e4m3 or hybrid): 1-byte saved "
-                               "inputs and FP8 weight copies (actmem.layer.fp8).",
+                               "inputs and FP8 weight copies, in dense and MoE layers (the "
+                               "experts' grouped GEMMs per local expert; actmem.layer.fp8).",
                      {"values": ["e4m3", "hybrid"]}),
     "--fp8-recipe": (M, "fp8_recipe", "Delayed scaling (the default) keeps scales and amax "
                                       "histories per TE module; tensorwise (current scaling) "
@@ -1076,7 +1077,8 @@ CLASSES: dict[str, tuple] = {
     "--fp8-param-gather": (M, "fp8_param_gather", "The linear layers' parameters are FP8 "
                                                   "tensors (1 byte, and Hopper's transpose), "
                                                   "with no cached FP8 copy "
-                                                  "(actmem.layer.fp8: fp8_state_bytes)."),
+                                                  "(actmem.layer.fp8: fp8_state_bytes); dense "
+                                                  "models only (refused with experts)."),
     "--fp4-param-gather": when_set("FP4 parameters replace the bf16 ones"),
     "--fp4-format": when_set("FP4 (NVFP4) linears, which actmem does not model"),
     "--fp4-recipe": only(_FP4),

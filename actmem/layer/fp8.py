@@ -53,7 +53,8 @@ attention as above, and:
 * the router, the probabilities, the activation's inputs and the
   dispatcher's tensors as without FP8.
 
-Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
+Measured: the reference MoE layer with FP8 linears (:mod:`actmem.measure.moe_fp8`,
+one rank on CPU) saves exactly these rows. Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
 ``module/fp8_padding.py``) pads each local expert's tokens to a multiple of
 16 before the experts and cuts them after; a random count of tokens gains 0
 to 15 rows per local expert (the inputs, the activation's rows and the

@@ -72,7 +72,16 @@ class _FP8LinearFunction(torch.autograd.Function):
         g = grad.reshape(-1, grad.shape[-1])
         x_deq = (x_fp8.t().float() * scale_inv).to(grad.dtype)
         dx = (g @ weight).view(ctx.shape)
-        return dx, g.t() @ x_deq, g.sum(0), None, None
+        return dx, g.t() @ x_deq, g.sum(0) if ctx.needs_input_grad[2] else None, None, None
+
+
+def fp8_matmul(x: torch.Tensor, weight: torch.Tensor, key: str) -> torch.Tensor:
+    """``x @ weight`` (``weight``: in x out, no bias) as a TE FP8 linear that
+    quantizes ``x`` on its own and saves it as row ``key``: an MoE layer's
+    expert (TE's GroupedLinear quantizes each expert's tokens apart) or
+    shared-expert linear."""
+    x_fp8, scale_inv = Quantizer(key)(x)
+    return _FP8LinearFunction.apply(x, weight.t(), None, x_fp8, scale_inv)
 
 
 class FP8Linear(nn.Module):
@@ -99,22 +108,31 @@ class ReferenceFP8Layer(ReferenceLayer):
             raise ValueError(f"ReferenceFP8Layer needs fp8 and t = 1, got fp8={config.fp8!r}, "
                              f"t={config.t}")
         super().__init__(config, 0, mask=mask, seed=seed, dtype=dtype)
-        keys = {r.key for r in ledger_rows(config)}
-        proj = "proj_input_fp8" if "proj_input_fp8" in keys else "proj_input"
-        self.quantizers = {"qkv": Quantizer("qkv_input"), "proj": Quantizer(proj),
-                           "fc1": Quantizer("fc1_input"), "fc2": Quantizer("fc2_input")}
-        group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
-                 "gate": "fc1", "up": "fc1", "fc2": "fc2"}
-        if config.fp8_recipe != "delayed":   # save_original_input: proj saves its bf16 input
-            del self.quantizers["proj"], group["proj"]
-        for name in list(self.linears):
-            if name in group:
-                self.linears[name] = FP8Linear(self.linears[name], self.quantizers[group[name]])
+        self.quantizers = fp8_linears(self, config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for quantizer in self.quantizers.values():
             quantizer.last = None
         return super().forward(x)
+
+
+def fp8_linears(layer: ReferenceLayer, config: LayerConfig) -> dict[str, Quantizer]:
+    """Replace ``layer``'s linears by :class:`FP8Linear` ones (the output
+    projection only under delayed scaling) and return their quantizers, one
+    per input (Q, K and V share one; the MLP's gate and up too), to be
+    cleared before each forward."""
+    keys = {r.key for r in ledger_rows(config)}
+    proj = "proj_input_fp8" if "proj_input_fp8" in keys else "proj_input"
+    quantizers = {"qkv": Quantizer("qkv_input"), "proj": Quantizer(proj),
+                  "fc1": Quantizer("fc1_input"), "fc2": Quantizer("fc2_input")}
+    group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
+             "gate": "fc1", "up": "fc1", "fc2": "fc2"}
+    if config.fp8_recipe != "delayed":   # save_original_input: proj saves its bf16 input
+        del quantizers["proj"], group["proj"]
+    for name in list(layer.linears):
+        if name in group:
+            layer.linears[name] = FP8Linear(layer.linears[name], quantizers[group[name]])
+    return quantizers
 
 
 def measure_fp8(config: LayerConfig, mask: str = "bool") -> Measurement:

@@ -242,17 +242,21 @@ class ReferenceMoELayer(ReferenceLayer):
     def _combine(self, outputs, back):
         return outputs
 
+    def _expert_linear(self, x, weight, key):
+        """One expert's linear, ``x @ weight``, saving ``x`` as row ``key``."""
+        return named(key, x) @ weight
+
     def _experts(self, tokens, probs, counts):
         outs = []
         for e, (x, w) in enumerate(zip(torch.split(tokens, counts),
                                        torch.split(probs, counts)), start=self.first_expert):
-            y = x @ self.fc1[e]
+            y = self._expert_linear(x, self.fc1[e], "expert_fc1_input")
             if self.config.activation == "swiglu":
                 z = WeightedSwiGLU.apply(named("expert_fc1_output", y), w.unsqueeze(-1))
             else:  # experts.py: the unfused activation with probabilities
                 act = _activation(self.config.activation, y, "expert_fc1_output")
                 z = (named("expert_act_output", act) * w.unsqueeze(-1)).to(y.dtype)
-            outs.append(named("expert_fc2_input", z) @ self.fc2[e])
+            outs.append(self._expert_linear(z, self.fc2[e], "expert_fc2_input"))
         return torch.cat(outs)
 
 
