@@ -1057,9 +1057,12 @@ CLASSES: dict[str, tuple] = {
     "--fp8-recipe": (M, "fp8_recipe", "Delayed scaling (the default) keeps scales and amax "
                                       "histories per TE module; tensorwise (current scaling) "
                                       "keeps none, and its output projection saves its 16-bit "
-                                      "input (actmem.layer.fp8); mxfp8, blockwise and custom "
-                                      "keep other scales and are refused.",
-                     {"values": ["delayed", "tensorwise"]}),
+                                      "input (actmem.layer.fp8); blockwise keeps that too, an "
+                                      "fp32 scale per 1x128 block of a saved input and both "
+                                      "copies of each weight with their 128x128 blocks' scales "
+                                      "(actmem.layer.fp8_blockwise); mxfp8 and custom keep "
+                                      "other scales and are refused.",
+                     {"values": ["delayed", "tensorwise", "blockwise"]}),
     "--fp8-quantizer-factory": only("--fp8-recipe custom"),
     "--fp8-margin": (N, "A value in FP8 scale computation."),
     "--fp8-interval": (N, "Ignored by Transformer Engine since 1.8."),

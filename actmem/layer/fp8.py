@@ -7,6 +7,8 @@ Transformer layer (``linear_qkv`` and ``linear_fc1``, TE's LayerNormLinear;
 under Megatron-LM's default recipe, delayed scaling (``fp8_recipe =
 "delayed"``, ``fp8_amax_history_len = 1``). ``"e4m3"`` and ``"hybrid"``
 (gradients in e5m2) keep the same bytes: every FP8 element is 1 byte.
+``--fp8-recipe tensorwise`` and ``blockwise`` change the scales and the
+output projection's input (:func:`with_fp8`, :mod:`actmem.layer.fp8_blockwise`).
 
 What changes in the ledger (:func:`with_fp8`), each from TE's code:
 
@@ -76,10 +78,11 @@ from .ledger import REPLICATED, SEQUENCE_SPLIT, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
 """Megatron-LM's ``--fp8-format`` values (``None``: no FP8)."""
-FP8_RECIPES = ("delayed", "tensorwise")
+FP8_RECIPES = ("delayed", "tensorwise", "blockwise")
 """Megatron-LM's ``--fp8-recipe`` values actmem models: delayed scaling (its
-default) and ``"tensorwise"``, TE's Float8CurrentScaling
-(``megatron/core/fp8_utils.py``: get_fp8_recipe)."""
+default), ``"tensorwise"``, TE's Float8CurrentScaling, and ``"blockwise"``,
+TE's Float8BlockScaling (``megatron/core/fp8_utils.py``: get_fp8_recipe;
+:mod:`actmem.layer.fp8_blockwise`)."""
 FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input", "expert_fc1_input",
                   "expert_fc2_input", "shared_fc2_input")
 """The linear layers' saved inputs, kept in FP8 (dense, then MoE)."""
@@ -131,14 +134,15 @@ def check_fp8(c) -> str | None:
             refuses with delayed scaling); a linear layer's dimension TE's
             assert_dim_for_fp8_exec
             refuses (the message names it and the rule); context parallelism
-            under delayed scaling. Under ``"tensorwise"`` the output projection
-            keeps its 16-bit input, so context parallelism's rows stand and
-            only qkv, fc1 and fc2 take their inputs in FP8.
+            under delayed scaling. Under ``"tensorwise"`` and ``"blockwise"``
+            the output projection keeps its 16-bit input, so context
+            parallelism's rows stand and only qkv, fc1 and fc2 take their
+            inputs in FP8.
     """
     fp8 = fp8_format(c.fp8)
     if c.fp8_recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_recipe must be one of {', '.join(map(repr, FP8_RECIPES))} "
-                         f"(Megatron-LM's --fp8-recipe; mxfp8, blockwise and custom are not "
+                         f"(Megatron-LM's --fp8-recipe; mxfp8 and custom are not "
                          f"modelled), got {shown(c.fp8_recipe)}")
     if fp8 is None:
         if c.fp8_recipe != "delayed":
@@ -189,8 +193,9 @@ def _mlp_dims(f: int, t: int, width: str, fc1: str, activation: str):
 def with_fp8(rows, c):
     """The rows under FP8 (module docstring), applied after sequence
     parallelism: the linear inputs in 1 byte, the attention output kept in
-    16 bits beside its FP8 copy with FlashAttention, and one fp32 scale
-    inverse per FP8 tensor. Under ``"tensorwise"`` the output projection
+    16 bits beside its FP8 copy with FlashAttention, and the fp32 scale
+    inverses (one per FP8 tensor; per 1x128 block under ``"blockwise"``).
+    Under ``"tensorwise"`` and ``"blockwise"`` the output projection
     saves its original 16-bit input and no FP8 copy (Megatron-LM's
     ``attention.py`` calls ``set_save_original_input(linear_proj)`` for
     every recipe but delayed; TE's ``linear.py`` then saves ``inp``), so its
@@ -207,12 +212,12 @@ def with_fp8(rows, c):
     out, tensors = [], 0
     for row in rows:
         if row.key == "shared_fc1_output":  # the shared experts' fc1 quantized its input
-            tensors += 1
             out.append(_shared_fc1_input(c))
+            tensors += _scales(c, out[-1])
         if row.key not in quantized:
             out.append(row)
             continue
-        tensors += c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
+        tensors += _scales(c, row)
         fp8 = replace(row, bytes_per_element=1, name=row.name + " (FP8)",
                       source=SOURCES[row.key])
         if row.key == "proj_input" and flash_keeps_output:
@@ -220,12 +225,43 @@ def with_fp8(rows, c):
                                "reads the attention output O in 16 bits"))
             fp8 = replace(fp8, key="proj_input_fp8")
         out.append(fp8)
+    blockwise = c.fp8_recipe == "blockwise"
     out.append(LedgerRow("fp8_scale_inv", "FP8 scale inverses of the saved inputs (fp32)",
-                         "MLP", ("n_fp8",), tensors, 4, REPLICATED, 1, "fixed",
-                         "transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor "
-                         "(_scale_inv)", "dequantizing each saved FP8 input in backward: "
-                         "x = x_fp8 * scale_inv"))
+                         "MLP", ("n_scales" if blockwise else "n_fp8",), tensors, 4, REPLICATED,
+                         1, "fixed", SCALE_SOURCES[blockwise], "dequantizing each saved FP8 "
+                         "input in backward: x = x_fp8 * scale_inv"))
     return tuple(out)
+
+
+SCALE_SOURCES = ("transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
+                 "transformer_engine/pytorch/csrc/quantizer.cpp: Float8BlockQuantizer::"
+                 "get_scale_shape (column-wise, 1x128 blocks)")
+"""Where the scale inverses are made: one per tensor, or per block (blockwise)."""
+
+
+def _scales(c, row) -> int:
+    """fp32 scales a quantized ``row`` keeps on one GPU: one per FP8 tensor
+    (one per local expert's for the experts' inputs), or under blockwise
+    scaling each tensor's 1x128 blocks
+    (:func:`actmem.layer.fp8_blockwise.input_scales`; the experts' expected
+    tokens per local expert, and their buffer's alignment pad)."""
+    tensors = c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
+    if c.fp8_recipe != "blockwise":
+        return tensors
+    from .fp8_blockwise import GROUPED_PAD, input_scales
+    K = _input_width(c, row.key)
+    tokens = -(-(row.elements // row.ranks // K) // tensors)
+    pad = GROUPED_PAD // 4 if row.key in EXPERT_ROWS else 0
+    return tensors * input_scales(tokens, K) + pad
+
+
+def _input_width(c, key: str) -> int:
+    """K, the features of a quantized input on one GPU (``key``: its row)."""
+    if key in ("fc2_input", "shared_fc2_input", "expert_fc2_input"):
+        f, x = {"fc2_input": (c.f, c.t), "expert_fc2_input": (c.f_e, c.expert_t),
+                "shared_fc2_input": (c.moe_shared_expert_intermediate_size, c.t)}[key]
+        return f // x
+    return c.h
 
 
 def _shared_fc1_input(c) -> LedgerRow:
@@ -249,7 +285,7 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       micro-batches (``module/linear.py``: ``_fp8_workspaces["weight"]``,
       kept because Megatron-LM passes ``is_first_microbatch``;
       ``grouped_linear.py``: ``weight{i}`` per local expert), one per GEMM
-      of :func:`fp8_gemm_weights`: the row-wise
+      of :func:`fp8_gemm_shapes`: the row-wise
       data and, with ``transpose`` (a GPU whose FP8 GEMMs are TN only,
       compute capability below 10.0: ``utils.py``:
       is_non_tn_fp8_gemm_supported), the column-wise transpose for the
@@ -257,7 +293,9 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       Blackwell (``csrc/quantizer.cpp``: create_tensor), plus its 4-byte
       scale inverse; with ``param_gather`` (Megatron-LM's
       ``--fp8-param-gather``) the parameter is the FP8 tensor and nothing is
-      cached (``module/base.py``: quantize_weight returns it);
+      cached (``module/base.py``: quantize_weight returns it); under
+      ``"blockwise"`` both copies on every GPU and their 128 x 128 blocks'
+      scales (:func:`actmem.layer.fp8_blockwise.weight_copy_bytes`);
     * ``"parameters"``: with ``param_gather``, what the FP8 parameters change
       against 16-bit ones: 1 byte of data (in the distributed optimizer's
       uint8 buffer, ``param_and_grad_buffer.py``) and the transpose that is
@@ -270,7 +308,7 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       (input, weight, output) and 2 backward ones (``base.py``:
       set_meta_tensor, per GEMM): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L)
       bytes per GEMM, 4 GEMMs in a dense layer; none under ``"tensorwise"``
-      (Float8CurrentScalingRecipeState allocates no buffers).
+      and ``"blockwise"`` (their recipe states allocate no buffers).
 
     >>> from actmem import LayerConfig
     >>> fp8_state_bytes(LayerConfig(8, 1, 64, 4, fp8="hybrid"))
@@ -278,32 +316,36 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
     """
     if c.fp8 is None:
         return {"weight_copies": 0, "parameters": 0, "scaling": 0}
-    gemms = fp8_gemm_weights(c)
-    weights, n = sum(gemms), len(gemms)
+    gemms = fp8_gemm_shapes(c)
+    weights, n = sum(N * K for N, K in gemms), len(gemms)
     copy = (1 + transpose) * weights + 4 * n
     scaling = n * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
+    if c.fp8_recipe == "blockwise":
+        from .fp8_blockwise import weight_copy_bytes
+        copy = sum(weight_copy_bytes(N, K) for N, K in gemms)
     if param_gather:
         return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * n,
                 "scaling": scaling}
     return {"weight_copies": copy, "parameters": 0, "scaling": scaling}
 
 
-def fp8_gemm_weights(c) -> list[int]:
-    """Weight elements on one GPU of each GEMM Transformer Engine runs in
-    FP8 in layer ``c``: Q/K/V and the output projection (over t), then the
-    dense MLP's fc1 and fc2 (over t), or an MoE layer's shared experts' fc1
-    and fc2 (over t) and each local expert's fc1 and fc2 (E/ep experts,
-    over etp; a GroupedLinear of E/ep GEMMs keeps per GEMM what a Linear
-    keeps: ``module/base.py``: set_meta_tensor sizes the scaling state by
-    ``num_gemms``). The router stays in 16 bits (Megatron-LM's own GEMM)."""
+def fp8_gemm_shapes(c) -> list[tuple[int, int]]:
+    """The weight [N, K] (outputs, inputs) on one GPU of each GEMM
+    Transformer Engine runs in FP8 in layer ``c``: Q/K/V and the output
+    projection (over t), then the dense MLP's fc1 and fc2 (over t), or an
+    MoE layer's shared experts' fc1 and fc2 (over t) and each local
+    expert's fc1 and fc2 (E/ep experts, over etp; a GroupedLinear of E/ep
+    GEMMs keeps per GEMM what a Linear keeps: ``module/base.py``:
+    set_meta_tensor sizes the scaling state by ``num_gemms``). The router
+    stays in 16 bits (Megatron-LM's own GEMM)."""
     from .head_dim import head_dim  # Q's a*d, K's and V's g*d columns
-    q, kv, t = c.a * head_dim(c), c.g * head_dim(c), c.t
+    q, kv, t, h = c.a * head_dim(c), c.g * head_dim(c), c.t, c.h
     glu = 2 if c.activation == "swiglu" else 1
-    gemms = [c.h * (q + 2 * kv) // t, q * c.h // t]
+    gemms = [((q + 2 * kv) // t, h), (h, q // t)]
     if c.num_experts is None:
-        return gemms + [glu * c.f * c.h // t, c.f * c.h // t]
+        return gemms + [(glu * c.f // t, h), (h, c.f // t)]
     fs = c.moe_shared_expert_intermediate_size
     if fs:
-        gemms += [glu * fs * c.h // t, fs * c.h // t]
+        gemms += [(glu * fs // t, h), (h, fs // t)]
     local, x = c.num_experts // c.ep, c.expert_t
-    return gemms + [glu * c.f_e * c.h // x] * local + [c.f_e * c.h // x] * local
+    return gemms + [(glu * c.f_e // x, h)] * local + [(h, c.f_e // x)] * local

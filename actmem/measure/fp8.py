@@ -13,7 +13,8 @@ before, so FlashAttention still saves its bf16 output beside the output
 projection's FP8 copy. Under ``fp8_recipe="tensorwise"`` the output
 projection stays a bf16 linear: TE's ``save_original_input``, which
 Megatron-LM sets for every recipe but delayed, saves its input as given (the
-FP8 copy TE makes for the forward GEMM is not saved).
+FP8 copy TE makes for the forward GEMM is not saved); ``"blockwise"`` keeps
+that, and scales each block of 128 rows of a column (:class:`Quantizer`).
 
 The weight saved for the input gradient is the bf16 parameter here
 (excluded from the recording, as every parameter); TE saves its cached FP8
@@ -38,22 +39,50 @@ E4M3_MAX = 448.0
 """Largest finite ``float8_e4m3fn`` value: the scale maps amax onto it."""
 
 
-class Quantizer:
-    """Per-tensor FP8 quantization with the scale from the tensor's amax,
-    once per input tensor (a cache keyed by identity, cleared per forward)."""
+BLOCK = 128
+"""Rows per scale of blockwise scaling's column-wise data (1 x 128 blocks)."""
 
-    def __init__(self, key: str):
-        self.key = key
+
+class Quantizer:
+    """FP8 quantization of an input, once per input tensor (a cache keyed by
+    identity, cleared per forward): one scale from the tensor's amax, or
+    with ``blockwise`` (TE's Float8BlockScaling, column-wise usage) one per
+    block of 128 rows of each column, stored as TE stores them,
+    ceil(M/128) x roundup(K, 4) fp32 (``csrc/quantizer.cpp``:
+    Float8BlockQuantizer::get_scale_shape)."""
+
+    def __init__(self, key: str, blockwise: bool = False):
+        self.key, self.blockwise = key, blockwise
         self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.last is None or self.last[0] is not x:
             flat = x.detach().reshape(-1, x.shape[-1]).float()
-            scale = E4M3_MAX / flat.abs().amax().clamp(min=1e-12)
-            columnwise = (flat * scale).to(torch.float8_e4m3fn).t().contiguous()
-            scale_inv = named("fp8_scale_inv", scale.reciprocal().reshape(1))
+            amax = _block_amax(flat) if self.blockwise else flat.abs().amax().reshape(1)
+            scale = E4M3_MAX / amax.clamp(min=1e-12)
+            columnwise = (flat * _per_row(scale, flat)).to(torch.float8_e4m3fn).t().contiguous()
+            scale_inv = named("fp8_scale_inv", scale.reciprocal())
             self.last = (x, named(self.key, columnwise), scale_inv)
         return self.last[1], self.last[2]
+
+
+def _block_amax(flat: torch.Tensor) -> torch.Tensor:
+    """The amax of each block of 128 rows of each column of ``flat`` [M, K],
+    padded to roundup(K, 4) columns (of ones) as TE pads its scales."""
+    M, K = flat.shape
+    blocks = -(-M // BLOCK)
+    padded = torch.zeros(blocks * BLOCK, K).index_copy_(0, torch.arange(M), flat.abs())
+    amax = padded.reshape(blocks, BLOCK, K).amax(dim=1)
+    return torch.cat([amax, torch.ones(blocks, -K % 4)], dim=1)
+
+
+def _per_row(scale: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """``scale`` (one number, or blockwise [blocks, >= K]) spread over
+    ``flat``'s rows and columns."""
+    if scale.numel() == 1:
+        return scale
+    M, K = flat.shape
+    return scale.repeat_interleave(BLOCK, dim=0)[:M, :K]
 
 
 class _FP8LinearFunction(torch.autograd.Function):
@@ -63,16 +92,21 @@ class _FP8LinearFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, x_fp8, scale_inv):
         ctx.save_for_backward(x_fp8, scale_inv, weight)
         ctx.shape = x.shape
-        x_deq = (x_fp8.t().float() * scale_inv).to(x.dtype)
+        x_deq = _dequantized(x_fp8, scale_inv, x.dtype)
         return F.linear(x_deq, weight, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad):
         x_fp8, scale_inv, weight = ctx.saved_tensors
         g = grad.reshape(-1, grad.shape[-1])
-        x_deq = (x_fp8.t().float() * scale_inv).to(grad.dtype)
+        x_deq = _dequantized(x_fp8, scale_inv, grad.dtype)
         dx = (g @ weight).view(ctx.shape)
         return dx, g.t() @ x_deq, g.sum(0) if ctx.needs_input_grad[2] else None, None, None
+
+
+def _dequantized(x_fp8: torch.Tensor, scale_inv: torch.Tensor, dtype) -> torch.Tensor:
+    flat = x_fp8.t().float()
+    return (flat * _per_row(scale_inv, flat)).to(dtype)
 
 
 def fp8_matmul(x: torch.Tensor, weight: torch.Tensor, key: str) -> torch.Tensor:
@@ -123,8 +157,9 @@ def fp8_linears(layer: ReferenceLayer, config: LayerConfig) -> dict[str, Quantiz
     cleared before each forward."""
     keys = {r.key for r in ledger_rows(config)}
     proj = "proj_input_fp8" if "proj_input_fp8" in keys else "proj_input"
-    quantizers = {"qkv": Quantizer("qkv_input"), "proj": Quantizer(proj),
-                  "fc1": Quantizer("fc1_input"), "fc2": Quantizer("fc2_input")}
+    blockwise = config.fp8_recipe == "blockwise"
+    quantizers = {name: Quantizer(key, blockwise) for name, key in (
+        ("qkv", "qkv_input"), ("proj", proj), ("fc1", "fc1_input"), ("fc2", "fc2_input"))}
     group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
              "gate": "fc1", "up": "fc1", "fc2": "fc2"}
     if config.fp8_recipe != "delayed":   # save_original_input: proj saves its bf16 input

@@ -28,12 +28,16 @@ class ReferenceMoEFP8Layer(ReferenceMoELayer):
     """:class:`.moe.ReferenceMoELayer` with FP8 linears (``config.fp8`` set).
 
     Raises:
-        ValueError: ``config.fp8`` is None, or as :class:`.moe.ReferenceMoELayer`.
+        ValueError: ``config.fp8`` is None, blockwise scaling, or as
+            :class:`.moe.ReferenceMoELayer`.
     """
 
     def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
-        if config.fp8 is None:
-            raise ValueError("ReferenceMoEFP8Layer needs fp8 (a format), got None")
+        if config.fp8 is None or config.fp8_recipe == "blockwise":
+            raise ValueError("ReferenceMoEFP8Layer needs fp8 (a format) under delayed or "
+                             f"tensorwise scaling, got fp8={config.fp8!r}, fp8_recipe="
+                             f"{config.fp8_recipe!r} (blockwise's grouped buffers and scales "
+                             "follow the routing: not measured)")
         super().__init__(config, mask=mask, seed=seed, dtype=dtype)
         self.quantizers = fp8_linears(self, config)
 

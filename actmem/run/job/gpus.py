@@ -202,39 +202,46 @@ NEEDS = {
     "fp8": ((8, 9), "Transformer Engine's FP8 needs compute capability 8.9 (Ada) or newer "
                     "(transformer_engine/pytorch/fp8.py: check_fp8_support, 'Device compute "
                     "capability 8.9 or higher required for FP8 execution.')"),
+    "fp8_recipe": ((9, 0), "Transformer Engine's blockwise FP8 needs compute capability 9.0 "
+                           "(Hopper) or newer (transformer_engine/pytorch/quantization.py: "
+                           "_compute_fp8_block_scaling_support, 'FP8 block scaled GEMM "
+                           "requires compute capability 9.0 or higher')"),
 }
 """The compute capability each option needs, and why, with the source."""
 INSTEAD = {"precision": "precision='fp32'", "flash_attention": "flash_attention=False",
-           "fp8": "fp8=None"}
+           "fp8": "fp8=None", "fp8_recipe": "fp8_recipe='tensorwise'"}
 
 
 def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
-             fp8: str | None = None) -> str | None:
+             fp8: str | None = None, fp8_recipe: str = "delayed") -> str | None:
     """The first option of :data:`NEEDS` that ``gpu`` cannot run:
-    ``"precision"`` (bf16, or autocast's bf16), ``"flash_attention"`` or
-    ``"fp8"`` (any FP8 format); None when it runs them all (always for None,
-    a size, or an AMD GPU, whose capability is None)."""
+    ``"precision"`` (bf16, or autocast's bf16), ``"flash_attention"``,
+    ``"fp8"`` (any FP8 format) or ``"fp8_recipe"`` (``"blockwise"``); None
+    when it runs them all (always for None, a size, or an AMD GPU, whose
+    capability is None)."""
     if gpu is None or gpu.compute_capability is None:
         return None
     asked = {"precision": precision in ("bf16", "autocast"),
-             "flash_attention": flash_attention, "fp8": fp8 is not None}
+             "flash_attention": flash_attention, "fp8": fp8 is not None,
+             "fp8_recipe": fp8 is not None and fp8_recipe == "blockwise"}
     return next((option for option, (needed, _) in NEEDS.items()
                  if asked[option] and gpu.compute_capability < needed), None)
 
 
 def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
-                   fp8: str | None = None) -> None:
+                   fp8: str | None = None, fp8_recipe: str = "delayed") -> None:
     """Refuse what ``gpu`` cannot run (:data:`NEEDS`): bf16
     (``precision="bf16"`` or ``"autocast"``, which computes in bf16) and
     FlashAttention (the model's ``flash_attention``) below compute
-    capability 8.0, FP8 below 8.9.
+    capability 8.0, FP8 below 8.9, blockwise FP8 below 9.0.
 
     Raises:
         ValueError: naming the GPU, the option, its value and why.
     """
-    option = gpu_runs(gpu, precision, flash_attention, fp8)
+    option = gpu_runs(gpu, precision, flash_attention, fp8, fp8_recipe)
     if option is not None:
-        value = {"precision": precision, "flash_attention": flash_attention, "fp8": fp8}[option]
+        value = {"precision": precision, "flash_attention": flash_attention, "fp8": fp8,
+                 "fp8_recipe": fp8_recipe}[option]
         raise ValueError(
             f"{option}={value!r} does not run on gpu_memory={gpu.name!r} (compute capability "
             f"{'.'.join(map(str, gpu.compute_capability))}): {NEEDS[option][1]}; "

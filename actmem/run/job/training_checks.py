@@ -232,7 +232,7 @@ def _check_gpu(job) -> int | None:
     from ..moments.framework import workspace_bytes
     from .gpus import check_gpu_runs, find_gpu, gpu_capacity
     gpu = find_gpu(job.gpu_memory)
-    check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8)
+    check_gpu_runs(gpu, job.precision, job.model.flash_attention, job.fp8, job.fp8_recipe)
     workspace_bytes(gpu.compute_capability if gpu else (9, 0), job.cublas_workspace_config,
                     job.transformer_engine, job.moe_grouped_gemm, job.tp_comm_overlap)
     if job.tp_comm_overlap and not (job.transformer_engine and job.sequence_parallel):

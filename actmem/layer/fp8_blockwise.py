@@ -1,0 +1,53 @@
+"""Transformer Engine's blockwise FP8 (Megatron-LM's ``--fp8-recipe blockwise``): its scales.
+
+Megatron-LM builds TE's ``Float8BlockScaling`` with TE's defaults
+(``megatron/core/fp8_utils.py``: get_fp8_recipe; TE 2.17's
+``transformer_engine/common/recipe/__init__.py``): activations in blocks of
+1 x 128 elements, weights in blocks of 128 x 128, one fp32 scale inverse
+per block (``pytorch/csrc/quantizer.cpp``: Float8BlockQuantizer::create_tensor,
+get_scale_shape). What it keeps beyond delayed scaling's 1 byte per element:
+
+* a saved input [M, K] (M tokens, K features): its column-wise data (the
+  transpose, 1 byte per element) and ceil(M/128) x roundup(K, 4) scales
+  (``module/linear.py`` and ``layernorm_linear.py`` keep the column-wise
+  usage; under sequence parallelism the local shard's): :func:`input_scales`;
+* the experts' inputs: TE's GroupedLinear quantizes the E/ep splits into
+  one buffer of column-wise data and scales (``csrc/extensions/cast.cpp``:
+  bulk_allocate_fp8_blockwise_tensors), which ``allocate.cpp``: bulk_allocate
+  pads by its 256-byte alignment (:data:`GROUPED_PAD`); the row-wise buffer
+  is freed after the forward;
+* a cached weight [N, K]: both usages on every GPU (``module/base.py``:
+  quantize_weight; on Blackwell the GEMM converts the scales to MXFP8's only
+  for its duration, ``csrc/extensions/gemm.cpp``), 2 bytes per element and
+  the row-wise and column-wise 128 x 128 scales: :func:`weight_copy_bytes`;
+* no recipe state (``quantization.py``: Float8BlockScalingRecipeState
+  allocates no tensor).
+"""
+
+from __future__ import annotations
+
+BLOCK = 128
+"""Elements per block along each scaled dimension."""
+GROUPED_PAD = 256
+"""Bytes ``bulk_allocate`` adds to the experts' buffer for its 256-byte alignment."""
+
+
+def _blocks(n: int) -> int:
+    return -(-n // BLOCK)
+
+
+def _roundup4(n: int) -> int:
+    return -(-n // 4) * 4
+
+
+def input_scales(M: int, K: int) -> int:
+    """fp32 scales of a saved input's column-wise data, ``M`` x ``K``."""
+    return _blocks(M) * _roundup4(K)
+
+
+def weight_copy_bytes(N: int, K: int) -> int:
+    """Bytes of a cached weight [N, K]: row-wise and column-wise data, and
+    their 128 x 128 blocks' fp32 scales."""
+    rowwise = _blocks(N) * _roundup4(_blocks(K))
+    columnwise = _blocks(K) * _roundup4(_blocks(N))
+    return 2 * N * K + 4 * (rowwise + columnwise)
