@@ -354,6 +354,10 @@ ZH = {
     " + reserve {size}": " + 预留 {size}",
     " + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, allocator {allocator} GiB)":
         " + 预留 {size}（驱动 {driver}，CUDA 上下文 {context}，NCCL {nccl}，分配器 {allocator} GiB）",
+    " + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, DeepEP {deepep}, "
+    "allocator {allocator} GiB)":
+        " + 预留 {size}（驱动 {driver}，CUDA 上下文 {context}，NCCL {nccl}，DeepEP {deepep}，"
+        "分配器 {allocator} GiB）",
     "  driver-reserved": "  驱动保留",
     "default estimate": "默认估计",
     "  CUDA context": "  CUDA 上下文",
@@ -371,6 +375,7 @@ ZH = {
     "NCCL communicators counted: {names}": "计入的 NCCL 通信组：{names}",
     "c=2.0: peak + reserve - GPU = {}": "c=2.0：峰值 + 预留 - GPU 显存 = {}",
     "  NCCL buffers": "  NCCL 缓冲区",
+    "  DeepEP buffers": "  DeepEP 缓冲区",
     "  allocator gap": "  分配器碎片",
     "{line}, of {gpu}: margin {margin} GiB, {verdict}":
         "{line}，GPU 容量 {gpu}，余量 {margin} GiB：{verdict}",
@@ -1172,8 +1177,6 @@ MESSAGES = {
         "m={m} 时，在默认的 microbatch_group_size（N = p）下，Megatron-LM 的交错式调度要求 m 是 "
         "p={p} 的整数倍；改设 microbatch_group_size=N（p <= N <= m，且 m mod N = 0 或 >= p）"
         "即可解除这一限制（例如 N={n}）",
-    "fp8={fp8} is modelled for dense models; this model has num_experts={n}: use fp8=None":
-        "fp8={fp8} 只对稠密模型建模；这个模型有 num_experts={n}：请用 fp8=None",
     "LayerNorm {what} per token, kept so backward need not recompute it ({dtype} on CPU; "
     "PyTorch's CUDA kernel keeps fp32). The paper leaves it out: s*b elements, tiny next to "
     "s*b*h.":

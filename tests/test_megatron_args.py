@@ -166,8 +166,9 @@ def test_mla_without_the_latents_norms_is_refused_by_name(drop, message):
     (["--tensor-model-parallel-sizes", "2"], {}, r"unrecognized arguments: "
      r"--tensor-model-parallel-sizes"),
     (["--tensor-model-parallel-size", "two"], {}, r"--tensor-model-parallel-size: invalid int"),
-    (["--num-experts", "4", "--moe-token-dispatcher-type", "flex"], {},
-     r"--moe-token-dispatcher-type flex: actmem models alltoall, allgather"),
+    (["--num-experts", "4", "--moe-token-dispatcher-type", "flex",
+      "--moe-flex-dispatcher-backend", "hybridep"], {},
+     r"--moe-flex-dispatcher-backend hybridep: refused: Refused when set: HybridEP"),
     (["--num-experts", "4", "--moe-router-load-balancing-type", "aux_loss", "sinkhorn"], {},
      r"--moe-router-load-balancing-type aux_loss sinkhorn: several load-balancing types"),
     (["--num-experts", "4", "--moe-permute-fusion", "--moe-token-dispatcher-type", "allgather"],

@@ -832,7 +832,8 @@ GROUP_CLASSES: dict[str, tuple[str, str]] = {
 """The class of every argument of a group that has no entry of its own in CLASSES."""
 
 _GTP = "GTP weight sharding (--tensor-parallel-num-weight-shards)"
-_FLEX = "--moe-token-dispatcher-type flex"
+_HYBRIDEP = "--moe-flex-dispatcher-backend hybridep"
+_NCCLEP = "--moe-flex-dispatcher-backend ncclep"
 _HYBRID = "Mamba/hybrid layers (--hybrid-layer-pattern, --is-hybrid-model)"
 _CG = "--cuda-graph-impl"
 _OFFLOAD = "--fine-grained-activation-offloading"
@@ -1300,8 +1301,11 @@ CLASSES: dict[str, tuple] = {
     "--spec": when_set("a user module builds the layers, so their tensors are not the ones "
                        "actmem's ledger follows"),
     "--yaml-cfg": when_set("arguments come from a YAML file instead of these flags"),
-    "--enable-experimental": (N, "A switch other flags consult (e.g. --moe-permute-fusion); on "
-                                 "its own it changes no tensor."),
+    "--enable-experimental": (N, "A switch other flags consult; with --moe-token-dispatcher-"
+                                 "type flex and --moe-permute-fusion it turns on a fused "
+                                 "multi-hot conversion, refused there (actmem.run.job."
+                                 "megatron_fields); elsewhere it changes no tensor actmem "
+                                 "counts."),
     # ---- MoE
     "--num-experts": (M, "num_experts", "Routed experts per MoE layer."),
     "--moe-layer-freq": (M, "moe_layer_freq", "Which layers are MoE (an int N or a 0/1 list)."),
@@ -1317,11 +1321,12 @@ CLASSES: dict[str, tuple] = {
                                                       "fp32 softmax over all E; a list of "
                                                       "several is refused."),
     "--moe-token-dispatcher-type": (M, "moe_token_dispatcher_type",
-                                    "The all-to-all and all-gather dispatchers keep different "
-                                    "permutation tensors and buffers (actmem.layer.moe, "
-                                    "actmem.run.moments.moe_timeline); flex (DeepEP, HybridEP) "
-                                    "is refused for MoE models; memory-neutral for dense ones.",
-                                    {"values": ["alltoall", "allgather"]}),
+                                    "The all-to-all, all-gather and flex (DeepEP) dispatchers "
+                                    "keep different permutation tensors and buffers "
+                                    "(actmem.layer.moe, actmem.layer.moe_flex, "
+                                    "actmem.run.moments.moe_timeline); memory-neutral for "
+                                    "dense models.",
+                                    {"values": ["alltoall", "allgather", "flex"]}),
     "--moe-router-load-balancing-type": (M, "moe_router_load_balancing_type",
                                          "aux_loss, seq_aux_loss and global_aux_loss keep the "
                                          "softmax over all E when --moe-aux-loss-coeff > 0; "
@@ -1391,20 +1396,28 @@ CLASSES: dict[str, tuple] = {
     "--moe-single-grouped-weight": (N, "Stores the same expert weights as one grouped "
                                        "parameter."),
     "--moe-single-grouped-bias": (N, "Stores the same expert biases as one grouped parameter."),
-    "--moe-enable-deepep": when_set("DeepEP's flex dispatcher, not the all-to-all one actmem "
-                                    "models"),
-    "--moe-flex-dispatcher-backend": only(_FLEX),
-    "--moe-permute-fusion-into-hybridep": only(_FLEX),
-    "--moe-hybridep-pad-uneven-dispatch-inputs": only(_FLEX),
-    "--moe-flex-dispatcher-num-sms": only(_FLEX),
-    "--moe-deepep-num-sms": only(_FLEX),
-    "--moe-hybridep-num-sms": only(_FLEX),
-    "--moe-hybridep-num-blocks-permute": only(_FLEX),
-    "--moe-hybridep-num-blocks-unpermute": only(_FLEX),
-    "--moe-hybridep-num-sms-preprocessing": only(_FLEX),
-    "--moe-ncclep-zero-copy": only(_FLEX),
-    "--moe-dispatch-fwd-dtype": only(_FLEX),
-    "--moe-combine-bwd-dtype": only(_FLEX),
+    "--moe-enable-deepep": (N, "Deprecated: Megatron-LM requires --moe-token-dispatcher-type "
+                               "flex with it and sets the deepep backend, flex's default "
+                               "(transformer_config.py)."),
+    "--moe-flex-dispatcher-backend": when_set("HybridEP and NCCL-EP keep other tensors and "
+                                              "buffers than DeepEP, which actmem models "
+                                              "(actmem.layer.moe_flex)",
+                                              "its default, deepep, is modelled"),
+    "--moe-permute-fusion-into-hybridep": only(_HYBRIDEP),
+    "--moe-hybridep-pad-uneven-dispatch-inputs": only(_HYBRIDEP),
+    "--moe-flex-dispatcher-num-sms": when_set("DeepEP's channels (half its SMs) size its buffer "
+                                              "and handle; actmem counts Megatron-LM's 20 SMs",
+                                              "its default (20 for DeepEP) is modelled"),
+    "--moe-deepep-num-sms": when_set("deprecated alias of --moe-flex-dispatcher-num-sms: "
+                                     "DeepEP's channels size its buffer and handle",
+                                     "its default (20 for DeepEP) is modelled"),
+    "--moe-hybridep-num-sms": only(_HYBRIDEP),
+    "--moe-hybridep-num-blocks-permute": only(_HYBRIDEP),
+    "--moe-hybridep-num-blocks-unpermute": only(_HYBRIDEP),
+    "--moe-hybridep-num-sms-preprocessing": only(_HYBRIDEP),
+    "--moe-ncclep-zero-copy": only(_NCCLEP),
+    "--moe-dispatch-fwd-dtype": only(_NCCLEP),
+    "--moe-combine-bwd-dtype": only(_NCCLEP),
     "--moe-per-layer-logging": (N, LOGGING),
     "--moe-pad-experts-for-cuda-graph-inference": (N, "Inference decode only."),
     "--moe-token-drop-policy": (N, "Which tokens drop at the capacity, not how many."),
@@ -1758,8 +1771,9 @@ UNSURE: dict[str, str] = {
     "--hidden-dropout": "actmem's dropout is one bool; a run with one dropout 0 and the other "
         "> 0 cannot be expressed (a consumer should refuse it).",
     "--attention-dropout": "As --hidden-dropout.",
-    "--moe-token-dispatcher-type": "Modelled with values ['alltoall', 'allgather']; flex "
-        "(DeepEP, HybridEP) is refused for MoE runs; dense runs ignore the flag.",
+    "--moe-token-dispatcher-type": "Modelled with values ['alltoall', 'allgather', 'flex'] "
+        "(flex: DeepEP within one node; HybridEP and NCCL-EP are refused by "
+        "--moe-flex-dispatcher-backend); dense runs ignore the flag.",
     "--dataloader-inter-document-masking": "Refused when set; it could be modelled as "
         "create_attention_mask_in_dataloader=False if THD attention saves the same bytes "
         "(not measured). Same for --sft.",

@@ -171,7 +171,7 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     gathered = (*copies[:-1], copies[-1] + "*etp")
     rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
                  ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
-            *router_rows(c, probability_bytes(c)),
+            *router_rows(c, ROUTER_DTYPES[c.moe_router_dtype]),
             *dispatch_rows(c, (T, sent), (received, gathered)),
             _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
                  (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
@@ -199,8 +199,11 @@ def probability_bytes(c: LayerConfig) -> int:
     """Bytes of one routing probability as the dispatcher and the experts
     keep it: the router's logits dtype (``--moe-router-dtype``; None: bf16,
     ``router.py``: TopKRouter.gating; ``moe_utils.py``:
-    topk_routing_with_score_function casts the probabilities back to it)."""
-    return ROUTER_DTYPES[c.moe_router_dtype]
+    topk_routing_with_score_function casts the probabilities back to it);
+    fp32 at least with the flex dispatcher (DeepEP takes fp32 probabilities:
+    ``token_dispatcher.py``: _DeepepManager.dispatch casts them)."""
+    nbytes = ROUTER_DTYPES[c.moe_router_dtype]
+    return max(nbytes, 4) if c.moe_token_dispatcher_type == "flex" else nbytes
 
 
 def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, tuple]
@@ -230,6 +233,8 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
                      "fixed"),
                 _row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
                      ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
+    if c.moe_token_dispatcher_type == "flex":
+        return flex_dispatch_rows(c, got * x, gathered)
     if c.moe_permute_fusion:
         return fused_dispatch_rows(c, got * x, gathered)
     padded = c.moe_pad_expert_input_to_capacity
@@ -257,6 +262,27 @@ def fused_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[Le
                  ("s", "b", "2E+1"), N * (2 * E + 1), 4, REPLICATED, "fixed"),
             _row(c, "sort_row_id_map", "row maps of the fused sorts by local expert (int32)",
                  ("2", *gathered), 2 * copies, 4, EXPERT_ROUTED, "fixed")]
+
+
+def flex_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[LedgerRow]:
+    """The flex dispatcher's rows (:func:`actmem.layer.moe_flex.flex_rows`)
+    and its permutation of the R tokens a rank received over its L = E/ep
+    experts, the all-to-all dispatcher's of N tokens over E
+    (``moe_utils.py``: permute on the received multi-hot map): unfused, the
+    L x R map's argsort (int64) and the ``copies``' index (int64); with
+    ``moe_permute_fusion``, TE's row map, int32 R x (2L+1)."""
+    from .moe_flex import flex_rows, received_tokens  # moe_flex builds on the ledger
+    R, L = received_tokens(c) * c.t, c.num_experts // c.ep
+    if c.moe_permute_fusion:
+        permutation = [_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
+                            ("R", "2L+1"), R * (2 * L + 1), 4, EXPERT_ROUTED, "fixed")]
+    else:
+        permutation = [
+            _row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
+                 ("L", "R"), R * L, 8, EXPERT_ROUTED, "fixed"),
+            _row(c, "permute_index", "permutation index of the tokens (int64)", gathered,
+                 copies, 8, EXPERT_ROUTED, "fixed")]
+    return flex_rows(c, copies) + permutation
 
 
 def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[LedgerRow]:

@@ -19,9 +19,9 @@ MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion")
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
 
-DISPATCHERS = ("alltoall", "allgather")
+DISPATCHERS = ("alltoall", "allgather", "flex")
 """Megatron-LM's token dispatchers the MoE rows follow (``--moe-token-dispatcher-type``;
-flex, DeepEP's, is not modelled)."""
+flex with its default backend, DeepEP, within one node: :mod:`actmem.layer.moe_flex`)."""
 LOAD_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
 """Megatron-LM's router load-balancing types the MoE rows follow
 (``--moe-router-load-balancing-type``)."""
@@ -147,6 +147,7 @@ def check_moe(c: LayerConfig) -> None:
     _check_routing(c)
     _check_permute_fusion(c)
     _check_rank_load(c)
+    _check_flex(c)
     if c.t > 1 and not c.sequence_parallel:
         raise ValueError(f"num_experts={E} with t={c.t} needs sequence_parallel=True "
                          "(Megatron-LM's MoELayer.forward refuses MoE with tensor "
@@ -188,11 +189,24 @@ def _check_permute_fusion(c: LayerConfig) -> None:
     depends on ep)."""
     if not c.moe_permute_fusion:
         return
-    if c.moe_token_dispatcher_type != "alltoall" or c.moe_pad_expert_input_to_capacity:
+    if c.moe_token_dispatcher_type == "allgather" or c.moe_pad_expert_input_to_capacity:
         raise ValueError("moe_permute_fusion=True is modelled with moe_token_dispatcher_type="
-                         "'alltoall' and without moe_pad_expert_input_to_capacity, got "
+                         "'alltoall' or 'flex' and without moe_pad_expert_input_to_capacity, got "
                          f"{c.moe_token_dispatcher_type!r} and "
                          f"{c.moe_pad_expert_input_to_capacity}")
+
+
+def _check_flex(c: LayerConfig) -> None:
+    """The flex dispatcher's rows follow DeepEP with balanced routing and
+    16-bit experts (:mod:`actmem.layer.moe_flex`; its group's size is a
+    job's check: :func:`check_flex_group`)."""
+    if c.moe_token_dispatcher_type != "flex":
+        return
+    if c.moe_rank_load != 1 or c.fp8 not in (None, False):
+        raise ValueError(f"moe_token_dispatcher_type='flex' with moe_rank_load="
+                         f"{c.moe_rank_load}, fp8={c.fp8!r}: the flex dispatcher is modelled "
+                         "under balanced routing (moe_rank_load=1) and without FP8 (its fused "
+                         "permutation pads for FP8)")
 
 
 def _check_rank_load(c: LayerConfig) -> None:
@@ -207,3 +221,21 @@ def _check_rank_load(c: LayerConfig) -> None:
         raise ValueError(f"moe_rank_load={load!r} with moe_expert_capacity_factor="
                          f"{c.moe_expert_capacity_factor}: the capacity caps every expert's "
                          "copies; the imbalance what-if is for dropless routing")
+
+
+def check_flex_group(dispatcher: str, etp: int, ep: int) -> None:
+    """The flex dispatcher's group of W = etp*ep GPUs: Megatron-LM asserts
+    W > 1 (``token_dispatcher.py``: MoEFlexTokenDispatcher, "DeepEP
+    dispatcher requires TPxEP > 1"); DeepEP configures 2, 4 and 8 GPUs in a
+    node, which actmem models (W in 2, 4, 8).
+
+    Raises:
+        ValueError: naming etp*ep and what is allowed.
+    """
+    if dispatcher == "flex" and etp * ep not in (2, 4, 8):
+        raise ValueError(f"moe_token_dispatcher_type='flex' with etp*ep={etp * ep}: DeepEP "
+                         "needs etp*ep > 1 (Megatron-LM asserts it) and has configurations "
+                         "for 2, 4 and 8 GPUs in a node (deep_ep/buffer.py: "
+                         "get_dispatch_config); actmem models it within one node (across "
+                         "nodes its NVSHMEM buffers and handle differ); use etp*ep = 2, 4 or "
+                         "8, or another dispatcher")

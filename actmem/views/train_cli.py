@@ -243,11 +243,17 @@ def verdict(result: TrainingMemory, tr=None, gpu=None) -> str:
         event=event_label(top.timeline.peak.label, tr))
     if top.reserve_parts is not None:
         parts = top.reserve_parts
-        line += tr(" + reserve {size} (driver {driver}, CUDA context {context}, NCCL {nccl}, "
-                   "allocator {allocator} GiB)").format(
+        if parts.deepep:   # the flex dispatcher's buffers
+            template = tr(" + reserve {size} (driver {driver}, CUDA context {context}, "
+                          "NCCL {nccl}, DeepEP {deepep}, allocator {allocator} GiB)")
+        else:
+            template = tr(" + reserve {size} (driver {driver}, CUDA context {context}, "
+                          "NCCL {nccl}, allocator {allocator} GiB)")
+        line += template.format(
             size=format_bytes(top.reserve, "GiB"), driver=format_value(parts.driver, "GiB"),
             context=format_value(parts.cuda_context, "GiB"),
-            nccl=format_value(parts.nccl, "GiB"), allocator=format_value(parts.allocator, "GiB"))
+            nccl=format_value(parts.nccl, "GiB"), deepep=format_value(parts.deepep, "GiB"),
+            allocator=format_value(parts.allocator, "GiB"))
     elif top.reserve:
         line += tr(" + reserve {size}").format(size=format_bytes(top.reserve, "GiB"))
     if result.gpu_memory is None:
@@ -284,8 +290,11 @@ def table(result: TrainingMemory, gpu=None, tr=None) -> str:
         lines.append(pad(tr(part.replace("_", " ")), 24) + "".join(
             f"{format_value(s.parts[part]):>12}" for s in result.stages))
     if all(s.reserve_parts is not None for s in result.stages):  # the default's parts
+        deepep = any(s.reserve_parts.deepep for s in result.stages)
         for label, key in ((tr("  driver-reserved"), "driver"), (tr("  CUDA context"), "cuda_context"),
-                           (tr("  NCCL buffers"), "nccl"), (tr("  allocator gap"), "allocator")):
+                           (tr("  NCCL buffers"), "nccl"),
+                           *[(tr("  DeepEP buffers"), "deepep")] * deepep,
+                           (tr("  allocator gap"), "allocator")):
             lines.append(pad(label, 24) + "".join(
                 f"{format_value(getattr(s.reserve_parts, key)):>12}" for s in result.stages))
     rows = (("sum of the parts", lambda s: s.total - s.reserve),   # the reserve apart, as

@@ -112,13 +112,17 @@ def _vocabulary(a: dict) -> int:
 
 
 def _moe_fields(a: dict) -> dict:
-    """An MoE model's fields (``--moe-token-dispatcher-type`` alltoall or
-    allgather, one load-balancing type: the table refuses the others)."""
-    if a["moe_token_dispatcher_type"] not in ("alltoall", "allgather"):
-        raise ValueError(f"--moe-token-dispatcher-type {a['moe_token_dispatcher_type']}: actmem "
-                         "models the alltoall and allgather dispatchers "
-                         "(actmem.run.moments.moe_timeline); flex (DeepEP, HybridEP) keeps "
-                         "buffers of its own")
+    """An MoE model's fields (one load-balancing type: the table refuses
+    the others). Refused: the flex dispatcher's fused multi-hot conversion
+    (``--enable-experimental`` with ``--moe-permute-fusion``:
+    ``token_dispatcher.py``: _DeepepManager.get_permuted_hidden_states_by_experts
+    calls ``fused_indices_to_multihot``, which keeps an int32 position map)."""
+    if (a["moe_token_dispatcher_type"] == "flex" and a["moe_permute_fusion"]
+            and a["enable_experimental"]):
+        raise ValueError("--enable-experimental with --moe-token-dispatcher-type flex and "
+                         "--moe-permute-fusion: the fused multi-hot conversion keeps another "
+                         "tensor than the one actmem counts (actmem.layer.moe_flex); drop "
+                         "--enable-experimental or --moe-permute-fusion")
     coeff, balancing = a["moe_aux_loss_coeff"], a["moe_router_load_balancing_type"]
     return dict(num_experts=a["num_experts"], moe_router_topk=a["moe_router_topk"],
                 moe_ffn_hidden_size=a["moe_ffn_hidden_size"],

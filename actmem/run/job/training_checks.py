@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ...layer.fp8 import fp8_format
+from ...layer.moe_options import check_flex_group
 from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
@@ -202,6 +203,9 @@ def check_job(job) -> None:
     expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
     _check_hot_expert(job)
     _check_permute_fusion(job)
+    if job.model.num_experts is not None:
+        check_flex_group(job.model.moe_token_dispatcher_type,
+                         job.t if job.etp is None else job.etp, job.ep)
     check_fp8_job(job)
     check_mtp(job)
     check_megatron_options(job)
@@ -272,7 +276,7 @@ def _check_permute_fusion(job) -> None:
     if not job.transformer_engine:
         raise ValueError("moe_permute_fusion=True needs transformer_engine=True: the fused "
                          "permutation is Transformer Engine's")
-    if model.num_experts == job.ep:
+    if model.num_experts == job.ep and model.moe_token_dispatcher_type != "flex":
         raise ValueError(f"moe_permute_fusion=True with ep={job.ep} = num_experts: with one "
                          "expert per GPU Megatron-LM skips the fused sorts, which actmem "
                          "counts; not modelled")
@@ -291,6 +295,10 @@ def _check_hot_expert(job) -> None:
                              "is the busiest expert's share of the routed copies")
         return
     hot_rank_load(f, model.num_experts, model.moe_router_topk, job.ep)
+    if f != 1 and model.moe_token_dispatcher_type == "flex":
+        raise ValueError(f"moe_hot_expert={shown(f)} with moe_token_dispatcher_type='flex': "
+                         "the flex dispatcher is modelled under balanced routing (the tokens "
+                         "a busier rank receives from each sender are not); use 1")
     if f != 1 and model.moe_expert_capacity_factor is not None:
         raise ValueError(f"moe_hot_expert={shown(f)} with moe_expert_capacity_factor="
                          f"{model.moe_expert_capacity_factor}: the capacity caps every expert's "

@@ -33,6 +33,12 @@ else by ``routed_experts_compute`` (``moe_layer.py``) until
 ``combine_preprocess`` returns (the experts' output, its unsort and the
 reduce-scatter; with the all-gather dispatcher, unpermute).
 
+**The flex dispatcher** with DeepEP (:mod:`actmem.layer.moe_flex`) sends
+each token once to each rank that holds one of its experts and permutes the
+R tokens a rank receives to its experts: :func:`_flex_buffers`; in the
+backward, the combine's gradient is a DeepEP dispatch (N/t tokens to R)
+and unpermute's a gather (R to R_e).
+
 :func:`dispatch_buffers` takes the largest of those moments (beside the
 held permuted tokens and probabilities); the layer's rows are all alive
 then. In the backward (:func:`dispatch_gradients`) the autograd engine runs
@@ -65,6 +71,7 @@ from __future__ import annotations
 from ...layer.config import LayerConfig
 from ...layer.moe import probability_bytes
 from ...layer.moe_copies import received_copies, routed_copies
+from ...layer.moe_flex import received_tokens
 from ..job.model import ModelConfig
 
 
@@ -88,6 +95,8 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     E, x = _experts(c, ep), c.expert_t
     if c.moe_token_dispatcher_type == "allgather":
         return _allgather_buffers(c, ep)
+    if c.moe_token_dispatcher_type == "flex":
+        return _flex_buffers(c)
     (R, got), row, local = _copies(c, ep), 2 * c.h, E // ep
     chain = [("permuted tokens", R)] + [("all-to-all output", got)] * (ep > 1) \
         + [("all-gather output", got * x)] * (x > 1) + [("sorted tokens", got * x)] * (local > 1)
@@ -130,7 +139,11 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
         wide = probability_bytes(c) > 2 and x * ep > 1   # its gather in the router's dtype
         return {**output, "combine gradients": max(
             (gathered + copies) * row, 3 * gathered * row if wide else 0)}
-    chain = [R] + [got] * (ep > 1) + [got * x] * (x > 1) + [got * x] * (local > 1)
+    if c.moe_token_dispatcher_type == "flex":   # combine's backward (a dispatch), unpermute's
+        received = received_tokens(c)
+        chain = [c.s * c.b // c.t, received, got * x]
+    else:
+        chain = [R] + [got] * (ep > 1) + [got * x] * (x > 1) + [got * x] * (local > 1)
     pairs = [a + b for a, b in zip(chain, chain[1:])] or chain
     return {**output, "combine gradients": max(pairs) * row}
 
@@ -168,6 +181,24 @@ def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     wide = p > 2 and c.expert_t * ep > 1
     busiest = max([unpermute] + [cast] * wide, key=lambda m: sum(m.values()))
     return {name: n for name, n in {**held, **busiest}.items() if n}
+
+
+def _flex_buffers(c: LayerConfig) -> dict[str, int]:
+    """:func:`dispatch_buffers` of the flex dispatcher with DeepEP
+    (:mod:`actmem.layer.moe_flex`; R received tokens, R_e copies, k' = etp*k,
+    L local experts): held through the layer, DeepEP's received tokens
+    [R, h] (``custom_forward``'s ``dispatched_input``) and, until the
+    combine releases them (``_DeepepManager.combine``), the received
+    indices [R, k'] int64 and the multi-hot probabilities [R, L] fp32; then
+    the busiest of the experts' output [R_e, h], unpermute's [R, h] beside
+    it, and DeepEP's combined tokens [N/t, h] beside unpermute's."""
+    R, copies, row = received_tokens(c), received_copies(c) * c.expert_t, 2 * c.h
+    L, k = c.num_experts // c.ep, c.expert_t * c.moe_router_topk
+    held = {"received tokens": R * row, "received indices and probabilities": R * (8 * k + 4 * L)}
+    moments = [{"experts' output": copies * row},
+               {"experts' output": copies * row, "unpermuted output": R * row},
+               {"unpermuted output": R * row, "combined output": c.s * c.b // c.t * row}]
+    return {**held, **max(moments, key=lambda m: sum(m.values()))}
 
 
 def gathered_tokens_buffer(model: ModelConfig, t: int, ep: int, etp: int | None) -> int:

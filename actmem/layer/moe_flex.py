@@ -1,0 +1,136 @@
+"""The flex token dispatcher with DeepEP (``--moe-token-dispatcher-type flex``): its rows.
+
+Megatron-LM's ``megatron/core/transformer/moe/token_dispatcher.py``:
+MoEFlexTokenDispatcher with its default backend, _DeepepManager, sends each
+token once to every rank of the expert tensor x expert parallel group (W =
+etp*ep ranks) that holds one of its experts, through DeepEP's fused
+all-to-all (``fused_a2a.py``: FusedDispatch, FusedCombine, DeepEP's
+``Buffer.dispatch`` and ``combine`` within one node). The dispatcher sees
+the group as W ranks of L = E/ep local experts each: a token's k experts
+become k' = etp*k entries of a map over etp*E "experts"
+(``_initialize_metadata``). Then it turns what a rank received into a
+multi-hot map over its L experts (``_indices_to_multihot``) and permutes
+the received tokens to the experts (``moe_utils.py``: permute, fused or not).
+
+Symbols: N = s*b tokens (N/t per rank under sequence parallelism), R the
+distinct tokens a rank receives (:func:`received_tokens`), R_e = N*k*etp/t
+the routed copies its experts take (the all-to-all dispatcher's T), h.
+
+Rows (per MoE layer, one micro-batch, each alive until the backward has
+used it or the layer's next forward replaces it), besides the router's
+rows and the experts' (whose probabilities are fp32: DeepEP takes fp32
+probabilities, ``_DeepepManager.dispatch`` casts them):
+
+* ``flex_topk_indices``: the top-k over the group's map, int64 [N, k']
+  (``setup_metadata``: ``torch.topk``, whose backward keeps them);
+* ``flex_token_probs``: their fp32 probabilities [N, k'], the manager's
+  ``token_probs``, kept until the layer's next forward;
+* ``flex_handle_tokens``, ``flex_handle_received``: DeepEP's intranode handle, which FusedDispatch and
+  FusedCombine keep for their backward (``deep_ep/buffer.py``: dispatch):
+  ``is_token_in_rank`` [N, W] bool and ``send_head`` [N, W] int32 per
+  token, ``recv_src_idx`` [R] int32, and the prefix matrices [W, W] and
+  2 x [W, C] int32, C = 10 channels (DeepEP's 20 SMs, Megatron-LM's default);
+* ``flex_routing_map``: the received tokens' multi-hot map [R, L] (bool),
+  the manager's ``dispatched_routing_map``, kept until the next forward;
+* ``flex_multihot_mask``, ``flex_multihot_indices``: what the multi-hot conversion's autograd keeps
+  (``_indices_to_multihot``: ``probs[mask]`` keeps the mask [R, k'] bool,
+  the ``index_put`` of the probabilities its two int64 index vectors of
+  R_e entries; measured on CPU by the layer's test);
+* the permutation of the R received tokens over L experts, as the
+  all-to-all dispatcher's over N tokens and E experts
+  (:func:`actmem.layer.moe.dispatch_rows`): unfused, the argsort of the
+  L x R map (int64) and the copies' index (int64, R_e); with
+  ``moe_permute_fusion`` TE's row map, int32 [R, 2L+1].
+
+Not modelled (refused): the HybridEP and NCCL-EP backends, DeepEP across
+nodes (W > 8: NVSHMEM buffers and another handle), a hot rank, FP8, and
+Megatron-LM's experimental fused multi-hot conversion. DeepEP's own
+buffers live outside PyTorch's allocator: :mod:`actmem.run.reserve`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import comb
+
+from .ledger import EXPERT_ROUTED, REPLICATED, LedgerRow
+
+NVL_PEERS = 8
+"""GPUs DeepEP connects within one node (its NUM_MAX_NVL_PEERS)."""
+CHANNELS = 10
+"""DeepEP's channels: half its SMs, 20 in Megatron-LM (``set_deepep_num_sms``)."""
+
+_FLEX = "megatron/core/transformer/moe/token_dispatcher.py: _DeepepManager."
+SOURCES = {
+    "flex_topk_indices": _FLEX + "setup_metadata (torch.topk over the TPxEP map)",
+    "flex_token_probs": _FLEX + "setup_metadata and dispatch (token_probs, cast to fp32)",
+    "flex_handle_tokens": "deep_ep/buffer.py: Buffer.get_dispatch_layout and dispatch "
+                          "(is_token_in_rank, send_head), kept by megatron/core/transformer/"
+                          "moe/fused_a2a.py: FusedDispatch and FusedCombine",
+    "flex_handle_received": "deep_ep/buffer.py: Buffer.dispatch (recv_src_idx, "
+                            "rank_prefix_matrix, channel_prefix_matrix, "
+                            "recv_channel_prefix_matrix), kept by fused_a2a.py",
+    "flex_routing_map": _FLEX + "get_permuted_hidden_states_by_experts "
+                        "(dispatched_routing_map)",
+    "flex_multihot_mask": _FLEX + "_indices_to_multihot (probs[mask])",
+    "flex_multihot_indices": _FLEX + "_indices_to_multihot (index_put of the probabilities)",
+}
+"""Where Megatron-LM and DeepEP keep each flex row."""
+NEEDED_FOR = {
+    "flex_topk_indices": "backward of topk: the probabilities' gradient goes back to the "
+                         "chosen experts' columns",
+    "flex_token_probs": "the dispatcher's state, replaced by the layer's next forward",
+    "flex_handle_tokens": "backward of the dispatch (a combine) and of the combine (a "
+                          "dispatch): where each token went",
+    "flex_handle_received": "the same backwards: where each received token came from",
+    "flex_routing_map": "unpermute in the forward; the dispatcher's state until the next "
+                        "forward",
+    "flex_multihot_mask": "backward of probs[mask]: the picked probabilities' gradient "
+                          "goes back to their slots",
+    "flex_multihot_indices": "backward of the multi-hot conversion: each probability's "
+                             "gradient goes back to its (token, expert) slot",
+}
+"""Why each flex row is kept."""
+
+
+def received_tokens(c) -> int:
+    """R, the distinct tokens one rank receives: each of the W = etp*ep
+    ranks of the group sends its N/t tokens, a token to every rank whose
+    ep group holds one of its k experts, which under balanced routing
+    (k distinct experts, uniformly) happens with probability
+    1 - C(E-L, k)/C(E, k), L = E/ep; the expectation, rounded."""
+    E, k, L = c.num_experts, c.moe_router_topk, c.num_experts // c.ep
+    hit = 1 - Fraction(comb(E - L, k), comb(E, k))
+    return round(c.expert_t * c.ep * Fraction(c.s * c.b, c.t) * hit)
+
+
+def _row(c, key, name, shape, elements, bpe, placement=REPLICATED):
+    ranks = 1 if placement == REPLICATED else c.t
+    return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, "fixed",
+                     SOURCES[key], NEEDED_FOR[key])
+
+
+def flex_rows(c, copies: int) -> list[LedgerRow]:
+    """The flex dispatcher's own rows (module docstring) for one MoE layer;
+    ``copies``: R_e over the layer (the rank's routed copies times t, as
+    :func:`actmem.layer.moe.dispatch_rows` counts them). Per-token rows
+    cover the N tokens (split along s by sequence parallelism), the
+    received ones a rank's R and R_e."""
+    N, W, L, t = c.s * c.b, c.expert_t * c.ep, c.num_experts // c.ep, c.t
+    k, R = c.expert_t * c.moe_router_topk, received_tokens(c)
+    return [
+        _row(c, "flex_topk_indices", "top-k indices over the group's map (int64)",
+             ("s", "b", "k*etp"), N * k, 8),
+        _row(c, "flex_token_probs", "their probabilities, fp32", ("s", "b", "k*etp"), N * k, 4),
+        _row(c, "flex_handle_tokens", "DeepEP's handle: each token's ranks (bool, int32)",
+             ("s", "b", "W"), N * W, 5),
+        _row(c, "flex_handle_received", "DeepEP's handle: received tokens' sources and "
+             "prefix matrices (int32)", ("R + W*W + 2*W*C",),
+             (R + W * W + 2 * W * CHANNELS) * t, 4, EXPERT_ROUTED),
+        _row(c, "flex_routing_map", "received tokens' map over the local experts (bool)",
+             ("R", "L"), R * L * t, 1, EXPERT_ROUTED),
+        _row(c, "flex_multihot_mask", "multi-hot conversion's mask (bool)", ("R", "k*etp"),
+             R * k * t, 1, EXPERT_ROUTED),
+        _row(c, "flex_multihot_indices", "multi-hot conversion's indices (int64)",
+             ("2", "R_e"), 2 * copies, 8, EXPERT_ROUTED),
+    ]
