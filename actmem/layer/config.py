@@ -124,8 +124,9 @@ class LayerConfig:
             (``--qk-layernorm``), which keep their inputs.
         moe_token_dispatcher_type: how tokens reach the experts
             (``--moe-token-dispatcher-type``): ``"alltoall"`` (actmem's
-            default) or ``"allgather"`` (Megatron-LM's default); they keep
-            different permutation tensors (:mod:`actmem.layer.moe`).
+            default), ``"allgather"`` (Megatron-LM's default) or ``"flex"``
+            (DeepEP, :mod:`actmem.layer.moe_flex`); they keep different
+            permutation tensors (:mod:`actmem.layer.moe`).
         moe_router_load_balancing_type: ``"aux_loss"`` (default),
             ``"seq_aux_loss"``, ``"global_aux_loss"`` (each with
             ``moe_aux_loss_coeff`` > 0 keeps the softmax over all E),

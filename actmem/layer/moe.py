@@ -42,9 +42,9 @@ permutes with two int64 indices of E*capacity each (``permute`` and
 (``--moe-aux-loss-coeff`` > 0, type ``aux_loss``) keeps the router's fp32
 softmax over all E experts (``moe_utils.py``:
 compute_routing_scores_for_aux_loss). The other routers
-(:mod:`actmem.layer.router`), the all-gather dispatcher and GeLU experts:
-:func:`~actmem.layer.router.router_rows`, :func:`dispatch_rows`,
-:func:`expert_rows`.
+(:mod:`actmem.layer.router`), the all-gather and flex dispatchers and GeLU
+experts: :func:`~actmem.layer.router.router_rows`, :func:`dispatch_rows`,
+:func:`flex_dispatch_rows`, :func:`expert_rows`.
 
 **Checked against Megatron-LM itself.** Megatron-LM's own ``MoELayer``
 (d98e8a64, its local layer specs, one gloo rank on CPU: SequentialMLP,
