@@ -8,7 +8,7 @@ import pytest
 
 from actmem import MOE_PRESETS, PRESETS, Job, LayerConfig, training_memory
 from actmem.layer.fp8 import fp8_state_bytes
-from actmem.layer.fp8_blockwise import input_scales, weight_copy_bytes
+from actmem.layer.fp8_scales import input_scales, weight_copy_bytes
 from actmem.layer.ledger import ledger_rows
 
 N, H, F = 4096, 4096, 11008   # tokens s*b, h, ffn width (LLaMA-2-7B's layer)

@@ -11,7 +11,7 @@ from actmem import MOE_PRESETS, Job, LayerConfig, training_memory
 from actmem.layer.ledger import ledger_rows
 from actmem.layer.moe_flex import received_tokens
 from actmem.run.moments.moe_dispatch import dispatch_buffers, dispatch_gradients
-from actmem.run.reserve import deepep_buffer
+from actmem.layer.moe_flex import deepep_buffer
 
 N, H, F = 4096, 4096, 14336    # s*b tokens, h, Mixtral's expert width
 SHAPE = dict(s=N, b=1, h=H, a=32, t=2, sequence_parallel=True, activation="swiglu",

@@ -1061,7 +1061,7 @@ CLASSES: dict[str, tuple] = {
                                       "input (actmem.layer.fp8); blockwise keeps that too, an "
                                       "fp32 scale per 1x128 block of a saved input and both "
                                       "copies of each weight with their 128x128 blocks' scales "
-                                      "(actmem.layer.fp8_blockwise); mxfp8 and custom keep "
+                                      "(actmem.layer.fp8_scales); mxfp8 and custom keep "
                                       "other scales and are refused.",
                      {"values": ["delayed", "tensorwise", "blockwise"]}),
     "--fp8-quantizer-factory": only("--fp8-recipe custom"),

@@ -8,7 +8,7 @@ under Megatron-LM's default recipe, delayed scaling (``fp8_recipe =
 "delayed"``, ``fp8_amax_history_len = 1``). ``"e4m3"`` and ``"hybrid"``
 (gradients in e5m2) keep the same bytes: every FP8 element is 1 byte.
 ``--fp8-recipe tensorwise`` and ``blockwise`` change the scales and the
-output projection's input (:func:`with_fp8`, :mod:`actmem.layer.fp8_blockwise`).
+output projection's input (:func:`with_fp8`, :mod:`actmem.layer.fp8_scales`).
 
 What changes in the ledger (:func:`with_fp8`), each from TE's code:
 
@@ -55,8 +55,9 @@ attention as above, and:
 * the router, the probabilities, the activation's inputs and the
   dispatcher's tensors as without FP8.
 
-Measured: the reference MoE layer with FP8 linears (:mod:`actmem.measure.moe_fp8`,
-one rank on CPU) saves exactly these rows. Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
+Measured: the reference MoE layer with FP8 linears
+(:mod:`actmem.measure.moe_fp8`, one rank on CPU) saves exactly these rows.
+Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
 ``module/fp8_padding.py``) pads each local expert's tokens to a multiple of
 16 before the experts and cuts them after; a random count of tokens gains 0
 to 15 rows per local expert (the inputs, the activation's rows and the
@@ -74,6 +75,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..validate import shown
+from .fp8_scales import SCALE_SOURCES, saved_scales, weight_copy_bytes
 from .ledger import REPLICATED, SEQUENCE_SPLIT, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
@@ -82,12 +84,10 @@ FP8_RECIPES = ("delayed", "tensorwise", "blockwise")
 """Megatron-LM's ``--fp8-recipe`` values actmem models: delayed scaling (its
 default), ``"tensorwise"``, TE's Float8CurrentScaling, and ``"blockwise"``,
 TE's Float8BlockScaling (``megatron/core/fp8_utils.py``: get_fp8_recipe;
-:mod:`actmem.layer.fp8_blockwise`)."""
+:mod:`actmem.layer.fp8_scales`)."""
 FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input", "expert_fc1_input",
                   "expert_fc2_input", "shared_fc2_input")
 """The linear layers' saved inputs, kept in FP8 (dense, then MoE)."""
-EXPERT_ROWS = ("expert_fc1_input", "expert_fc2_input")
-"""The grouped GEMMs' inputs: one FP8 tensor per local expert."""
 AMAX_HISTORY_LEN = 1
 """Megatron-LM's ``--fp8-amax-history-len`` default (TE's recipe default is 1024)."""
 _TE = "transformer_engine/pytorch/module/"
@@ -213,11 +213,11 @@ def with_fp8(rows, c):
     for row in rows:
         if row.key == "shared_fc1_output":  # the shared experts' fc1 quantized its input
             out.append(_shared_fc1_input(c))
-            tensors += _scales(c, out[-1])
+            tensors += saved_scales(c, out[-1])
         if row.key not in quantized:
             out.append(row)
             continue
-        tensors += _scales(c, row)
+        tensors += saved_scales(c, row)
         fp8 = replace(row, bytes_per_element=1, name=row.name + " (FP8)",
                       source=SOURCES[row.key])
         if row.key == "proj_input" and flash_keeps_output:
@@ -231,37 +231,6 @@ def with_fp8(rows, c):
                          1, "fixed", SCALE_SOURCES[blockwise], "dequantizing each saved FP8 "
                          "input in backward: x = x_fp8 * scale_inv"))
     return tuple(out)
-
-
-SCALE_SOURCES = ("transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
-                 "transformer_engine/pytorch/csrc/quantizer.cpp: Float8BlockQuantizer::"
-                 "get_scale_shape (column-wise, 1x128 blocks)")
-"""Where the scale inverses are made: one per tensor, or per block (blockwise)."""
-
-
-def _scales(c, row) -> int:
-    """fp32 scales a quantized ``row`` keeps on one GPU: one per FP8 tensor
-    (one per local expert's for the experts' inputs), or under blockwise
-    scaling each tensor's 1x128 blocks
-    (:func:`actmem.layer.fp8_blockwise.input_scales`; the experts' expected
-    tokens per local expert, and their buffer's alignment pad)."""
-    tensors = c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
-    if c.fp8_recipe != "blockwise":
-        return tensors
-    from .fp8_blockwise import GROUPED_PAD, input_scales
-    K = _input_width(c, row.key)
-    tokens = -(-(row.elements // row.ranks // K) // tensors)
-    pad = GROUPED_PAD // 4 if row.key in EXPERT_ROWS else 0
-    return tensors * input_scales(tokens, K) + pad
-
-
-def _input_width(c, key: str) -> int:
-    """K, the features of a quantized input on one GPU (``key``: its row)."""
-    if key in ("fc2_input", "shared_fc2_input", "expert_fc2_input"):
-        f, x = {"fc2_input": (c.f, c.t), "expert_fc2_input": (c.f_e, c.expert_t),
-                "shared_fc2_input": (c.moe_shared_expert_intermediate_size, c.t)}[key]
-        return f // x
-    return c.h
 
 
 def _shared_fc1_input(c) -> LedgerRow:
@@ -295,7 +264,7 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       ``--fp8-param-gather``) the parameter is the FP8 tensor and nothing is
       cached (``module/base.py``: quantize_weight returns it); under
       ``"blockwise"`` both copies on every GPU and their 128 x 128 blocks'
-      scales (:func:`actmem.layer.fp8_blockwise.weight_copy_bytes`);
+      scales (:func:`actmem.layer.fp8_scales.weight_copy_bytes`);
     * ``"parameters"``: with ``param_gather``, what the FP8 parameters change
       against 16-bit ones: 1 byte of data (in the distributed optimizer's
       uint8 buffer, ``param_and_grad_buffer.py``) and the transpose that is
@@ -321,7 +290,6 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
     copy = (1 + transpose) * weights + 4 * n
     scaling = n * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
     if c.fp8_recipe == "blockwise":
-        from .fp8_blockwise import weight_copy_bytes
         copy = sum(weight_copy_bytes(N, K) for N, K in gemms)
     if param_gather:
         return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * n,

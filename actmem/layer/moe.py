@@ -44,7 +44,7 @@ softmax over all E experts (``moe_utils.py``:
 compute_routing_scores_for_aux_loss). The other routers
 (:mod:`actmem.layer.router`), the all-gather and flex dispatchers and GeLU
 experts: :func:`~actmem.layer.router.router_rows`, :func:`dispatch_rows`,
-:func:`flex_dispatch_rows`, :func:`expert_rows`.
+:func:`actmem.layer.moe_flex.flex_dispatch_rows`, :func:`expert_rows`.
 
 **Checked against Megatron-LM itself.** Megatron-LM's own ``MoELayer``
 (d98e8a64, its local layer specs, one gloo rank on CPU: SequentialMLP,
@@ -144,7 +144,9 @@ NEEDED_FOR = {
 """Why each MoE row is kept, keyed by :attr:`LedgerRow.key`."""
 
 
-def _row(c, key, name, shape, elements, bpe, placement, group):
+def moe_row(c, key, name, shape, elements, bpe, placement, group):
+    """The MoE row ``key`` of layer ``c``, with its :data:`SOURCES` and
+    :data:`NEEDED_FOR` (over t ranks unless replicated)."""
     ranks = 1 if placement == REPLICATED else c.t
     return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, group,
                      SOURCES[key], NEEDED_FOR[key])
@@ -169,22 +171,22 @@ def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:
     sent = ("s", "b", "k") if T == N * c.moe_router_topk else ("E", "capacity")
     copies = sent if received == T else ("s", "b", "k*load")
     gathered = (*copies[:-1], copies[-1] + "*etp")
-    rows = [_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
-                 ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
+    rows = [moe_row(c, "moe_input", "input of the MoE layer (router and shared experts)",
+                    ("s", "b", "h"), N * h, 2, REPLICATED, "fixed"),
             *router_rows(c, ROUTER_DTYPES[c.moe_router_dtype]),
             *dispatch_rows(c, (T, sent), (received, gathered)),
-            _row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
-                 (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
+            moe_row(c, "expert_fc1_input", "input of the experts' first linear (routed copies)",
+                    (*gathered, "h"), received * x * h, 2, EXPERT_ROUTED, "intermediate"),
             *expert_rows(c, received, copies, gathered)]
     fs = c.moe_shared_expert_intermediate_size
     if fs:
         glu = 2 if c.activation == "swiglu" else 1
         rows += [
-            _row(c, "shared_fc1_output", "shared experts' " + _ACT_INPUT[c.activation],
-                 ("s", "b", f"{'2' * (glu > 1)}f_s"), glu * N * fs, 2, HIDDEN_SPLIT,
-                 "intermediate"),
-            _row(c, "shared_fc2_input", "input of the shared experts' second linear",
-                 ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
+            moe_row(c, "shared_fc1_output", "shared experts' " + _ACT_INPUT[c.activation],
+                    ("s", "b", f"{'2' * (glu > 1)}f_s"), glu * N * fs, 2, HIDDEN_SPLIT,
+                    "intermediate"),
+            moe_row(c, "shared_fc2_input", "input of the shared experts' second linear",
+                    ("s", "b", "f_s"), N * fs, 2, HIDDEN_SPLIT, "intermediate"),
         ]
     return tuple(rows)
 
@@ -226,23 +228,24 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
     N, E, x = c.s * c.b, c.num_experts, c.expert_t
     (T, copies), (got, gathered) = sent, received
     if c.moe_token_dispatcher_type == "allgather":
-        return [_row(c, "permute_index", "permutation index of the tokens (int64)",
-                     gathered, got * x, 8, EXPERT_ROUTED, "fixed"),
-                _row(c, "dispatch_local_probs", "local experts' probabilities, transposed",
-                     ("E", "s*etp", "b"), N * E * x, probability_bytes(c), EXPERT_ROUTED,
-                     "fixed"),
-                _row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
-                     ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
+        return [moe_row(c, "permute_index", "permutation index of the tokens (int64)",
+                        gathered, got * x, 8, EXPERT_ROUTED, "fixed"),
+                moe_row(c, "dispatch_local_probs", "local experts' probabilities, transposed",
+                        ("E", "s*etp", "b"), N * E * x, probability_bytes(c), EXPERT_ROUTED,
+                        "fixed"),
+                moe_row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
+                        ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
     if c.moe_token_dispatcher_type == "flex":
+        from .moe_flex import flex_dispatch_rows  # moe_flex builds on this module's rows
         return flex_dispatch_rows(c, got * x, gathered)
     if c.moe_permute_fusion:
         return fused_dispatch_rows(c, got * x, gathered)
     padded = c.moe_pad_expert_input_to_capacity
-    return [_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
-                 copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
-                 "fixed"),
-            _row(c, "permute_index", "permutation index of the tokens (int64)",
-                 copies, T, 8, REPLICATED, "fixed")]
+    return [moe_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
+                    copies if padded else ("E", "s", "b"), T if padded else N * E, 8, REPLICATED,
+                    "fixed"),
+            moe_row(c, "permute_index", "permutation index of the tokens (int64)",
+                    copies, T, 8, REPLICATED, "fixed")]
 
 
 def fused_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[LedgerRow]:
@@ -258,31 +261,10 @@ def fused_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[Le
     the layer; shape ``gathered``) each. Megatron-LM sorts only with
     more than one local expert (E/ep > 1, which the run checks)."""
     N, E = c.s * c.b, c.num_experts
-    return [_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
-                 ("s", "b", "2E+1"), N * (2 * E + 1), 4, REPLICATED, "fixed"),
-            _row(c, "sort_row_id_map", "row maps of the fused sorts by local expert (int32)",
-                 ("2", *gathered), 2 * copies, 4, EXPERT_ROUTED, "fixed")]
-
-
-def flex_dispatch_rows(c: LayerConfig, copies: int, gathered: tuple) -> list[LedgerRow]:
-    """The flex dispatcher's rows (:func:`actmem.layer.moe_flex.flex_rows`)
-    and its permutation of the R tokens a rank received over its L = E/ep
-    experts, the all-to-all dispatcher's of N tokens over E
-    (``moe_utils.py``: permute on the received multi-hot map): unfused, the
-    L x R map's argsort (int64) and the ``copies``' index (int64); with
-    ``moe_permute_fusion``, TE's row map, int32 R x (2L+1)."""
-    from .moe_flex import flex_rows, received_tokens  # moe_flex builds on the ledger
-    R, L = received_tokens(c) * c.t, c.num_experts // c.ep
-    if c.moe_permute_fusion:
-        permutation = [_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
-                            ("R", "2L+1"), R * (2 * L + 1), 4, EXPERT_ROUTED, "fixed")]
-    else:
-        permutation = [
-            _row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
-                 ("L", "R"), R * L, 8, EXPERT_ROUTED, "fixed"),
-            _row(c, "permute_index", "permutation index of the tokens (int64)", gathered,
-                 copies, 8, EXPERT_ROUTED, "fixed")]
-    return flex_rows(c, copies) + permutation
+    return [moe_row(c, "permute_row_id_map", "row map of the fused permutation (int32)",
+                    ("s", "b", "2E+1"), N * (2 * E + 1), 4, REPLICATED, "fixed"),
+            moe_row(c, "sort_row_id_map", "row maps of the fused sorts by local expert (int32)",
+                    ("2", *gathered), 2 * copies, 4, EXPERT_ROUTED, "fixed")]
 
 
 def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[LedgerRow]:
@@ -297,19 +279,19 @@ def expert_rows(c: LayerConfig, T: int, copies: tuple, gathered: tuple) -> list[
     its output 2f_e (``pow`` reads the same tensor), and
     ``pow(...) * probs`` the squared output and the probability."""
     f, x, glu = c.f_e, c.expert_t, c.activation == "swiglu"
-    rows = [_row(c, "expert_fc1_output", "experts' " + _ACT_INPUT[c.activation],
-                 (*copies, "2f_e" if glu else "f_e"),
-                 (2 if glu else 1) * T * f, 2, EXPERT_ROUTED, "intermediate")]
+    rows = [moe_row(c, "expert_fc1_output", "experts' " + _ACT_INPUT[c.activation],
+                    (*copies, "2f_e" if glu else "f_e"),
+                    (2 if glu else 1) * T * f, 2, EXPERT_ROUTED, "intermediate")]
     if not glu:
         name = "GeLU" if c.activation == "gelu" else "squared ReLU"
-        rows.append(_row(c, "expert_act_output", f"experts' {name} output (kept by the "
-                         "probability's multiplication)", (*copies, "f_e"), T * f, 2,
-                         EXPERT_ROUTED, "intermediate"))
+        rows.append(moe_row(c, "expert_act_output", f"experts' {name} output (kept by the "
+                            "probability's multiplication)", (*copies, "f_e"), T * f, 2,
+                            EXPERT_ROUTED, "intermediate"))
     return rows + [
-        _row(c, "expert_probs", "routing probability of each routed copy",
-             gathered, T * x, probability_bytes(c), EXPERT_ROUTED, "intermediate"),
-        _row(c, "expert_fc2_input", "input of the experts' second linear",
-             (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate")]
+        moe_row(c, "expert_probs", "routing probability of each routed copy",
+                gathered, T * x, probability_bytes(c), EXPERT_ROUTED, "intermediate"),
+        moe_row(c, "expert_fc2_input", "input of the experts' second linear",
+                (*copies, "f_e"), T * f, 2, EXPERT_ROUTED, "intermediate")]
 
 
 def with_moe(rows, c: LayerConfig):

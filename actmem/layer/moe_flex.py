@@ -25,14 +25,16 @@ probabilities, ``_DeepepManager.dispatch`` casts them):
   (``setup_metadata``: ``torch.topk``, whose backward keeps them);
 * ``flex_token_probs``: their fp32 probabilities [N, k'], the manager's
   ``token_probs``, kept until the layer's next forward;
-* ``flex_handle_tokens``, ``flex_handle_received``: DeepEP's intranode handle, which FusedDispatch and
-  FusedCombine keep for their backward (``deep_ep/buffer.py``: dispatch):
+* ``flex_handle_tokens``, ``flex_handle_received``: DeepEP's intranode
+  handle, which FusedDispatch and FusedCombine keep for their backward
+  (``deep_ep/buffer.py``: dispatch):
   ``is_token_in_rank`` [N, W] bool and ``send_head`` [N, W] int32 per
   token, ``recv_src_idx`` [R] int32, and the prefix matrices [W, W] and
   2 x [W, C] int32, C = 10 channels (DeepEP's 20 SMs, Megatron-LM's default);
 * ``flex_routing_map``: the received tokens' multi-hot map [R, L] (bool),
   the manager's ``dispatched_routing_map``, kept until the next forward;
-* ``flex_multihot_mask``, ``flex_multihot_indices``: what the multi-hot conversion's autograd keeps
+* ``flex_multihot_mask``, ``flex_multihot_indices``: what the multi-hot
+  conversion's autograd keeps
   (``_indices_to_multihot``: ``probs[mask]`` keeps the mask [R, k'] bool,
   the ``index_put`` of the probabilities its two int64 index vectors of
   R_e entries; measured on CPU by the layer's test);
@@ -45,7 +47,8 @@ probabilities, ``_DeepepManager.dispatch`` casts them):
 Not modelled (refused): the HybridEP and NCCL-EP backends, DeepEP across
 nodes (W > 8: NVSHMEM buffers and another handle), a hot rank, FP8, and
 Megatron-LM's experimental fused multi-hot conversion. DeepEP's own
-buffers live outside PyTorch's allocator: :mod:`actmem.run.reserve`.
+buffers live outside PyTorch's allocator (:func:`deepep_buffer`), a part
+of the reserve (:mod:`actmem.run.reserve`).
 """
 
 from __future__ import annotations
@@ -54,11 +57,24 @@ from fractions import Fraction
 from math import comb
 
 from .ledger import EXPERT_ROUTED, REPLICATED, LedgerRow
+from .moe import moe_row
 
 NVL_PEERS = 8
 """GPUs DeepEP connects within one node (its NUM_MAX_NVL_PEERS)."""
 CHANNELS = 10
 """DeepEP's channels: half its SMs, 20 in Megatron-LM (``set_deepep_num_sms``)."""
+
+DEEPEP_WORKSPACE = 32 * 2**20
+"""DeepEP's workspace, bytes (``csrc/kernels/configs.cuh``: NUM_WORKSPACE_BYTES)."""
+DEEPEP_RECV_TOKENS = 256
+"""Tokens per channel DeepEP's buffer holds for each of 2 to 8 ranks, in the
+dispatch and the combine configs alike (``deep_ep/buffer.py``:
+get_dispatch_config, get_combine_config)."""
+DEEPEP_SIGNALS = 160
+"""Bytes DeepEP adds to its buffer for barrier signals and peer pointers
+(``csrc/deep_ep.cpp``: Buffer::Buffer, 8 ints and twice 8 pointers)."""
+CUDA_GRANULARITY = 2 * 2**20
+"""cudaMalloc's allocation granularity, bytes."""
 
 _FLEX = "megatron/core/transformer/moe/token_dispatcher.py: _DeepepManager."
 SOURCES = {
@@ -134,3 +150,42 @@ def flex_rows(c, copies: int) -> list[LedgerRow]:
         _row(c, "flex_multihot_indices", "multi-hot conversion's indices (int64)",
              ("2", "R_e"), 2 * copies, 8, EXPERT_ROUTED),
     ]
+
+
+def flex_dispatch_rows(c, copies: int, gathered: tuple) -> list[LedgerRow]:
+    """:func:`flex_rows` and the permutation of the R tokens a rank
+    received over its L = E/ep experts, the all-to-all dispatcher's of N
+    tokens over E (``moe_utils.py``: permute on the received multi-hot
+    map): unfused, the L x R map's argsort (int64) and the ``copies``'
+    index (int64, shape ``gathered``); with ``moe_permute_fusion``, TE's
+    row map, int32 R x (2L+1)."""
+    R, L = received_tokens(c) * c.t, c.num_experts // c.ep
+    if c.moe_permute_fusion:
+        permutation = [moe_row(c, "permute_row_id_map", "row map of the fused permutation "
+                               "(int32)", ("R", "2L+1"), R * (2 * L + 1), 4, EXPERT_ROUTED,
+                               "fixed")]
+    else:
+        permutation = [
+            moe_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",
+                    ("L", "R"), R * L, 8, EXPERT_ROUTED, "fixed"),
+            moe_row(c, "permute_index", "permutation index of the tokens (int64)", gathered,
+                    copies, 8, EXPERT_ROUTED, "fixed")]
+    return flex_rows(c, copies) + permutation
+
+
+def deepep_buffer(h: int, ranks: int) -> int:
+    """DeepEP's buffers on one GPU of the flex dispatcher's group of
+    ``ranks`` GPUs (2 to 8, one node), for tokens of ``h`` bf16 values,
+    bytes: what Megatron-LM asks for (``fused_a2a.py``: get_buffer, the
+    larger of the dispatch and combine configs'
+    ``get_nvl_buffer_size_hint``, ``csrc/config.hpp``) with its signals,
+    rounded to cudaMalloc's 2 MiB, and the 32 MiB workspace. Per channel
+    (10: Megatron-LM's 20 SMs) and rank it holds 256 tokens of 2h bytes,
+    each with 8 bytes of source meta (DeepEP built with NVSHMEM, as
+    Megatron-LM's image builds it) and room for 128 top-k indices (int64),
+    weights and scales (fp32), and 5 ints of prefixes; one copy per GPU,
+    its peers' mapped over IPC, allocated with cudaMalloc outside PyTorch."""
+    slots = CHANNELS * ranks * DEEPEP_RECV_TOKENS
+    nvl = CHANNELS * ranks * 5 * 4 + slots * (2 * h + 8 + 128 * (8 + 4 + 4))
+    nvl = -(-nvl // 128) * 128 + DEEPEP_SIGNALS
+    return -(-nvl // CUDA_GRANULARITY) * CUDA_GRANULARITY + DEEPEP_WORKSPACE

@@ -8,8 +8,8 @@ has reserved from CUDA and the memory it has handed out. With a GPU preset
 named and ``reserve="default"`` (the default), each pipeline stage's reserve
 is :func:`default_reserve`, the sum of these four parts, each a function
 below with its source, and, with the flex dispatcher, (4) DeepEP's buffers
-(:func:`deepep_buffer`), which the allocator does not see either. The
-research behind every constant, and which are
+(:func:`actmem.layer.moe_flex.deepep_buffer`), which the allocator does not
+see either. The research behind every constant, and which are
 judgement, is in ``docs/reserve-sources.md``.
 
 It is an estimate. Calibrate it on your GPU: after one whole training step,
@@ -51,19 +51,6 @@ GAP = {False: Fraction(10, 100), True: Fraction(3, 100)}
 """The allocator's gap as a fraction of the peak, by ``expandable_segments``."""
 SEGMENT_SLACK = 20 * MiB
 """One large-pool segment the allocator holds beyond its blocks, bytes."""
-DEEPEP_WORKSPACE = 32 * MiB
-"""DeepEP's workspace, bytes (``csrc/kernels/configs.cuh``: NUM_WORKSPACE_BYTES)."""
-DEEPEP_RECV_TOKENS = 256
-"""Tokens per channel DeepEP's buffer holds for each of 2 to 8 ranks, in the
-dispatch and the combine configs alike (``deep_ep/buffer.py``:
-get_dispatch_config, get_combine_config)."""
-DEEPEP_SIGNALS = 160
-"""Bytes DeepEP adds to its buffer for barrier signals and peer pointers
-(``csrc/deep_ep.cpp``: Buffer::Buffer, 8 ints and twice 8 pointers)."""
-CUDA_GRANULARITY = 2 * MiB
-"""cudaMalloc's allocation granularity, bytes."""
-
-
 class Communicator(NamedTuple):
     """One NCCL communicator a training step uses: Megatron-LM's process
     group ``name``, its ``ranks`` and, for send/receive (point-to-point)
@@ -84,7 +71,8 @@ class ReserveParts:
         nccl: :func:`nccl_buffers` of ``communicators``.
         allocator: :func:`allocator_gap`.
         communicators: the names of the communicators counted.
-        deepep: :func:`deepep_buffer` (the flex dispatcher), else 0.
+        deepep: :func:`actmem.layer.moe_flex.deepep_buffer` (the flex
+            dispatcher), else 0.
     """
 
     driver: int
@@ -156,7 +144,7 @@ def communicators(job, stage: int) -> tuple[Communicator, ...]:
       all-to-all (``"a2a"``, ``"a2a+p2p"``: cp - 1 peers) or all-gathers;
     * expert (ep): the token dispatcher's all-to-all (ep - 1 peers; none
       with the flex dispatcher, whose tokens DeepEP's buffers carry,
-      :func:`deepep_buffer`); expert
+      :func:`actmem.layer.moe_flex.deepep_buffer`); expert
       tensor (etp); expert data (t*cp*d/(ep*etp)): the experts' gradients;
       expert gradient norm (etp*ep*p);
     * FP8 amax (t*d*cp): Transformer Engine's amax reduction (``fp8`` set).
@@ -265,25 +253,6 @@ def allocator_gap(peak: int, expandable_segments: bool = False,
     return gap if limit is None else min(gap, max(0, limit))
 
 
-def deepep_buffer(h: int, ranks: int) -> int:
-    """DeepEP's buffers on one GPU of the flex dispatcher's group of
-    ``ranks`` GPUs (2 to 8, one node), for tokens of ``h`` bf16 values,
-    bytes: what Megatron-LM asks for (``fused_a2a.py``: get_buffer, the
-    larger of the dispatch and combine configs'
-    ``get_nvl_buffer_size_hint``, ``csrc/config.hpp``) with its signals,
-    rounded to cudaMalloc's 2 MiB, and the 32 MiB workspace. Per channel
-    (10: Megatron-LM's 20 SMs) and rank it holds 256 tokens of 2h bytes,
-    each with 8 bytes of source meta (DeepEP built with NVSHMEM, as
-    Megatron-LM's image builds it) and room for 128 top-k indices (int64),
-    weights and scales (fp32), and 5 ints of prefixes; one copy per GPU,
-    its peers' mapped over IPC, allocated with cudaMalloc outside PyTorch."""
-    from ..layer.moe_flex import CHANNELS
-    slots = CHANNELS * ranks * DEEPEP_RECV_TOKENS
-    nvl = CHANNELS * ranks * 5 * 4 + slots * (2 * h + 8 + 128 * (8 + 4 + 4))
-    nvl = -(-nvl // 128) * 128 + DEEPEP_SIGNALS
-    return -(-nvl // CUDA_GRANULARITY) * CUDA_GRANULARITY + DEEPEP_WORKSPACE
-
-
 def default_reserve(job, stage: int, peak: int, gpu) -> ReserveParts:
     """Pipeline stage ``stage``'s default reserve on ``gpu`` (a
     :class:`actmem.run.job.gpus.GPU` preset), at its peak of ``peak`` bytes:
@@ -298,6 +267,7 @@ def default_reserve(job, stage: int, peak: int, gpu) -> ReserveParts:
     model = job.model
     deepep = 0
     if model.num_experts is not None and model.moe_token_dispatcher_type == "flex":
+        from ..layer.moe_flex import deepep_buffer
         deepep = deepep_buffer(model.h, (job.t if job.etp is None else job.etp) * job.ep)
     return ReserveParts(driver, context, nccl,
                         allocator_gap(peak, job.expandable_segments,

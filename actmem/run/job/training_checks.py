@@ -15,7 +15,6 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ...layer.fp8 import fp8_format
-from ...layer.moe_options import check_flex_group
 from ...layer.recompute_modules import check_for_model, named_modules
 from ..moments.framework import GRADIENT_BUFFERS, gradient_fusion
 from ..moments.loss import LOSSES
@@ -24,9 +23,10 @@ from ..model_states.fp8_states import check_fp8_job, check_fp8_layers
 from ..model_states.megatron_fsdp_checks import check_megatron_fsdp
 from .megatron_option_checks import check_megatron_options
 from .model import ModelConfig
+from .moe_job_checks import check_moe_job
 from ..moments.offload import check_offload
 from ..moments.precision import AUTOCAST_DEVICES, PRECISIONS, check_precision_features
-from ...validate import choice, flag, instance, integer, one_of_ints, positive_int, shown
+from ...validate import choice, flag, instance, integer, one_of_ints, positive_int
 
 
 class CheckedRun(NamedTuple):
@@ -175,8 +175,9 @@ def check_fsdp2(model, *, use_torch_fsdp2, reshard_after_forward, t, p, v, ep, s
 def check_job(job) -> None:
     """Check every option of the :class:`actmem.Job` ``job`` in the order
     :func:`actmem.training_memory` always has: each argument alone
-    (:func:`check_training`), FSDP2's and Megatron-FSDP's rules, the expert
-    sizes, the hot expert, FP8's recipe and parameters, multi-token prediction's rules,
+    (:func:`check_training`), FSDP2's and Megatron-FSDP's rules, the MoE
+    rules (:func:`actmem.run.job.moe_job_checks.check_moe_job`), FP8's
+    recipe and parameters, multi-token prediction's rules,
     the Megatron-LM options that join others
     (:func:`actmem.run.job.megatron_option_checks.check_megatron_options`), the
     context-parallel layout, the GPU (what it runs,
@@ -194,18 +195,12 @@ def check_job(job) -> None:
     from ...layer.context_parallel import rank_model
     from ..schedule.schedule_rules import MAX_TIMELINE_OPERATIONS, check_schedule, check_size
     from ..schedule.stage_split import split_layers
-    from ..model_states.states import expert_data_parallel
     from ..schedule.zero_bubble import V_SHAPED
     o = dict(job.options, recompute_modules=named_modules(job.recompute_modules))
     check_training(job.model, **{name: o[name] for name in _TRAINING_CHECKED})
     check_fsdp2(job.model, **{name: o[name] for name in _FSDP2_CHECKED})
     check_megatron_fsdp(job)
-    expert_data_parallel(job.model, job.t, job.d, job.ep, job.etp, job.cp)
-    _check_hot_expert(job)
-    _check_permute_fusion(job)
-    if job.model.num_experts is not None:
-        check_flex_group(job.model.moe_token_dispatcher_type,
-                         job.t if job.etp is None else job.etp, job.ep)
+    check_moe_job(job)
     check_fp8_job(job)
     check_mtp(job)
     check_megatron_options(job)
@@ -266,40 +261,3 @@ _FSDP2_CHECKED = (
     "cpu_offloading_num_layers", "recompute_modules")
 
 
-def _check_permute_fusion(job) -> None:
-    """The fused permutation is Transformer Engine's, and its rows
-    (:func:`actmem.layer.moe.fused_dispatch_rows`) include the sorts by local
-    expert, which Megatron-LM skips with one expert per GPU."""
-    model = job.model
-    if not model.moe_permute_fusion:
-        return
-    if not job.transformer_engine:
-        raise ValueError("moe_permute_fusion=True needs transformer_engine=True: the fused "
-                         "permutation is Transformer Engine's")
-    if model.num_experts == job.ep and model.moe_token_dispatcher_type != "flex":
-        raise ValueError(f"moe_permute_fusion=True with ep={job.ep} = num_experts: with one "
-                         "expert per GPU Megatron-LM skips the fused sorts, which actmem "
-                         "counts; not modelled")
-
-
-def _check_hot_expert(job) -> None:
-    """``moe_hot_expert``: 1 for a dense model; from 1 to E/k for an MoE one
-    (:func:`actmem.layer.moe_copies.hot_rank_load`), and 1 with a capacity factor."""
-    from ...layer.moe_copies import hot_rank_load
-    from ...layer.moe_options import real
-    model, f = job.model, real(job.moe_hot_expert)
-    object.__setattr__(job, "moe_hot_expert", f)   # a NumPy float as Python's
-    if model.num_experts is None:
-        if isinstance(f, bool) or f != 1:
-            raise ValueError(f"moe_hot_expert={shown(f)} needs an MoE model (num_experts): it "
-                             "is the busiest expert's share of the routed copies")
-        return
-    hot_rank_load(f, model.num_experts, model.moe_router_topk, job.ep)
-    if f != 1 and model.moe_token_dispatcher_type == "flex":
-        raise ValueError(f"moe_hot_expert={shown(f)} with moe_token_dispatcher_type='flex': "
-                         "the flex dispatcher is modelled under balanced routing (the tokens "
-                         "a busier rank receives from each sender are not); use 1")
-    if f != 1 and model.moe_expert_capacity_factor is not None:
-        raise ValueError(f"moe_hot_expert={shown(f)} with moe_expert_capacity_factor="
-                         f"{model.moe_expert_capacity_factor}: the capacity caps every expert's "
-                         "copies; the imbalance what-if is for dropless routing")

@@ -1,5 +1,11 @@
-"""Transformer Engine's blockwise FP8 (Megatron-LM's ``--fp8-recipe blockwise``): its scales.
+"""The scale inverses Transformer Engine's FP8 keeps: one per tensor, or one per block.
 
+Delayed and current (tensorwise) scaling keep one fp32 scale inverse per
+FP8 tensor (``tensor/float8_tensor.py``: Float8Tensor ``_scale_inv``): one
+per saved input, one per local expert's for the experts' grouped inputs
+(:func:`saved_scales`).
+
+Under blockwise scaling (Megatron-LM's ``--fp8-recipe blockwise``),
 Megatron-LM builds TE's ``Float8BlockScaling`` with TE's defaults
 (``megatron/core/fp8_utils.py``: get_fp8_recipe; TE 2.17's
 ``transformer_engine/common/recipe/__init__.py``): activations in blocks of
@@ -26,6 +32,8 @@ get_scale_shape). What it keeps beyond delayed scaling's 1 byte per element:
 
 from __future__ import annotations
 
+EXPERT_ROWS = ("expert_fc1_input", "expert_fc2_input")
+"""The grouped GEMMs' inputs: one FP8 tensor per local expert."""
 BLOCK = 128
 """Elements per block along each scaled dimension."""
 GROUPED_PAD = 256
@@ -51,3 +59,33 @@ def weight_copy_bytes(N: int, K: int) -> int:
     rowwise = _blocks(N) * _roundup4(_blocks(K))
     columnwise = _blocks(K) * _roundup4(_blocks(N))
     return 2 * N * K + 4 * (rowwise + columnwise)
+
+
+SCALE_SOURCES = ("transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
+                 "transformer_engine/pytorch/csrc/quantizer.cpp: Float8BlockQuantizer::"
+                 "get_scale_shape (column-wise, 1x128 blocks)")
+"""Where the scale inverses are made: one per tensor, or per block (blockwise)."""
+
+
+def saved_scales(c, row) -> int:
+    """fp32 scales a quantized ``row`` keeps on one GPU: one per FP8 tensor
+    (one per local expert's for the experts' inputs), or under blockwise
+    scaling each tensor's 1x128 blocks
+    (:func:`input_scales`; the experts' expected
+    tokens per local expert, and their buffer's alignment pad)."""
+    tensors = c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
+    if c.fp8_recipe != "blockwise":
+        return tensors
+    K = _input_width(c, row.key)
+    tokens = -(-(row.elements // row.ranks // K) // tensors)
+    pad = GROUPED_PAD // 4 if row.key in EXPERT_ROWS else 0
+    return tensors * input_scales(tokens, K) + pad
+
+
+def _input_width(c, key: str) -> int:
+    """K, the features of a quantized input on one GPU (``key``: its row)."""
+    if key in ("fc2_input", "shared_fc2_input", "expert_fc2_input"):
+        f, x = {"fc2_input": (c.f, c.t), "expert_fc2_input": (c.f_e, c.expert_t),
+                "shared_fc2_input": (c.moe_shared_expert_intermediate_size, c.t)}[key]
+        return f // x
+    return c.h
