@@ -238,3 +238,11 @@ def test_command_line_errors_are_one_line():
         main(["train", "--preset", "llama2-7b", "-t", "٣"])
     assert end.value.code == 2
     assert err.getvalue().count("\n") <= 2 and "error:" in err.getvalue()
+
+
+@pytest.mark.parametrize("model", [P, MIX])
+def test_a_numpy_bool_is_no_hot_expert(model):
+    """np.True_ equals 1 but is a flag, not the busiest expert's load: refused
+    for a dense model as for an MoE one (found by the campaign)."""
+    with pytest.raises(ValueError, match="moe_hot_expert"):
+        actmem.training_memory(model, moe_hot_expert=np.True_)

@@ -5,7 +5,7 @@ a limit of what actmem models, named in its message)."""
 from __future__ import annotations
 
 from ...layer.moe_options import check_flex_group
-from ...validate import shown
+from ...validate import finite_number, shown
 
 
 def check_moe_job(job) -> None:
@@ -50,9 +50,11 @@ def _check_hot_expert(job) -> None:
     model, f = job.model, real(job.moe_hot_expert)
     object.__setattr__(job, "moe_hot_expert", f)   # a NumPy float as Python's
     if model.num_experts is None:
-        if isinstance(f, bool) or f != 1:
-            raise ValueError(f"moe_hot_expert={shown(f)} needs an MoE model (num_experts): it "
-                             "is the busiest expert's share of the routed copies")
+        needs = (f"moe_hot_expert={shown(f)} needs an MoE model (num_experts): it is the "
+                 "busiest expert's share of the routed copies; a dense model takes 1")
+        if type(f).__name__ in ("bool", "bool_") or finite_number(
+                "moe_hot_expert", f, allowed="1 for a dense model") != 1:
+            raise ValueError(needs)
         return
     hot_rank_load(f, model.num_experts, model.moe_router_topk, job.ep)
     if f != 1 and model.moe_token_dispatcher_type == "flex":
