@@ -1061,9 +1061,10 @@ ZH = {
     "ep=8, etp=1 (one expert per GPU)": "ep=8，etp=1（每块 GPU 一个专家）",
     "{label}: fits up to moe_hot_expert = {f}": "{label}：moe_hot_expert 不超过 {f} 时放得下",
     "{dispatcher}: {in_flight} in flight at its busiest moment, {kept} kept all step in "
-    "Megatron-LM's global buffer; peak {peak}":
+    "Megatron-LM's global buffer, {outside} in DeepEP's buffers outside PyTorch; peak {peak}, "
+    "reserve {reserve}":
         "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
-        "{kept}；峰值 {peak}",
+        "{kept}，PyTorch 之外的 DeepEP 缓冲区占 {outside}；峰值 {peak}，预留 {reserve}",
     "{name}: the router keeps {kept} of the whole layer's {total} ({share:.2%})":
         "{name}：保存 {kept}，占整层 {total} 的 {share:.2%}",
     "the experts' rows: {experts} ({share:.1%})": "专家激活行：{experts}（{share:.1%}）",
