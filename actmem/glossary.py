@@ -259,8 +259,10 @@ TERMS = (
          "and its layer keeps no input for a weight gradient", "冻结权重",
          "不训练的权重：没有梯度和优化器状态，其所在层也不为权重梯度保存输入"),
     Term("FP8", "8-bit floating point (e4m3, e5m2) for the linear layers' inputs and "
-         "weights under Transformer Engine, with a scale per tensor (fp8)", "FP8 训练",
-         "Transformer Engine 下线性层的输入和权重使用 8 位浮点（e4m3、e5m2），每个张量带一个缩放因子（fp8）"),
+         "weights under Transformer Engine, with a scale per tensor, or per block of 128 "
+         "under blockwise scaling (fp8, fp8_recipe)", "FP8 训练",
+         "Transformer Engine 下线性层的输入和权重使用 8 位浮点（e4m3、e5m2），每个张量带一个缩放因子，"
+         "分块缩放（blockwise）时每 128 个元素一块、每块一个（fp8、fp8_recipe）"),
     Term("mixture of experts (MoE)", "a layer whose MLP is E experts; a router sends each "
          "token to k of them (num_experts, moe_router_topk)", "混合专家（MoE）",
          "MLP 换成 E 个专家的层；路由器把每个 token 送往其中 k 个专家（num_experts、moe_router_topk）"),
@@ -298,6 +300,13 @@ TERMS = (
          "Megatron-LM 自己的 FSDP（use_megatron_fsdp）：bf16 权重、fp32 主权重、梯度和 Adam 状态按桶分到 "
          "d 块 GPU 上；各层提前聚合，直到预取量达到通信单元的一半；每层的梯度先累加进梯度桶（一块临时的、"
          "未切分的缓冲区），再做 reduce-scatter", ("use_megatron_fsdp",)),
+    Term("DeepEP", "DeepSeek's expert-parallel communication library: Megatron-LM's flex "
+         "dispatcher sends each token once to every GPU that holds one of its experts, "
+         "through DeepEP's buffers outside PyTorch's allocator "
+         "(moe_token_dispatcher_type='flex')", "DeepEP（专家并行通信库）",
+         "DeepSeek 的专家并行通信库：Megatron-LM 的 flex 分发器把每个 token 只发一次，发往持有它某个专家的"
+         "每块 GPU，经由 DeepEP 在 PyTorch 分配器之外的缓冲区传递（moe_token_dispatcher_type='flex'）",
+         ("flex",)),
     Term("communication unit", "Megatron-FSDP's size in elements that bounds the prefetch (half "
          "of it) and the gradient buckets waiting to be freed: by default twice a layer's "
          "parameters, at least 10^9 (suggested_communication_unit_size)", "通信单元",
