@@ -1041,6 +1041,7 @@ ZH = {
     "ep=4, moe_act": "ep=4，专家激活",
     "ep=4, moe": "ep=4，专家层",
     "ep=4, full": "ep=4，完全重计算",
+    "ep=4, fp8='e4m3'": "ep=4，fp8='e4m3'",
     "offload 16 layers: pinned host memory {}": "卸载 16 层：锁页主机内存 {}",
     "GiB at the peak": "峰值时刻（GiB）",
     "full recomputation": "完全重计算",
@@ -1062,9 +1063,10 @@ ZH = {
     "{label}: fits up to moe_hot_expert = {f}": "{label}：moe_hot_expert 不超过 {f} 时放得下",
     "{dispatcher}: {in_flight} in flight at its busiest moment, {kept} kept all step in "
     "Megatron-LM's global buffer, {outside} in DeepEP's buffers outside PyTorch; peak {peak}, "
-    "reserve {reserve}":
+    "reserve {reserve} (NCCL {nccl})":
         "{dispatcher}：最忙时刻有 {in_flight} 在传输中，Megatron-LM 的全局缓冲区整个训练步保留 "
-        "{kept}，PyTorch 之外的 DeepEP 缓冲区占 {outside}；峰值 {peak}，预留 {reserve}",
+        "{kept}，PyTorch 之外的 DeepEP 缓冲区占 {outside}；峰值 {peak}，预留 {reserve}（其中 NCCL "
+        "{nccl}）",
     "{name}: the router keeps {kept} of the whole layer's {total} ({share:.2%})":
         "{name}：保存 {kept}，占整层 {total} 的 {share:.2%}",
     "the experts' rows: {experts} ({share:.1%})": "专家激活行：{experts}（{share:.1%}）",

@@ -142,9 +142,11 @@ def communicators(job, stage: int) -> tuple[Communicator, ...]:
       embedding's gradient (p > 1);
     * context (cp): send/receive around a ring (cp_comm_type ``"p2p"``), an
       all-to-all (``"a2a"``, ``"a2a+p2p"``: cp - 1 peers) or all-gathers;
-    * expert (ep): the token dispatcher's all-to-all (ep - 1 peers; none
-      with the flex dispatcher, whose tokens DeepEP's buffers carry,
-      :func:`actmem.layer.moe_flex.deepep_buffer`); expert
+    * expert (ep): the token dispatcher's all-to-all (ep - 1 peers); with
+      the flex dispatcher none, its tokens travel in DeepEP's buffers
+      (:func:`actmem.layer.moe_flex.deepep_buffer`), whose setup gathers
+      over the expert tensor and expert group, etp*ep (``deep_ep/buffer.py``:
+      Buffer.__init__, ``all_gather_object``); expert
       tensor (etp); expert data (t*cp*d/(ep*etp)): the experts' gradients;
       expert gradient norm (etp*ep*p);
     * FP8 amax (t*d*cp): Transformer Engine's amax reduction (``fp8`` set).
@@ -169,7 +171,9 @@ def communicators(job, stage: int) -> tuple[Communicator, ...]:
                                   else j.cp - 1))
     if model.num_experts is not None:
         etp = j.t if j.etp is None else j.etp
-        if model.moe_token_dispatcher_type != "flex":   # flex: DeepEP's own buffers
+        if model.moe_token_dispatcher_type == "flex":   # DeepEP's setup, then its buffers
+            pairs.append(Communicator("expert tensor and expert", etp * j.ep))
+        else:
             pairs.append(Communicator("expert", j.ep, j.ep - 1))
         pairs += [Communicator("expert tensor", etp),
                   Communicator("expert data",

@@ -84,7 +84,8 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
         ep: expert-parallel size (divides E).
 
     Raises:
-        ValueError: ``c`` has no experts, or ep does not divide E.
+        ValueError: ``c`` has no experts, ep does not divide E, or a flex
+            layer's own ep is not ``ep``.
 
     >>> from actmem import LayerConfig
     >>> mixtral = LayerConfig(4096, 1, 4096, 32, activation="swiglu", num_experts=8,
@@ -96,7 +97,7 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     if c.moe_token_dispatcher_type == "allgather":
         return _allgather_buffers(c, ep)
     if c.moe_token_dispatcher_type == "flex":
-        return _flex_buffers(c)
+        return _flex_buffers(c, ep)
     (R, got), row, local = _copies(c, ep), 2 * c.h, E // ep
     chain = [("permuted tokens", R)] + [("all-to-all output", got)] * (ep > 1) \
         + [("all-gather output", got * x)] * (x > 1) + [("sorted tokens", got * x)] * (local > 1)
@@ -140,6 +141,7 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
         return {**output, "combine gradients": max(
             (gathered + copies) * row, 3 * gathered * row if wide else 0)}
     if c.moe_token_dispatcher_type == "flex":   # combine's backward (a dispatch), unpermute's
+        _check_flex_layer(c, ep)
         received = received_tokens(c)
         chain = [c.s * c.b // c.t, received, got * x]
     else:
@@ -183,7 +185,7 @@ def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     return {name: n for name, n in {**held, **busiest}.items() if n}
 
 
-def _flex_buffers(c: LayerConfig) -> dict[str, int]:
+def _flex_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     """:func:`dispatch_buffers` of the flex dispatcher with DeepEP
     (:mod:`actmem.layer.moe_flex`; R received tokens, R_e copies, k' = etp*k,
     L local experts): held through the layer, DeepEP's received tokens
@@ -192,6 +194,7 @@ def _flex_buffers(c: LayerConfig) -> dict[str, int]:
     indices [R, k'] int64 and the multi-hot probabilities [R, L] fp32; then
     the busiest of the experts' output [R_e, h], unpermute's [R, h] beside
     it, and DeepEP's combined tokens [N/t, h] beside unpermute's."""
+    _check_flex_layer(c, ep)
     R, copies, row = received_tokens(c), received_copies(c) * c.expert_t, 2 * c.h
     L, k = c.num_experts // c.ep, c.expert_t * c.moe_router_topk
     held = {"received tokens": R * row, "received indices and probabilities": R * (8 * k + 4 * L)}
@@ -199,6 +202,18 @@ def _flex_buffers(c: LayerConfig) -> dict[str, int]:
                {"experts' output": copies * row, "unpermuted output": R * row},
                {"unpermuted output": R * row, "combined output": c.s * c.b // c.t * row}]
     return {**held, **max(moments, key=lambda m: sum(m.values()))}
+
+
+def _check_flex_layer(c: LayerConfig, ep: int) -> None:
+    """A flex layer's rows follow its own local experts: ``c.ep`` must be
+    ``ep``.
+
+    Raises:
+        ValueError: naming both.
+    """
+    if c.ep != ep:
+        raise ValueError(f"ep={ep} with a flex layer of ep={c.ep}: the flex dispatcher's rows "
+                         f"follow the layer's local experts; build the layer with ep={ep}")
 
 
 def gathered_tokens_buffer(model: ModelConfig, t: int, ep: int, etp: int | None) -> int:
