@@ -1,6 +1,7 @@
 """``actmem train`` with today's levers: --cp/--context-parallel-size,
 --cp-comm-type, --hierarchical-context-parallel-sizes, --fp8/--fp8-format,
---recompute-modules, --lora-rank/--lora-targets (Megatron-LM's flag names);
+--fp8-recipe, --moe-token-dispatcher-type, --recompute-modules,
+--lora-rank/--lora-targets (Megatron-LM's flag names);
 bad values get argparse's choices or the API's message, in one line."""
 
 import json
@@ -26,6 +27,9 @@ def run_json(capsys, *argv):
     (["--fp8-format", "hybrid", "--recompute", "selective", "--recompute-modules", "core_attn",
       "mlp"], dict(fp8="hybrid", recompute="selective", recompute_modules=["core_attn", "mlp"])),
     (["--cpu-offloading-num-layers", "16"], dict(cpu_offloading_num_layers=16)),
+    (["-t", "2", "--fp8", "hybrid", "--fp8-recipe", "blockwise", "--gpu-memory",
+      "H100 80GB SXM"], dict(t=2, fp8="hybrid", fp8_recipe="blockwise",
+                              gpu_memory="H100 80GB SXM")),
 ])
 def test_the_levers_reach_training_memory(capsys, argv, direct):
     out = run_json(capsys, *argv)
@@ -67,6 +71,10 @@ def test_the_run_line_names_the_levers(capsys):
     (["--preset", "mixtral-8x7b", "--fp8", "e4m3", "--recompute", "selective",
       "--recompute-modules", "moe_act"],
      "fp8='e4m3' under fp8_recipe='delayed' with recompute_modules containing 'moe_act'"),
+    (["--preset", "mixtral-8x7b", "--ep", "8", "--moe-token-dispatcher-type", "flex",
+      "--fp8", "e4m3"], "moe_token_dispatcher_type='flex' with fp8='e4m3'"),
+    (["--moe-token-dispatcher-type", "flex"],
+     "moe_token_dispatcher_type='flex' needs num_experts"),
 ])
 def test_bad_levers_exit_2_with_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:
@@ -84,6 +92,21 @@ def test_an_moe_preset_takes_cp_into_its_expert_groups(capsys):
     result = training_memory(MOE_PRESETS["mixtral-8x7b"], t=2, sequence_parallel=True, cp=2,
                              ep=4, etp=1)
     assert out["stages"][0]["peak"] == result.stages[0].peak
+
+
+def test_an_moe_preset_takes_the_flex_dispatcher(capsys):
+    """--moe-token-dispatcher-type flex: DeepEP's rows and its buffers in the
+    reserve, as training_memory on the preset with that dispatcher."""
+    argv = ["train", "--preset", "mixtral-8x7b", "-t", "2", "--sequence-parallel", "--ep", "4",
+            "-d", "4", "--moe-token-dispatcher-type", "flex", "--gpu-memory", "H100 80GB SXM"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    direct = training_memory(MOE_PRESETS["mixtral-8x7b"].with_(moe_token_dispatcher_type="flex"),
+                             t=2, sequence_parallel=True, ep=4, d=4, gpu_memory="H100 80GB SXM")
+    assert [s["peak"] for s in out["stages"]] == [s.peak for s in direct.stages]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert " dispatcher=flex" in printed.splitlines()[0] and "DeepEP 0.23" in printed
 
 
 def test_offloading_prints_the_host_memory(capsys):

@@ -202,11 +202,14 @@ def _check_flex(c: LayerConfig) -> None:
     job's check: :func:`check_flex_group`)."""
     if c.moe_token_dispatcher_type != "flex":
         return
-    if c.moe_rank_load != 1 or c.fp8 not in (None, False):
+    if c.fp8 not in (None, False):
+        raise ValueError(f"moe_token_dispatcher_type='flex' with fp8={c.fp8!r}: the flex "
+                         "dispatcher is modelled without FP8 (its fused permutation pads each "
+                         "expert's tokens for FP8); use fp8=None or another dispatcher")
+    if c.moe_rank_load != 1:
         raise ValueError(f"moe_token_dispatcher_type='flex' with moe_rank_load="
-                         f"{c.moe_rank_load}, fp8={c.fp8!r}: the flex dispatcher is modelled "
-                         "under balanced routing (moe_rank_load=1) and without FP8 (its fused "
-                         "permutation pads for FP8)")
+                         f"{c.moe_rank_load}: the flex dispatcher is modelled under balanced "
+                         "routing (moe_rank_load=1)")
 
 
 def _check_rank_load(c: LayerConfig) -> None:

@@ -19,7 +19,8 @@ import re
 from ..language import translator
 from ..layer.config import RECOMPUTE
 from ..layer.context_parallel import CP_COMM_TYPES
-from ..layer.fp8 import FP8_FORMATS
+from ..layer.fp8 import FP8_FORMATS, FP8_RECIPES
+from ..layer.moe_options import DISPATCHERS
 from ..layer.lora import LORA_TARGETS
 from ..layer.recompute_modules import MODULES
 from ..run.moments.framework import GRADIENT_BUFFERS
@@ -139,8 +140,13 @@ def add_levers(p: argparse.ArgumentParser) -> None:
                    metavar=("A2A", "P2P"),
                    help="a2a+p2p: the all-to-all group's and the ring's sizes (product cp)")
     p.add_argument("--fp8", "--fp8-format", dest="fp8", choices=FP8_FORMATS,
-                   help="Transformer Engine's FP8 linear layers under delayed scaling "
-                        "(default off; cp 1, no multi-latent attention)")
+                   help="Transformer Engine's FP8 linear layers (default off; no "
+                        "multi-latent attention; cp 1 under delayed scaling)")
+    p.add_argument("--fp8-recipe", choices=FP8_RECIPES, default="delayed",
+                   help="FP8's scaling: delayed (default), tensorwise or blockwise (with --fp8)")
+    p.add_argument("--moe-token-dispatcher-type", choices=DISPATCHERS,
+                   help="an MoE preset's token dispatcher (the preset's: alltoall); flex is "
+                        "DeepEP within one node, etp*ep = 2, 4 or 8")
     p.add_argument("--cpu-offloading-num-layers", type=count, default=0,
                    help="the first n layers' saved tensors go to host memory (0; p 1, "
                         "no recomputation, 1f1b, dense presets)")
@@ -184,7 +190,8 @@ def model(args) -> ModelConfig:
         s, b = (getattr(args, k, None) for k in ("s", "b"))
         base = job_model(preset, preset.s if s is None else s, preset.b if b is None else b)
     return base.with_(
-        **{k: getattr(args, k) for k in ("flash_attention", "lora_rank")
+        **{k: getattr(args, k) for k in ("flash_attention", "lora_rank",
+                                          "moe_token_dispatcher_type")
            if getattr(args, k, None) is not None},
         **({"lora_targets": tuple(args.lora_targets)} if getattr(args, "lora_targets", None)
            else {}))
@@ -210,7 +217,7 @@ def compute(args) -> TrainingMemory:
         hierarchical_context_parallel_sizes=(None if args.hierarchical_context_parallel_sizes
                                              is None else
                                              tuple(args.hierarchical_context_parallel_sizes)),
-        recompute_modules=args.recompute_modules, fp8=args.fp8,
+        recompute_modules=args.recompute_modules, fp8=args.fp8, fp8_recipe=args.fp8_recipe,
         cpu_offloading_num_layers=args.cpu_offloading_num_layers)
 
 
@@ -364,6 +371,10 @@ def levers_text(args) -> str:
     cp = getattr(args, "cp", 1)
     parts = [f"cp={cp} {args.cp_comm_type}" if cp != 1 else "",
              f"fp8={args.fp8}" if getattr(args, "fp8", None) else "",
+             f"fp8_recipe={args.fp8_recipe}" if getattr(args, "fp8_recipe", "delayed")
+             != "delayed" else "",
+             f"dispatcher={args.moe_token_dispatcher_type}"
+             if getattr(args, "moe_token_dispatcher_type", None) else "",
              "recompute_modules=" + ",".join(args.recompute_modules)
              if getattr(args, "recompute_modules", None) else "",
              f"lora_rank={args.lora_rank}" if getattr(args, "lora_rank", None) else ""]
