@@ -22,7 +22,8 @@ from .layer.dimensions import ACTIVATIONS, default_ffn_hidden_size, valid_tensor
 from .layer.coefficients import coefficient_units, coefficients, row_coefficient
 from .layer.context_parallel import CP_COMM_TYPES, valid_context_parallel_sizes
 from .layer.formula import TABLE2_FORMULAS, paper_formula
-from .layer.fp8 import FP8_FORMATS, fp8_state_bytes
+from .layer.fp8 import FP8_FORMATS
+from .layer.fp8_weights import fp8_state_bytes
 from .layer.lora import LORA_TARGETS, lora_parameters
 from .layer.ledger import GROUPS, PLACEMENTS, LedgerRow, ledger_rows
 from .layer.recompute_modules import MODULES as RECOMPUTE_MODULES

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from actmem import LayerConfig, activation_memory
-from actmem.layer.fp8 import fp8_state_bytes
+from actmem.layer.fp8_weights import fp8_state_bytes
 
 LLAMA = dict(s=4096, b=1, h=4096, a=32, activation="swiglu", ffn_hidden_size=11008,
              flash_attention=True, dropout=False)

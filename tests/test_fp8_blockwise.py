@@ -7,7 +7,7 @@ import os
 import pytest
 
 from actmem import MOE_PRESETS, PRESETS, Job, LayerConfig, training_memory
-from actmem.layer.fp8 import fp8_state_bytes
+from actmem.layer.fp8_weights import fp8_state_bytes
 from actmem.layer.fp8_scales import input_scales, weight_copy_bytes
 from actmem.layer.ledger import ledger_rows
 

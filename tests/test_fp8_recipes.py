@@ -8,7 +8,7 @@ import os
 import pytest
 
 from actmem import PRESETS, Job, LayerConfig, activation_memory, training_memory
-from actmem.layer.fp8 import fp8_state_bytes
+from actmem.layer.fp8_weights import fp8_state_bytes
 from actmem.layer.ledger import FLASH_OUTPUT
 
 LLAMA = dict(s=4096, b=1, h=4096, a=32, activation="swiglu", ffn_hidden_size=11008,

@@ -5,7 +5,7 @@ against a hand derivation."""
 import pytest
 
 from actmem import MOE_PRESETS, Job, LayerConfig, training_memory
-from actmem.layer.fp8 import fp8_state_bytes
+from actmem.layer.fp8_weights import fp8_state_bytes
 from actmem.layer.ledger import ledger_rows
 from actmem.run.model_states.fp8_states import fp8_stage_bytes
 from actmem.run.moments.moe_dispatch import dispatch_buffers

@@ -1081,7 +1081,7 @@ CLASSES: dict[str, tuple] = {
     "--fp8-param-gather": (M, "fp8_param_gather", "The linear layers' parameters are FP8 "
                                                   "tensors (1 byte, and Hopper's transpose), "
                                                   "with no cached FP8 copy "
-                                                  "(actmem.layer.fp8: fp8_state_bytes); dense "
+                                                  "(actmem.layer.fp8_weights: fp8_state_bytes); dense "
                                                   "models only (refused with experts)."),
     "--fp4-param-gather": when_set("FP4 parameters replace the bf16 ones"),
     "--fp4-format": when_set("FP4 (NVFP4) linears, which actmem does not model"),

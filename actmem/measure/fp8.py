@@ -18,7 +18,7 @@ that, and scales each block of 128 rows of a column (:class:`Quantizer`).
 
 The weight saved for the input gradient is the bf16 parameter here
 (excluded from the recording, as every parameter); TE saves its cached FP8
-copy, a model state (:func:`actmem.layer.fp8.fp8_state_bytes`). CPU has no
+copy, a model state (:func:`actmem.layer.fp8_weights.fp8_state_bytes`). CPU has no
 FP8 GEMM: the products use the dequantized input, which changes values, not
 saved bytes.
 """
@@ -31,9 +31,9 @@ from torch import nn
 
 from ..layer.config import LayerConfig
 from ..layer.ledger import ledger_rows
-from .layer import ReferenceLayer, layer_input
-from .run import Measurement
-from .saved import Recorder, named
+from .layer import ReferenceLayer
+from .run import Measurement, recorded
+from .saved import named
 
 E4M3_MAX = 448.0
 """Largest finite ``float8_e4m3fn`` value: the scale maps amax onto it."""
@@ -178,6 +178,4 @@ def measure_fp8(config: LayerConfig, mask: str = "bool") -> Measurement:
         ValueError: see :class:`ReferenceFP8Layer`.
     """
     layer = ReferenceFP8Layer(config, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return recorded(layer, config, mask)

@@ -38,8 +38,8 @@ from ..layer.lora import adapters
 from .launch import on_ranks
 from .layer import ReferenceLayer, layer_input
 from .parallel import TensorParallel, copy_to_parallel, reduce_from_parallel
-from .run import Measurement
-from .saved import Recorder, named
+from .run import Measurement, recorded
+from .saved import named
 
 ALPHA = 32
 """LoRA's alpha (Megatron-Bridge's default); the scale alpha/r saves nothing."""
@@ -168,9 +168,7 @@ def measure_lora(config: LayerConfig, rank: int = 0, mask: str = "bool") -> Meas
         ValueError: see :class:`ReferenceLoRALayer`.
     """
     layer = ReferenceLoRALayer(config, rank, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, rank, mask, rec.storages(out))
+    return recorded(layer, config, mask, rank)
 
 
 def measure_lora_parallel(config: LayerConfig, mask: str = "bool") -> list[Measurement]:

@@ -39,12 +39,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layer.config import LayerConfig
-from .layer import ReferenceLayer, dropout, layer_input
-from .run import Measurement
+from .layer import ReferenceLayer, dropout
+from .run import Measurement, recorded
 from .moe_functions import (AuxLossAutoScaler, FusedPermute, FusedSort, FusedUnpermute,
                             RouterGating, SwiGLU, WeightedSwiGLU, sinkhorn)
 from .router import aux_scores, route
-from .saved import Recorder, block, named
+from .saved import block, named
 
 
 class ReferenceMoELayer(ReferenceLayer):
@@ -280,6 +280,4 @@ def measure_moe(config: LayerConfig, mask: str = "bool") -> Measurement:
         ValueError: see :class:`ReferenceMoELayer`.
     """
     layer = ReferenceMoELayer(config, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return recorded(layer, config, mask)

@@ -18,10 +18,8 @@ import torch
 
 from ..layer.config import LayerConfig
 from .fp8 import fp8_linears, fp8_matmul
-from .layer import layer_input
 from .moe import ReferenceMoELayer, _activation
-from .run import Measurement
-from .saved import Recorder
+from .run import Measurement, recorded
 
 
 class ReferenceMoEFP8Layer(ReferenceMoELayer):
@@ -65,6 +63,4 @@ def measure_moe_fp8(config: LayerConfig, mask: str = "bool") -> Measurement:
         ValueError: see :class:`ReferenceMoEFP8Layer`.
     """
     layer = ReferenceMoEFP8Layer(config, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return recorded(layer, config, mask)

@@ -38,8 +38,8 @@ from ..layer.config import LayerConfig
 from ..layer.recompute_modules import modules_of
 from .layer import ReferenceLayer, dropout, layer_input
 from .moe import ReferenceMoELayer, WeightedSwiGLU
-from .run import Measurement
-from .saved import Recorder, block, named
+from .run import Measurement, recorded
+from .saved import block, named
 
 MEASURED = ("core_attn", "layernorm", "mlp")
 """The names measured on a dense layer."""
@@ -158,9 +158,7 @@ def measure_recompute_modules(config: LayerConfig, mask: str = "bool") -> Measur
         ValueError: see :class:`ModuleRecomputeLayer`.
     """
     layer = ModuleRecomputeLayer(config, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return recorded(layer, config, mask)
 
 
 def gradients_match(config: LayerConfig) -> bool:
@@ -240,6 +238,4 @@ def measure_recompute_moe(config: LayerConfig, mask: str = "bool") -> Measuremen
     """One forward of :class:`ModuleRecomputeMoELayer`, recorded as
     :func:`measure_recompute_modules`."""
     layer = ModuleRecomputeMoELayer(config, mask=mask)
-    with Recorder(layer.parameters()) as rec:
-        out = layer(layer_input(config))
-    return Measurement(config, 0, mask, rec.storages(out))
+    return recorded(layer, config, mask)

@@ -55,6 +55,15 @@ def measure_layer(config: LayerConfig, rank: int = 0, mask: str = "bool"
     return Measurement(config, rank, mask, rec.storages(out), same)
 
 
+def recorded(layer, config: LayerConfig, mask: str = "bool", rank: int = 0) -> Measurement:
+    """One forward pass of ``layer``, a reference layer of ``config`` on
+    rank ``rank`` (one process), on :func:`.layer.layer_input`: every saved
+    storage recorded, parameters excluded."""
+    with Recorder(layer.parameters()) as rec:
+        out = layer(layer_input(config))
+    return Measurement(config, rank, mask, rec.storages(out))
+
+
 def _masks_agree(rec: Recorder) -> dict[str, bool]:
     """All-gather each dropout mask and compare it with rank 0's."""
     agree = {}

@@ -191,15 +191,20 @@ def training_memory(job: Job | ModelConfig, /, **options) -> TrainingMemory:
             ``"hybrid"``): Transformer Engine's FP8 linear layers; their
             saved inputs take 1 byte (:mod:`actmem.layer.fp8`), and each
             layer's FP8 weight copies and scaling state
-            (:func:`actmem.layer.fp8.fp8_state_bytes`) join the weights. A
-            model with ``lora_rank`` trains its adapters (frozen base:
+            (:func:`actmem.layer.fp8_weights.fp8_state_bytes`) join the
+            weights; MoE layers too, per local expert. A model with
+            ``lora_rank`` trains its adapters (frozen base:
             :mod:`actmem.run.model_states.lora_states`) in bf16 only.
             fp8_recipe: ``"delayed"`` (Megatron-LM's ``--fp8-recipe``
-            default) or ``"tensorwise"`` (current scaling: no scaling state;
-            the output projection keeps its 16-bit input).
+            default), ``"tensorwise"`` (current scaling: no scaling state;
+            the output projection keeps its 16-bit input) or
+            ``"blockwise"`` (as tensorwise, with a scale per 128-element
+            block and both weight copies on every GPU, compute capability
+            9.0 or newer: :mod:`actmem.layer.fp8_scales`).
             fp8_param_gather: Megatron-LM's ``--fp8-param-gather``: the
             linear layers' parameters are FP8 tensors and no FP8 copy is
-            cached (needs the distributed optimizer). The cached copies and
+            cached (needs the distributed optimizer; dense models, delayed
+            or tensorwise scaling). The cached copies and
             FP8 parameters keep a transpose on GPUs below compute capability
             10.0 (Hopper; the default without a GPU preset), none on
             Blackwell.

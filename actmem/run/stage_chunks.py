@@ -36,7 +36,8 @@ def chunk_stacks(setup: StepSetup, i: int, passes: list[Pass]) -> list[tuple] | 
                                           setup.kinds, setup.plan.v_shaped)
     if not setup.mtp_layers:
         return stacks
-    return [stack + setup.mtp_layers * one.last for stack, one in zip(every_stack(setup, i, stacks), passes)]
+    return [stack + setup.mtp_layers * one.last
+            for stack, one in zip(every_stack(setup, i, stacks), passes)]
 
 
 def chunk_layers(setup: StepSetup, i: int, stacks) -> list[int]:

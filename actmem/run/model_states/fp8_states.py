@@ -4,10 +4,10 @@ Every Transformer layer's TE linear modules (four in a dense layer; in an
 MoE layer the attention's, the shared experts' and each local expert's
 GEMMs) keep, beside the bf16 weights, their FP8 weight copies (row-wise and
 column-wise, cached across micro-batches) and their delayed-scaling state
-(scales and amax history):
-:func:`actmem.layer.fp8.fp8_state_bytes`, which cites TE's code. A pipeline
-stage holds that for each of its layers; the embedding and the output layer
-stay in bf16 (Megatron-LM's ``fp8_output_proj`` is off by default). These
+(scales and amax history): :func:`actmem.layer.fp8_weights.fp8_state_bytes`,
+which cites TE's code. A pipeline stage holds that for each of its layers;
+the embedding and the output layer stay in bf16 (Megatron-LM's
+``fp8_output_proj`` is off by default). These
 bytes are neither sharded by the distributed optimizer nor by ZeRO (TE
 keeps them in the modules, not in the optimizer). The recipe, FP8
 parameters (``--fp8-param-gather``) and the GPU change them
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from .placement import stage_layer_kinds
 from ..job.model import ModelConfig
-from ...layer.fp8 import FP8_RECIPES, fp8_state_bytes
+from ...layer.fp8 import FP8_RECIPES
+from ...layer.fp8_weights import fp8_state_bytes
 from ...validate import choice, flag, instance
 
 
@@ -28,8 +29,8 @@ def fp8_stage_bytes(model: ModelConfig, fp8: str, t: int = 1, p: int = 1,
                     param_gather: bool = False) -> list[int]:
     """Bytes of FP8 weight copies and scaling state on one GPU of each
     pipeline stage, stage 0 first: each dense layer's and each MoE layer's
-    (its E/ep local experts over etp) :func:`actmem.layer.fp8.fp8_state_bytes`
-    under ``recipe``, ``transpose`` and ``param_gather``; ``moe_layers`` as
+    (its E/ep local experts over etp)
+    :func:`actmem.layer.fp8_weights.fp8_state_bytes` under ``recipe``, ``transpose`` and ``param_gather``; ``moe_layers`` as
     :func:`actmem.run.model_states.placement.stage_layer_kinds`.
 
     >>> from actmem import PRESETS

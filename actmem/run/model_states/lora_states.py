@@ -18,8 +18,7 @@ ranks; ZeRO stage 3 shards the frozen weights too.
 from __future__ import annotations
 
 from ..job.model import ModelConfig
-from ..schedule.stage_split import split_layers
-from ..schedule.training import chunk_layers
+from .placement import layers_per_stage
 from ...layer.lora import lora_parameters
 
 FROZEN_BYTES = 2
@@ -44,14 +43,6 @@ def adapter_parameters(model: ModelConfig, t: int = 1, p: int = 1, stage_layers=
     """
     per_layer = lora_parameters(model.layer(t, moe=False))
     return [n * per_layer for n in layers_per_stage(model, p, stage_layers)]
-
-
-def layers_per_stage(model: ModelConfig, p: int = 1, stage_layers=None) -> list[int]:
-    """Layers on each of the p pipeline stages: ``stage_layers`` checked by
-    :func:`actmem.split_layers`, or L/p each."""
-    if stage_layers is None:
-        return [chunk_layers(model.L, p)] * p
-    return [sum(chunks) for chunks in split_layers(model.L, p, stage_layers=stage_layers)]
 
 
 def lora_model_states(frozen: int, adapters: int, bytes_per_parameter: tuple[int, int, int],

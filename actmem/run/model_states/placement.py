@@ -71,6 +71,14 @@ def stage_parameter_groups(model: ModelConfig, t: int = 1, p: int = 1, stage_lay
     return [tuple(groups) for groups in stages]
 
 
+def layers_per_stage(model: ModelConfig, p: int = 1, stage_layers=None) -> list[int]:
+    """Layers on each of the p pipeline stages: ``stage_layers`` checked by
+    :func:`actmem.split_layers`, or L/p each."""
+    if stage_layers is None:
+        return [chunk_layers(model.L, p)] * p
+    return [sum(chunks) for chunks in split_layers(model.L, p, stage_layers=stage_layers)]
+
+
 def stage_layer_kinds(model: ModelConfig, p: int = 1, stage_layers=None,
                       moe_layers=None) -> list[tuple[int, int]]:
     """(layers, MoE layers among them) on each pipeline stage, stage 0
@@ -82,11 +90,7 @@ def stage_layer_kinds(model: ModelConfig, p: int = 1, stage_layers=None,
         TypeError, ValueError: as :func:`actmem.split_layers` and
             :func:`stage_parameter_groups`' ``moe_layers``.
     """
-    if stage_layers is None:
-        stage_layers = [chunk_layers(model.L, p)] * p
-    else:
-        stage_layers = [sum(chunks) for chunks in split_layers(model.L, p,
-                                                               stage_layers=stage_layers)]
+    stage_layers = layers_per_stage(model, p, stage_layers)
     pattern = model.moe_pattern()
     counts = _moe_layers(moe_layers, stage_layers, sum(pattern))
     firsts = [sum(stage_layers[:i]) for i in range(len(stage_layers))]
