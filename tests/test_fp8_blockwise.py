@@ -42,10 +42,11 @@ def test_experts_grouped_buffer_keeps_its_alignment_pad():
     moe = dict(DENSE, ffn_hidden_size=None, num_experts=8, moe_ffn_hidden_size=1024,
                moe_shared_expert_intermediate_size=2048, etp=1, ep=4)
     rows = per_rank(LayerConfig(**moe, fp8="hybrid", fp8_recipe="blockwise"))
-    # qkv and the shared fc1: 2048 rows of h; the shared fc2: N rows of 1024;
-    # 2 local experts of 2048 expected copies: fc1 of h, fc2 of 1024; + 64 per buffer
-    scales = 16 * 4096 * 2 + 32 * 1024 + 2 * 16 * 4096 + 64 + 2 * 16 * 1024 + 64
-    assert rows["fp8_scale_inv"] == 4 * scales == 4 * 327_808
+    # qkv: 2048 rows of h (the shared fc1 saves the router's 16-bit input); the shared
+    # fc2: N rows of 1024; 2 local experts of 2048 expected copies: fc1 of h, fc2 of
+    # 1024; + 64 per buffer
+    scales = 16 * 4096 + 32 * 1024 + 2 * 16 * 4096 + 64 + 2 * 16 * 1024 + 64
+    assert rows["fp8_scale_inv"] == 4 * scales == 4 * 262_272
 
 
 def test_weights_keep_both_copies_on_every_gpu_and_no_recipe_state():

@@ -28,10 +28,10 @@ def test_experts_and_shared_experts_save_fp8_inputs_and_one_scale_per_local_expe
         "qkv_input": N * H // t,                       # 1 byte, the local shard under SP
         "expert_fc1_input": N * k * H // t,            # the rank's N*k/t copies of h
         "expert_fc2_input": N * k * FE // t,
-        "shared_fc1_input_fp8": N * H // t,            # new: beside moe_input's 16 bits
         "shared_fc2_input": N * FS // t,
-        # qkv, shared fc1 and fc2, and E/ep = 2 local experts' fc1 and fc2 inputs
-        "fp8_scale_inv": 4 * (1 + 1 + 1 + 2 + 2),
+        # qkv, shared fc2, and E/ep = 2 local experts' fc1 and fc2 inputs (the shared
+        # fc1 saves the router's 16-bit input: set_save_original_input)
+        "fp8_scale_inv": 4 * (1 + 1 + 2 + 2),
     }
     assert {key: b for key, b in fp8.items() if bf16.get(key) != b} == changed
     assert set(bf16) - set(fp8) == set()
@@ -42,7 +42,9 @@ def test_delayed_scaling_adds_the_projection_copy_and_no_expert_tensor():
     tensorwise = per_rank(LayerConfig(**MOE, fp8="e4m3", fp8_recipe="tensorwise"))
     delayed = per_rank(LayerConfig(**MOE, fp8="e4m3"))
     assert delayed["proj_input_fp8"] == N * H // 2
-    assert delayed["fp8_scale_inv"] - tensorwise["fp8_scale_inv"] == 4
+    assert delayed["shared_fc1_input_fp8"] == N * H // 2   # beside moe_input's 16 bits
+    assert "shared_fc1_input_fp8" not in tensorwise
+    assert delayed["fp8_scale_inv"] - tensorwise["fp8_scale_inv"] == 4 * 2
 
 
 def test_recomputed_shared_experts_keep_no_fp8_copy():
@@ -125,7 +127,7 @@ def test_what_fp8_with_experts_refuses_is_named(build, message):
 def test_moe_act_recomputation_runs_under_current_scaling():
     rows = per_rank(LayerConfig(**MOE, fp8="hybrid", fp8_recipe="tensorwise",
                                 recompute="selective", recompute_modules=("moe_act",)))
-    assert "expert_fc2_input" not in rows and rows["fp8_scale_inv"] == 4 * (1 + 1 + 1 + 2)
+    assert "expert_fc2_input" not in rows and rows["fp8_scale_inv"] == 4 * (1 + 1 + 2)
 
 
 def test_a_launch_with_experts_in_fp8():

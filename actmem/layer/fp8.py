@@ -48,10 +48,14 @@ attention as above, and:
   (``update_usage(rowwise_usage=False, columnwise_usage=True)``): rows
   ``expert_fc1_input`` and ``expert_fc2_input`` in 1 byte, one scale
   inverse per local expert each;
-* the shared experts' ``linear_fc2`` input in FP8, and their
-  ``linear_fc1`` its own FP8 copy of the MoE input (row
-  ``shared_fc1_input_fp8``, the local shard under sequence parallelism),
-  beside the 16-bit input the router keeps (``moe_input``);
+* the shared experts' ``linear_fc2`` input in FP8; under delayed scaling
+  their ``linear_fc1`` keeps its own FP8 copy of the MoE input (row
+  ``shared_fc1_input_fp8``, the local shard under sequence parallelism)
+  beside the 16-bit input the router keeps (``moe_input``); under the
+  other recipes Megatron-LM has it save that 16-bit input instead
+  (``shared_experts.py``: SharedExpertMLP.__init__ calls
+  ``set_save_original_input(linear_fc1)`` unless the shared experts are
+  recomputed), so it adds nothing;
 * the router, the probabilities, the activation's inputs and the
   dispatcher's tensors as without FP8.
 
@@ -210,7 +214,7 @@ def with_fp8(rows, c):
     flash_keeps_output = any(r.key == "softmax_lse" for r in rows)
     out, tensors = [], 0
     for row in rows:
-        if row.key == "shared_fc1_output":  # the shared experts' fc1 quantized its input
+        if row.key == "shared_fc1_output" and c.fp8_recipe == "delayed":  # fc1's FP8 input
             out.append(_shared_fc1_input(c))
             tensors += saved_scales(c, out[-1])
         if row.key not in quantized:

@@ -6,7 +6,8 @@ the attention's as in the dense FP8 layer, each expert's fc1 and fc2
 quantizing that expert's tokens on their own (TE's ``grouped_linear.py``:
 _GroupedLinear.forward, ``split_quantize``: one FP8 tensor and one scale
 inverse per local expert), and the shared experts' fc1 and fc2 (TE's
-Linear: fc1 quantizes the MoE input, which the router keeps in 16 bits).
+Linear: under delayed scaling fc1 quantizes the MoE input, which the router
+keeps in 16 bits; under the other recipes it saves that 16-bit input).
 The router, the permutation and the activation run in bf16 as before.
 Transformer Engine's ``Fp8Padding`` (each expert's tokens padded to a
 multiple of 16) is left out, as the ledger leaves it.
@@ -50,7 +51,10 @@ class ReferenceMoEFP8Layer(ReferenceMoELayer):
     def _shared_experts(self, y):
         if not self.shared:
             return None
-        y = fp8_matmul(y, self.shared[0], "shared_fc1_input_fp8")
+        if self.config.fp8_recipe == "delayed":
+            y = fp8_matmul(y, self.shared[0], "shared_fc1_input_fp8")
+        else:   # shared_experts.py: set_save_original_input(linear_fc1), the router's input
+            y = y @ self.shared[0]
         z = _activation(self.config.activation, y, "shared_fc1_output")
         return fp8_matmul(z, self.shared[1], "shared_fc2_input")
 
