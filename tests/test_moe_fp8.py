@@ -86,13 +86,39 @@ def test_stages_count_dense_and_moe_layers_apart():
 def test_the_experts_16_bit_input_outlives_them_under_fp8(ep, etp, chain_end):
     """The experts' bf16 input is no longer a saved row: the layer holds it
     (the all-to-all's output, E/ep = 1 and etp = 1) or routed_experts_compute
-    does until combine_preprocess returns (the sorted tokens)."""
+    does until combine_preprocess returns (the sorted tokens). The busiest
+    moment is then the end of the experts' forward: Fp8Padding's padded copy
+    of their input, fc2's padded output and Fp8Unpadding's copy of it (the
+    experts' output), each a copy of the rank's tokens."""
     shape = {**MOE, "moe_shared_expert_intermediate_size": None, "ep": ep, "etp": etp}
     bf16 = dispatch_buffers(LayerConfig(**shape), ep)
     fp8 = dispatch_buffers(LayerConfig(**shape, fp8="hybrid"), ep)
     copies = N * 2 // 2 * etp        # the rank's N*k/t copies, all-gathered over etp
-    extra = {chain_end or "experts' 16-bit input": 2 * H * copies}
-    assert fp8 == {**bf16, **extra}
+    row = 2 * H * copies
+    held = {key: bf16[key] for key in ("permuted tokens", "all-to-all output",
+                                       "dispatched probabilities") if key in bf16}
+    padding = {"experts' output": row, "padded experts' input": row, "fc2's padded output": row}
+    assert fp8 == {**held, **padding, chain_end or "experts' 16-bit input": row}
+
+
+def test_padding_to_a_multiple_of_16_makes_no_copy():
+    """With capacity padding each local expert gets capacity x ep copies:
+    ceil(4096 * 2 / 8 * 1.0) = 1024 per sender, a multiple of 16."""
+    shape = {**MOE, "moe_shared_expert_intermediate_size": None, "ep": 4,
+             "moe_expert_capacity_factor": 1.0, "moe_pad_expert_input_to_capacity": True}
+    fp8 = dispatch_buffers(LayerConfig(**shape, fp8="hybrid"), 4)
+    assert "padded experts' input" not in fp8 and "experts' 16-bit input" in fp8
+
+
+def test_the_allgather_dispatcher_pads_too():
+    shape = {**MOE, "moe_shared_expert_intermediate_size": None, "ep": 2,
+             "moe_token_dispatcher_type": "allgather"}
+    fp8 = dispatch_buffers(LayerConfig(**shape, fp8="hybrid"), 2)
+    row = 2 * H * N * 2 // 2          # the rank's experts' N*k/t copies (etp = 1)
+    gathered = 2 * H * N // 2 * 2     # unpermute's zeros of the G = N/t * ep tokens
+    assert fp8["padded experts' input"] == fp8["fc2's padded output"] == row
+    assert row * 4 > row * 2 + gathered   # the padding moment beats unpermute's
+    assert "unpermuted output" not in fp8
 
 
 def test_a_mixtral_job_in_fp8_on_an_h100():

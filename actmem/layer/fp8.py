@@ -61,11 +61,13 @@ attention as above, and:
 
 Measured: the reference MoE layer with FP8 linears
 (:mod:`actmem.measure.moe_fp8`, one rank on CPU) saves exactly these rows.
-Not counted: ``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
+``Fp8Padding`` (``experts.py``: TEGroupedMLP.forward, TE's
 ``module/fp8_padding.py``) pads each local expert's tokens to a multiple of
-16 before the experts and cuts them after; a random count of tokens gains 0
-to 15 rows per local expert (the inputs, the activation's rows and the
-probabilities), which an expectation of balanced routing cannot place.
+16 before the experts and cuts them after: its copies are transients
+(:func:`actmem.run.moments.moe_dispatch.fp8_padding`); not counted are the
+pad rows, 0 to 15 per local expert by the routing (in the inputs, the
+activation's rows and the probabilities), which an expectation of balanced
+routing cannot place.
 
 The model states gain what TE keeps per linear module
 (:func:`actmem.layer.fp8_weights.fp8_state_bytes`).

@@ -40,6 +40,13 @@ GROUPED_PAD = 256
 """Bytes ``bulk_allocate`` adds to the experts' buffer for its 256-byte alignment."""
 
 
+def fp8_align(c) -> int:
+    """Rows each local expert's FP8 input is padded to a multiple of: 16
+    (Megatron-LM's ``moe/moe_utils.py``: get_align_size_for_quantization;
+    TE's ``quantization.py``: get_align_size_for_quantization)."""
+    return 16
+
+
 def _blocks(n: int) -> int:
     return -(-n // BLOCK)
 

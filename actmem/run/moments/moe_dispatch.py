@@ -31,7 +31,11 @@ input, and the 16-bit one stays a transient: held by the layer's
 ``custom_forward`` when it is the permuted tokens or the all-to-all's output,
 else by ``routed_experts_compute`` (``moe_layer.py``) until
 ``combine_preprocess`` returns (the experts' output, its unsort and the
-reduce-scatter; with the all-gather dispatcher, unpermute).
+reduce-scatter; with the all-gather dispatcher, unpermute). The experts
+pad each local expert's tokens to the recipe's multiple first
+(:func:`fp8_padding`): a padded copy of their input, alive to the end of
+TEGroupedMLP's forward, where fc2's padded output and its unpadded copy
+(the experts' output) sit beside it.
 
 **The flex dispatcher** with DeepEP (:mod:`actmem.layer.moe_flex`) sends
 each token once to each rank that holds one of its experts and permutes the
@@ -69,6 +73,7 @@ unpermute's gather of the copies' gradients (:func:`dispatch_gradients`).
 from __future__ import annotations
 
 from ...layer.config import LayerConfig
+from ...layer.fp8_scales import fp8_align
 from ...layer.moe import probability_bytes
 from ...layer.moe_copies import received_copies, routed_copies
 from ...layer.moe_flex import received_tokens
@@ -115,6 +120,7 @@ def dispatch_buffers(c: LayerConfig, ep: int = 1) -> dict[str, int]:
     if c.fp8 and chain[-1][0] not in layer_wide:   # routed_experts_compute holds it
         inside = len(after) - (ep > 1)
         moments[:inside] = [m + [("experts' 16-bit input", got * x)] for m in moments[:inside]]
+    moments[0] += [(name, got * x) for name in fp8_padding(c, got * x, local)]
     # unpermute: its input and the zeros of the rank's s*b/t tokens it scatters into
     moments.append([after[-1], ("unpermuted output", c.s * c.b // c.t)])
     busiest = max(moments, key=lambda m: sum(n for _, n in m))
@@ -177,11 +183,12 @@ def _allgather_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     p, copies = probability_bytes(c), received_copies(c) * c.expert_t
     held = {"gathered probabilities": p * G * E * (c.expert_t * ep > 1),
             "local routing map": G * E // ep * (ep > 1)}
-    unpermute = {"experts' output": copies * row, "unpermuted output": G * row,
-                 "experts' 16-bit input": copies * row * bool(c.fp8)}
+    experts = {"experts' output": copies * row, "experts' 16-bit input": copies * row * bool(c.fp8)}
+    padding = {**experts, **{name: copies * row for name in fp8_padding(c, copies, E // ep)}}
+    unpermute = {**experts, "unpermuted output": G * row}
     cast = {"unpermuted output": G * row, "cast for the reduce-scatter": G * row * p // 2}
     wide = p > 2 and c.expert_t * ep > 1
-    busiest = max([unpermute] + [cast] * wide, key=lambda m: sum(m.values()))
+    busiest = max([padding, unpermute] + [cast] * wide, key=lambda m: sum(m.values()))
     return {name: n for name, n in {**held, **busiest}.items() if n}
 
 
@@ -202,6 +209,26 @@ def _flex_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
                {"experts' output": copies * row, "unpermuted output": R * row},
                {"unpermuted output": R * row, "combined output": c.s * c.b // c.t * row}]
     return {**held, **max(moments, key=lambda m: sum(m.values()))}
+
+
+def fp8_padding(c: LayerConfig, copies: int, local: int) -> tuple[str, ...]:
+    """The 16-bit copies an FP8 layer's experts make to pad their ``copies``
+    tokens (those of the rank's ``local`` experts): Megatron-LM's
+    TEGroupedMLP.forward (``moe/experts.py``) runs Transformer Engine's
+    ``Fp8Padding``, which copies its input into [rows padded per local expert
+    to the recipe's multiple, h] (:func:`actmem.layer.fp8_scales.fp8_align`;
+    ``module/fp8_padding.py``) held to the end of the forward, and
+    ``Fp8Unpadding``, which copies fc2's padded output back into the
+    experts' output beside it; each counted at ``copies`` rows (the pad
+    rows, 0 to multiple - 1 per local expert by the routing, are not). No
+    copies without FP8, when the flex dispatcher's fused permutation pads
+    (TE's ``moe_permute_and_pad_with_probs``, ``Fp8Padding`` then returns its
+    input), or when padding to capacity gives every local expert a multiple."""
+    if not c.fp8 or (c.moe_token_dispatcher_type == "flex" and c.moe_permute_fusion):
+        return ()
+    if c.moe_pad_expert_input_to_capacity and (copies // local) % fp8_align(c) == 0:
+        return ()
+    return ("padded experts' input", "fc2's padded output")
 
 
 def _check_flex_layer(c: LayerConfig, ep: int) -> None:
