@@ -62,6 +62,28 @@ def test_dispatch_transients_by_hand():
                                         "combine gradients": (R + copies) * row}
 
 
+@pytest.mark.parametrize("fusion", [False, True])
+def test_fp8_with_flex_by_hand(fusion):
+    """DeepEP still sends bf16 tokens; the experts save FP8 inputs and hold
+    the 16-bit permuted tokens until unpermute returns. Unfused, the experts'
+    Fp8Padding copies the R_e tokens and Fp8Unpadding fc2's output; fused,
+    the permutation pads and keeps int64 pad offsets of the L = 2 local
+    experts instead."""
+    shape = dict(SHAPE, ep=4, etp=1, moe_token_dispatcher_type="flex", moe_permute_fusion=fusion)
+    bf16, fp8 = LayerConfig(**shape), LayerConfig(**shape, fp8="hybrid", fp8_recipe="tensorwise")
+    R, copies, row, L, k = 3803, 4096, 2 * H, 2, 2
+    held = {"received tokens": R * row, "received indices and probabilities": R * (8 * k + 4 * L),
+            "experts' output": copies * row, "experts' 16-bit input": copies * row}
+    busiest = {"unpermuted output": R * row} if fusion else {   # the experts' end is busier
+        "padded experts' input": copies * row, "fc2's padded output": copies * row}
+    assert dispatch_buffers(fp8, 4) == {**held, **busiest}
+    rows = per_rank(fp8)
+    assert rows["expert_fc1_input"] == copies * H                 # 1 byte, R_e copies
+    assert rows.get("flex_pad_offsets") == (8 * L if fusion else None)
+    assert {k: v for k, v in per_rank(bf16).items() if k.startswith("flex_")} == {
+        k: v for k, v in rows.items() if k.startswith("flex_") and k != "flex_pad_offsets"}
+
+
 def test_deepep_buffer_follows_its_size_hint():
     """get_nvl_buffer_size_hint for 8 ranks, 10 channels, 256 tokens each of
     2h bytes and 8 of source meta, 128 int64 indices, fp32 weights and
@@ -97,8 +119,6 @@ FLEX = MOE_PRESETS["mixtral-8x7b"].with_(moe_token_dispatcher_type="flex")
      r"etp\*ep=1: DeepEP needs etp\*ep > 1"),
     (lambda: Job(FLEX, t=2, sequence_parallel=True, ep=4, d=4, moe_hot_expert=2),
      "moe_hot_expert=2 with moe_token_dispatcher_type='flex'"),
-    (lambda: LayerConfig(**SHAPE, ep=4, moe_token_dispatcher_type="flex", fp8="hybrid"),
-     "without FP8"),
 ])
 def test_what_flex_refuses_is_named(build, message):
     with pytest.raises(ValueError, match=message):

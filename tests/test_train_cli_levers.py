@@ -71,8 +71,8 @@ def test_the_run_line_names_the_levers(capsys):
     (["--preset", "mixtral-8x7b", "--fp8", "e4m3", "--recompute", "selective",
       "--recompute-modules", "moe_act"],
      "fp8='e4m3' under fp8_recipe='delayed' with recompute_modules containing 'moe_act'"),
-    (["--preset", "mixtral-8x7b", "--ep", "8", "--moe-token-dispatcher-type", "flex",
-      "--fp8", "e4m3"], "moe_token_dispatcher_type='flex' with fp8='e4m3'"),
+    (["--preset", "mixtral-8x7b", "--t", "2", "--d", "8", "--ep", "8",
+      "--moe-token-dispatcher-type", "flex"], "moe_token_dispatcher_type='flex' with etp*ep=16"),
     (["--moe-token-dispatcher-type", "flex"],
      "moe_token_dispatcher_type='flex' needs num_experts"),
 ])

@@ -42,10 +42,19 @@ probabilities, ``_DeepepManager.dispatch`` casts them):
   all-to-all dispatcher's over N tokens and E experts
   (:func:`actmem.layer.moe.dispatch_rows`): unfused, the argsort of the
   L x R map (int64) and the copies' index (int64, R_e); with
-  ``moe_permute_fusion`` TE's row map, int32 [R, 2L+1].
+  ``moe_permute_fusion`` TE's row map, int32 [R, 2L+1];
+* ``flex_pad_offsets``: under FP8 with ``moe_permute_fusion``, the fused
+  permutation pads each local expert's tokens to the recipe's multiple
+  (``moe_utils.py``: permute with ``align_size``, TE's
+  ``permutation.py``: moe_permute_and_pad_with_probs) and keeps where the
+  pads start, int64 [L] (the manager's ``pad_offsets``, until the next
+  forward); the pad rows (0 to multiple - 1 per local expert by the
+  routing) are not counted. Unfused, the experts pad instead
+  (:func:`actmem.run.moments.moe_dispatch.fp8_padding`). DeepEP still
+  sends 16-bit tokens under FP8 (``fused_a2a.py``: FusedDispatch).
 
 Not modelled (refused): the HybridEP and NCCL-EP backends, DeepEP across
-nodes (W > 8: NVSHMEM buffers and another handle), a hot rank, FP8, and
+nodes (W > 8: NVSHMEM buffers and another handle), a hot rank, and
 Megatron-LM's experimental fused multi-hot conversion. DeepEP's own
 buffers live outside PyTorch's allocator (:func:`deepep_buffer`), a part
 of the reserve (:mod:`actmem.run.reserve`).
@@ -90,6 +99,9 @@ SOURCES = {
                         "(dispatched_routing_map)",
     "flex_multihot_mask": _FLEX + "_indices_to_multihot (probs[mask])",
     "flex_multihot_indices": _FLEX + "_indices_to_multihot (index_put of the probabilities)",
+    "flex_pad_offsets": "megatron/core/transformer/moe/moe_utils.py: permute (align_size), "
+                        "transformer_engine/pytorch/permutation.py: "
+                        "moe_permute_and_pad_with_probs (pad_offsets)",
 }
 """Where Megatron-LM and DeepEP keep each flex row."""
 NEEDED_FOR = {
@@ -105,6 +117,8 @@ NEEDED_FOR = {
                           "goes back to their slots",
     "flex_multihot_indices": "backward of the multi-hot conversion: each probability's "
                              "gradient goes back to its (token, expert) slot",
+    "flex_pad_offsets": "unpermute and the permutation's backward: where each local "
+                        "expert's pad rows start",
 }
 """Why each flex row is kept."""
 
@@ -164,6 +178,9 @@ def flex_dispatch_rows(c, copies: int, gathered: tuple) -> list[LedgerRow]:
         permutation = [moe_row(c, "permute_row_id_map", "row map of the fused permutation "
                                "(int32)", ("R", "2L+1"), R * (2 * L + 1), 4, EXPERT_ROUTED,
                                "fixed")]
+        if c.fp8:
+            permutation.append(_row(c, "flex_pad_offsets", "where each local expert's FP8 "
+                                    "pad rows start (int64)", ("L",), L * c.t, 8, EXPERT_ROUTED))
     else:
         permutation = [
             moe_row(c, "permute_probs_index", "permutation index of the probabilities (int64)",

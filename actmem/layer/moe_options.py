@@ -197,15 +197,11 @@ def _check_permute_fusion(c: LayerConfig) -> None:
 
 
 def _check_flex(c: LayerConfig) -> None:
-    """The flex dispatcher's rows follow DeepEP with balanced routing and
-    16-bit experts (:mod:`actmem.layer.moe_flex`; its group's size is a
-    job's check: :func:`check_flex_group`)."""
+    """The flex dispatcher's rows follow DeepEP with balanced routing
+    (:mod:`actmem.layer.moe_flex`; its group's size is a job's check:
+    :func:`check_flex_group`)."""
     if c.moe_token_dispatcher_type != "flex":
         return
-    if c.fp8 not in (None, False):
-        raise ValueError(f"moe_token_dispatcher_type='flex' with fp8={c.fp8!r}: the flex "
-                         "dispatcher is modelled without FP8 (its fused permutation pads each "
-                         "expert's tokens for FP8); use fp8=None or another dispatcher")
     if c.moe_rank_load != 1:
         raise ValueError(f"moe_token_dispatcher_type='flex' with moe_rank_load="
                          f"{c.moe_rank_load}: the flex dispatcher is modelled under balanced "

@@ -200,13 +200,18 @@ def _flex_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     combine releases them (``_DeepepManager.combine``), the received
     indices [R, k'] int64 and the multi-hot probabilities [R, L] fp32; then
     the busiest of the experts' output [R_e, h], unpermute's [R, h] beside
-    it, and DeepEP's combined tokens [N/t, h] beside unpermute's."""
+    it, and DeepEP's combined tokens [N/t, h] beside unpermute's. Under
+    FP8 the experts' 16-bit input [R_e, h] (the permuted tokens) is held by
+    ``routed_experts_compute`` until unpermute returns, and without the
+    fused permutation the experts pad it (:func:`fp8_padding`)."""
     _check_flex_layer(c, ep)
     R, copies, row = received_tokens(c), received_copies(c) * c.expert_t, 2 * c.h
     L, k = c.num_experts // c.ep, c.expert_t * c.moe_router_topk
     held = {"received tokens": R * row, "received indices and probabilities": R * (8 * k + 4 * L)}
-    moments = [{"experts' output": copies * row},
-               {"experts' output": copies * row, "unpermuted output": R * row},
+    sixteen = {"experts' 16-bit input": copies * row} if c.fp8 else {}
+    padding = {name: copies * row for name in fp8_padding(c, copies, L)}
+    moments = [{"experts' output": copies * row, **sixteen, **padding},
+               {"experts' output": copies * row, "unpermuted output": R * row, **sixteen},
                {"unpermuted output": R * row, "combined output": c.s * c.b // c.t * row}]
     return {**held, **max(moments, key=lambda m: sum(m.values()))}
 
@@ -220,7 +225,8 @@ def fp8_padding(c: LayerConfig, copies: int, local: int) -> tuple[str, ...]:
     ``module/fp8_padding.py``) held to the end of the forward, and
     ``Fp8Unpadding``, which copies fc2's padded output back into the
     experts' output beside it; each counted at ``copies`` rows (the pad
-    rows, 0 to multiple - 1 per local expert by the routing, are not). No
+    rows, 0 to multiple - 1 per local expert by the routing, are not, nor
+    the probabilities' padded copy, 4 bytes a token). No
     copies without FP8, when the flex dispatcher's fused permutation pads
     (TE's ``moe_permute_and_pad_with_probs``, ``Fp8Padding`` then returns its
     input), or when padding to capacity gives every local expert a multiple."""
