@@ -260,9 +260,11 @@ TERMS = (
          "不训练的权重：没有梯度和优化器状态，其所在层也不为权重梯度保存输入"),
     Term("FP8", "8-bit floating point (e4m3, e5m2) for the linear layers' inputs and "
          "weights under Transformer Engine, with a scale per tensor, or per block of 128 "
-         "under blockwise scaling (fp8, fp8_recipe)", "FP8 训练",
+         "under blockwise scaling, or a one-byte power of two per 32 under MXFP8, which "
+         "runs on Blackwell only (fp8, fp8_recipe)", "FP8 训练",
          "Transformer Engine 下线性层的输入和权重使用 8 位浮点（e4m3、e5m2），每个张量带一个缩放因子，"
-         "分块缩放（blockwise）时每 128 个元素一块、每块一个（fp8、fp8_recipe）"),
+         "分块缩放（blockwise）时每 128 个元素一块、每块一个；MXFP8 每 32 个元素一个 1 字节的 2 的幂，"
+         "只在 Blackwell 上运行（fp8、fp8_recipe）"),
     Term("mixture of experts (MoE)", "a layer whose MLP is E experts; a router sends each "
          "token to k of them (num_experts, moe_router_topk)", "混合专家（MoE）",
          "MLP 换成 E 个专家的层；路由器把每个 token 送往其中 k 个专家（num_experts、moe_router_topk）"),

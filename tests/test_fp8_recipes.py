@@ -67,7 +67,7 @@ def test_a_job_takes_the_recipe_the_fp8_parameters_and_the_gpus_transposes():
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(fp8_recipe="mxfp8"), r"fp8_recipe must be one of 'delayed', 'tensorwise'"),
+    (dict(fp8_recipe="custom"), r"fp8_recipe must be one of 'delayed', 'tensorwise'"),
     (dict(fp8=None, fp8_recipe="tensorwise"), r"need fp8 \(a format\)"),
     (dict(fp8=None, fp8_param_gather=True), r"need fp8 \(a format\)"),
     (dict(distributed_optimizer=False, fp8_param_gather=True), r"fp8_param_gather=True needs "
@@ -89,9 +89,9 @@ def test_a_launch_reads_the_recipe_and_the_fp8_parameters():
     job = Job.from_megatron_args(BASE + ["--fp8-recipe", "tensorwise", "--fp8-param-gather"],
                                  world_size=2)
     assert (job.fp8, job.fp8_recipe, job.fp8_param_gather) == ("hybrid", "tensorwise", True)
-    with pytest.raises(ValueError, match=r"--fp8-recipe mxfp8: actmem models delayed, "
-                                         r"tensorwise"):
-        Job.from_megatron_args(BASE + ["--fp8-recipe", "mxfp8"], world_size=2)
+    with pytest.raises(ValueError, match=r"--fp8-recipe custom: actmem models delayed, "
+                                         r"tensorwise, blockwise, mxfp8"):
+        Job.from_megatron_args(BASE + ["--fp8-recipe", "custom"], world_size=2)
 
 
 @pytest.fixture(scope="module")

@@ -1061,9 +1061,10 @@ CLASSES: dict[str, tuple] = {
                                       "input (actmem.layer.fp8); blockwise keeps that too, an "
                                       "fp32 scale per 1x128 block of a saved input and both "
                                       "copies of each weight with their 128x128 blocks' scales "
-                                      "(actmem.layer.fp8_scales); mxfp8 and custom keep "
-                                      "other scales and are refused.",
-                     {"values": ["delayed", "tensorwise", "blockwise"]}),
+                                      "(actmem.layer.fp8_scales); mxfp8 too, with an E8M0 "
+                                      "byte per 32 elements of each copy (Blackwell only); "
+                                      "custom is refused.",
+                     {"values": ["delayed", "tensorwise", "blockwise", "mxfp8"]}),
     "--fp8-quantizer-factory": only("--fp8-recipe custom"),
     "--fp8-margin": (N, "A value in FP8 scale computation."),
     "--fp8-interval": (N, "Ignored by Transformer Engine since 1.8."),

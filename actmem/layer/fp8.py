@@ -7,8 +7,9 @@ Transformer layer (``linear_qkv`` and ``linear_fc1``, TE's LayerNormLinear;
 under Megatron-LM's default recipe, delayed scaling (``fp8_recipe =
 "delayed"``, ``fp8_amax_history_len = 1``). ``"e4m3"`` and ``"hybrid"``
 (gradients in e5m2) keep the same bytes: every FP8 element is 1 byte.
-``--fp8-recipe tensorwise`` and ``blockwise`` change the scales and the
-output projection's input (:func:`with_fp8`, :mod:`actmem.layer.fp8_scales`).
+``--fp8-recipe tensorwise``, ``blockwise`` and ``mxfp8`` change the scales
+and the output projection's input (:func:`with_fp8`,
+:mod:`actmem.layer.fp8_scales`).
 
 What changes in the ledger (:func:`with_fp8`), each from TE's code:
 
@@ -82,15 +83,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..validate import shown
-from .fp8_scales import SCALE_SOURCES, saved_scales
+from .fp8_scales import MX_BLOCK, SCALE_SOURCES, saved_scales, scale_bytes
 from .ledger import REPLICATED, SEQUENCE_SPLIT, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
 """Megatron-LM's ``--fp8-format`` values (``None``: no FP8)."""
-FP8_RECIPES = ("delayed", "tensorwise", "blockwise")
+FP8_RECIPES = ("delayed", "tensorwise", "blockwise", "mxfp8")
 """Megatron-LM's ``--fp8-recipe`` values actmem models: delayed scaling (its
-default), ``"tensorwise"``, TE's Float8CurrentScaling, and ``"blockwise"``,
-TE's Float8BlockScaling (``megatron/core/fp8_utils.py``: get_fp8_recipe;
+default), ``"tensorwise"``, TE's Float8CurrentScaling, ``"blockwise"``,
+TE's Float8BlockScaling, and ``"mxfp8"``, TE's MXFP8BlockScaling
+(``megatron/core/fp8_utils.py``: get_fp8_recipe;
 :mod:`actmem.layer.fp8_scales`)."""
 FP8_INPUT_ROWS = ("qkv_input", "proj_input", "fc1_input", "fc2_input", "expert_fc1_input",
                   "expert_fc2_input", "shared_fc2_input")
@@ -138,8 +140,9 @@ def check_fp8(c) -> str | None:
             then saves fc2's original input, which TE's GroupedLinear
             refuses with delayed scaling); a linear layer's dimension TE's
             assert_dim_for_fp8_exec
-            refuses (the message names it and the rule); context parallelism
-            under delayed scaling. Under ``"tensorwise"`` and ``"blockwise"``
+            refuses, or under ``"mxfp8"`` one not divisible by 32 (the
+            experts' widths too; the message names it and the rule); context
+            parallelism under delayed scaling. Under the other recipes
             the output projection keeps its 16-bit input, so context
             parallelism's rows stand and only qkv, fc1 and fc2 take their
             inputs in FP8.
@@ -147,8 +150,8 @@ def check_fp8(c) -> str | None:
     fp8 = fp8_format(c.fp8)
     if c.fp8_recipe not in FP8_RECIPES:
         raise ValueError(f"fp8_recipe must be one of {', '.join(map(repr, FP8_RECIPES))} "
-                         f"(Megatron-LM's --fp8-recipe; mxfp8 and custom are not "
-                         f"modelled), got {shown(c.fp8_recipe)}")
+                         f"(Megatron-LM's --fp8-recipe; custom is not modelled), got "
+                         f"{shown(c.fp8_recipe)}")
     if fp8 is None:
         if c.fp8_recipe != "delayed":
             raise ValueError(f"fp8_recipe={c.fp8_recipe!r} needs fp8 (a format): without FP8 "
@@ -167,12 +170,18 @@ def check_fp8(c) -> str | None:
                          "save its original input, which Transformer Engine's GroupedLinear "
                          "refuses under delayed scaling; use fp8_recipe='tensorwise' or drop "
                          "'moe_act'")
+    mx = c.fp8_recipe == "mxfp8"
     for name, size, rule in _gemm_dims(c):
-        if size % rule:
-            raise ValueError(f"fp8={fp8!r}: {name}={size} must be divisible by {rule} "
-                             "(Transformer Engine's assert_dim_for_fp8_exec: FP8 GEMMs need "
-                             "the leading dimensions' product divisible by 8, the last by 16)")
+        if size % (MX_BLOCK if mx else rule):
+            raise ValueError(f"fp8={fp8!r}: {name}={size} must be divisible by "
+                             f"{MX_BLOCK if mx else rule} ({_DIM_RULES[mx]})")
     return fp8
+
+
+_DIM_RULES = ("Transformer Engine's assert_dim_for_fp8_exec: FP8 GEMMs need the leading "
+              "dimensions' product divisible by 8, the last by 16",
+              "fp8_recipe='mxfp8': Transformer Engine's MXFP8Quantizer::create_tensor needs "
+              "both dimensions of every quantized tensor divisible by 32")
 
 
 def _gemm_dims(c):
@@ -186,8 +195,13 @@ def _gemm_dims(c):
     if c.num_experts is None:
         return dims + _mlp_dims(c.f, t, "f/t (ffn_hidden_size/t)", "fc1", c.activation)
     fs = c.moe_shared_expert_intermediate_size  # the grouped GEMMs assert nothing
-    return dims + (_mlp_dims(fs, t, "f_s/t (moe_shared_expert_intermediate_size/t)",
-                             "shared experts' fc1", c.activation) if fs else ())
+    if fs:
+        dims += _mlp_dims(fs, t, "f_s/t (moe_shared_expert_intermediate_size/t)",
+                          "shared experts' fc1", c.activation)
+    if c.fp8_recipe == "mxfp8":   # but MXFP8's quantizer checks each expert's tensors
+        dims += _mlp_dims(c.f_e, c.expert_t, "f_e/etp (moe_ffn_hidden_size/etp)",
+                          "experts' fc1", c.activation)
+    return dims
 
 
 def _mlp_dims(f: int, t: int, width: str, fc1: str, activation: str):
@@ -198,9 +212,10 @@ def _mlp_dims(f: int, t: int, width: str, fc1: str, activation: str):
 def with_fp8(rows, c):
     """The rows under FP8 (module docstring), applied after sequence
     parallelism: the linear inputs in 1 byte, the attention output kept in
-    16 bits beside its FP8 copy with FlashAttention, and the fp32 scale
-    inverses (one per FP8 tensor; per 1x128 block under ``"blockwise"``).
-    Under ``"tensorwise"`` and ``"blockwise"`` the output projection
+    16 bits beside its FP8 copy with FlashAttention, and the scale
+    inverses (one fp32 per FP8 tensor; per 1x128 block under
+    ``"blockwise"``; one E8M0 byte per 32 elements under ``"mxfp8"``).
+    Under every recipe but ``"delayed"`` the output projection
     saves its original 16-bit input and no FP8 copy (Megatron-LM's
     ``attention.py`` calls ``set_save_original_input(linear_proj)`` for
     every recipe but delayed; TE's ``linear.py`` then saves ``inp``), so its
@@ -230,11 +245,12 @@ def with_fp8(rows, c):
                                "reads the attention output O in 16 bits"))
             fp8 = replace(fp8, key="proj_input_fp8")
         out.append(fp8)
-    blockwise = c.fp8_recipe == "blockwise"
-    out.append(LedgerRow("fp8_scale_inv", "FP8 scale inverses of the saved inputs (fp32)",
-                         "MLP", ("n_scales" if blockwise else "n_fp8",), tensors, 4, REPLICATED,
-                         1, "fixed", SCALE_SOURCES[blockwise], "dequantizing each saved FP8 "
-                         "input in backward: x = x_fp8 * scale_inv"))
+    size = scale_bytes(c.fp8_recipe)
+    out.append(LedgerRow("fp8_scale_inv", "FP8 scale inverses of the saved inputs "
+                         f"({'E8M0' if size == 1 else 'fp32'})", "MLP",
+                         ("n_fp8" if c.fp8_recipe in ("delayed", "tensorwise") else "n_scales",),
+                         tensors, size, REPLICATED, 1, "fixed", SCALE_SOURCES[c.fp8_recipe],
+                         "dequantizing each saved FP8 input in backward: x = x_fp8 * scale_inv"))
     return tuple(out)
 
 

@@ -28,6 +28,24 @@ get_scale_shape). What it keeps beyond delayed scaling's 1 byte per element:
   the row-wise and column-wise 128 x 128 scales: :func:`weight_copy_bytes`;
 * no recipe state (``quantization.py``: Float8BlockScalingRecipeState
   allocates no tensor).
+
+Under MXFP8 (``--fp8-recipe mxfp8``, TE's ``MXFP8BlockScaling``, Blackwell
+only) every block of 32 elements along a row (row-wise usage) or a column
+(column-wise usage) shares one E8M0 scale of 1 byte, stored in cuBLAS's
+128 x 4 tiles (``csrc/quantizer.cpp``: MXFP8Quantizer::get_scale_shape):
+
+* a saved input [M, K] keeps its column-wise data [M, K] (not transposed:
+  ``csrc/extensions/cast.cpp``) and roundup(M/32, 4) x roundup(K, 128)
+  scales (``linear.py``, ``layernorm_linear.py``, ``grouped_linear.py``
+  keep the column-wise usage, as under blockwise): :func:`input_scales`;
+  the experts' buffer has the same 256-byte pad;
+* a cached weight [N, K]: both usages (MXFP8 cannot derive one from the
+  other), 2 bytes per element and roundup(N, 128) x roundup(K/32, 4) plus
+  roundup(N/32, 4) x roundup(K, 128) scales: :func:`weight_copy_bytes`;
+* every quantized tensor needs both dimensions divisible by 32 (``create_tensor``
+  refuses others), and each local expert's tokens are padded to 32, not
+  16 (:func:`fp8_align`);
+* no recipe state (MXFP8BlockScalingRecipeState allocates no tensor).
 """
 
 from __future__ import annotations
@@ -35,58 +53,83 @@ from __future__ import annotations
 EXPERT_ROWS = ("expert_fc1_input", "expert_fc2_input")
 """The grouped GEMMs' inputs: one FP8 tensor per local expert."""
 BLOCK = 128
-"""Elements per block along each scaled dimension."""
+"""Elements per block along each scaled dimension (blockwise)."""
+MX_BLOCK = 32
+"""Elements per block under MXFP8 (``csrc/quantizer.cpp``: MXFP8_BLOCK_SIZE)."""
+PER_BLOCK = ("blockwise", "mxfp8")
+"""The recipes with a scale per block rather than per tensor."""
 GROUPED_PAD = 256
 """Bytes ``bulk_allocate`` adds to the experts' buffer for its 256-byte alignment."""
 
 
 def fp8_align(c) -> int:
-    """Rows each local expert's FP8 input is padded to a multiple of: 16
-    (Megatron-LM's ``moe/moe_utils.py``: get_align_size_for_quantization;
-    TE's ``quantization.py``: get_align_size_for_quantization)."""
-    return 16
+    """Rows each local expert's FP8 input is padded to a multiple of: 32
+    under MXFP8, else 16 (Megatron-LM's ``moe/moe_utils.py`` and TE's
+    ``quantization.py``: get_align_size_for_quantization)."""
+    return MX_BLOCK if c.fp8_recipe == "mxfp8" else 16
+
+
+def scale_bytes(recipe: str) -> int:
+    """Bytes of one scale inverse: 1 under MXFP8 (E8M0), else 4 (fp32)."""
+    return 1 if recipe == "mxfp8" else 4
+
+
+def _up(n: int, m: int) -> int:
+    return -(-n // m) * m
 
 
 def _blocks(n: int) -> int:
     return -(-n // BLOCK)
 
 
-def _roundup4(n: int) -> int:
-    return -(-n // 4) * 4
+def input_scales(M: int, K: int, recipe: str = "blockwise") -> int:
+    """Scales of a saved input's column-wise data, ``M`` x ``K``: fp32 per
+    1x128 block (blockwise), or E8M0 per 32x1 block in 4 x 128 tiles
+    (``"mxfp8"``; M padded to 32 by the caller)."""
+    if recipe == "mxfp8":
+        return _up(-(-M // MX_BLOCK), 4) * _up(K, BLOCK)
+    return _blocks(M) * _up(K, 4)
 
 
-def input_scales(M: int, K: int) -> int:
-    """fp32 scales of a saved input's column-wise data, ``M`` x ``K``."""
-    return _blocks(M) * _roundup4(K)
-
-
-def weight_copy_bytes(N: int, K: int) -> int:
+def weight_copy_bytes(N: int, K: int, recipe: str = "blockwise") -> int:
     """Bytes of a cached weight [N, K]: row-wise and column-wise data, and
-    their 128 x 128 blocks' fp32 scales."""
-    rowwise = _blocks(N) * _roundup4(_blocks(K))
-    columnwise = _blocks(K) * _roundup4(_blocks(N))
+    their scales: fp32 per 128 x 128 block (blockwise), or E8M0 per 32
+    elements of a row (row-wise) and of a column (column-wise) in 128 x 4
+    tiles (``"mxfp8"``)."""
+    if recipe == "mxfp8":
+        rowwise = _up(N, BLOCK) * _up(K // MX_BLOCK, 4)
+        return 2 * N * K + rowwise + _up(N // MX_BLOCK, 4) * _up(K, BLOCK)
+    rowwise = _blocks(N) * _up(_blocks(K), 4)
+    columnwise = _blocks(K) * _up(_blocks(N), 4)
     return 2 * N * K + 4 * (rowwise + columnwise)
 
 
-SCALE_SOURCES = ("transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
-                 "transformer_engine/pytorch/csrc/quantizer.cpp: Float8BlockQuantizer::"
-                 "get_scale_shape (column-wise, 1x128 blocks)")
-"""Where the scale inverses are made: one per tensor, or per block (blockwise)."""
+SCALE_SOURCES = {
+    "delayed": "transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
+    "tensorwise": "transformer_engine/pytorch/tensor/float8_tensor.py: Float8Tensor (_scale_inv)",
+    "blockwise": "transformer_engine/pytorch/csrc/quantizer.cpp: Float8BlockQuantizer::"
+                 "get_scale_shape (column-wise, 1x128 blocks)",
+    "mxfp8": "transformer_engine/pytorch/csrc/quantizer.cpp: MXFP8Quantizer::get_scale_shape "
+             "(column-wise, 32x1 blocks, E8M0)"}
+"""Where each recipe's scale inverses are made: one per tensor, or per block."""
 
 
 def saved_scales(c, row) -> int:
-    """fp32 scales a quantized ``row`` keeps on one GPU: one per FP8 tensor
-    (one per local expert's for the experts' inputs), or under blockwise
-    scaling each tensor's 1x128 blocks
-    (:func:`input_scales`; the experts' expected
-    tokens per local expert, and their buffer's alignment pad)."""
+    """Scale inverses a quantized ``row`` keeps on one GPU (of
+    :func:`scale_bytes` each): one per FP8 tensor (one per local expert's
+    for the experts' inputs), or under blockwise and MXFP8 scaling each
+    tensor's blocks (:func:`input_scales`; the experts' expected tokens
+    per local expert, padded to :func:`fp8_align` under MXFP8, and their
+    buffer's 256-byte alignment pad)."""
     tensors = c.num_experts // c.ep if row.key in EXPERT_ROWS else 1
-    if c.fp8_recipe != "blockwise":
+    if c.fp8_recipe not in PER_BLOCK:
         return tensors
     K = _input_width(c, row.key)
     tokens = -(-(row.elements // row.ranks // K) // tensors)
-    pad = GROUPED_PAD // 4 if row.key in EXPERT_ROWS else 0
-    return tensors * input_scales(tokens, K) + pad
+    if c.fp8_recipe == "mxfp8":
+        tokens = _up(tokens, MX_BLOCK)
+    pad = GROUPED_PAD // scale_bytes(c.fp8_recipe) if row.key in EXPERT_ROWS else 0
+    return tensors * input_scales(tokens, K, c.fp8_recipe) + pad
 
 
 def _input_width(c, key: str) -> int:

@@ -9,7 +9,7 @@ puts these bytes on each pipeline stage.
 
 from __future__ import annotations
 
-from .fp8_scales import weight_copy_bytes
+from .fp8_scales import PER_BLOCK, weight_copy_bytes
 
 AMAX_HISTORY_LEN = 1
 """Megatron-LM's ``--fp8-amax-history-len`` default (TE's recipe default is 1024)."""
@@ -35,7 +35,8 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       ``--fp8-param-gather``) the parameter is the FP8 tensor and nothing is
       cached (``module/base.py``: quantize_weight returns it); under
       ``"blockwise"`` both copies on every GPU and their 128 x 128 blocks'
-      scales (:func:`actmem.layer.fp8_scales.weight_copy_bytes`);
+      scales, under ``"mxfp8"`` both copies and their E8M0 scales per 32
+      elements (:func:`actmem.layer.fp8_scales.weight_copy_bytes`);
     * ``"parameters"``: with ``param_gather``, what the FP8 parameters change
       against 16-bit ones: 1 byte of data (in the distributed optimizer's
       uint8 buffer, ``param_and_grad_buffer.py``) and the transpose that is
@@ -47,8 +48,8 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
       ``amax_history`` of ``amax_history_len`` rows) for 3 forward tensors
       (input, weight, output) and 2 backward ones (``base.py``:
       set_meta_tensor, per GEMM): 4*(3 + 3L) + 4*(2 + 2L) = 20*(1 + L)
-      bytes per GEMM, 4 GEMMs in a dense layer; none under ``"tensorwise"``
-      and ``"blockwise"`` (their recipe states allocate no buffers).
+      bytes per GEMM, 4 GEMMs in a dense layer; none under the other
+      recipes (their recipe states allocate no buffers).
 
     >>> from actmem import LayerConfig
     >>> fp8_state_bytes(LayerConfig(8, 1, 64, 4, fp8="hybrid"))
@@ -60,8 +61,8 @@ def fp8_state_bytes(c, amax_history_len: int = AMAX_HISTORY_LEN, *, transpose: b
     weights, n = sum(N * K for N, K in gemms), len(gemms)
     copy = (1 + transpose) * weights + 4 * n
     scaling = n * 20 * (1 + amax_history_len) if c.fp8_recipe == "delayed" else 0
-    if c.fp8_recipe == "blockwise":
-        copy = sum(weight_copy_bytes(N, K) for N, K in gemms)
+    if c.fp8_recipe in PER_BLOCK:
+        copy = sum(weight_copy_bytes(N, K, c.fp8_recipe) for N, K in gemms)
     if param_gather:
         return {"weight_copies": 0, "parameters": (transpose - 1) * weights + 4 * n,
                 "scaling": scaling}

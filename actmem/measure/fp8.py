@@ -14,7 +14,9 @@ projection's FP8 copy. Under ``fp8_recipe="tensorwise"`` the output
 projection stays a bf16 linear: TE's ``save_original_input``, which
 Megatron-LM sets for every recipe but delayed, saves its input as given (the
 FP8 copy TE makes for the forward GEMM is not saved); ``"blockwise"`` keeps
-that, and scales each block of 128 rows of a column (:class:`Quantizer`).
+that, and scales each block of 128 rows of a column (:class:`Quantizer`);
+``"mxfp8"`` too, with one E8M0 byte per 32 rows of a column and the data
+left untransposed.
 
 The weight saved for the input gradient is the bf16 parameter here
 (excluded from the recording, as every parameter); TE saves its cached FP8
@@ -41,48 +43,86 @@ E4M3_MAX = 448.0
 
 BLOCK = 128
 """Rows per scale of blockwise scaling's column-wise data (1 x 128 blocks)."""
+MX_BLOCK = 32
+"""Rows per scale of MXFP8's column-wise data (32 x 1 blocks)."""
+E8M0_BIAS = 127
+"""The exponent bias of an E8M0 scale: the byte e stands for 2^(e - 127)."""
 
 
 class Quantizer:
     """FP8 quantization of an input, once per input tensor (a cache keyed by
-    identity, cleared per forward): one scale from the tensor's amax, or
-    with ``blockwise`` (TE's Float8BlockScaling, column-wise usage) one per
-    block of 128 rows of each column, stored as TE stores them,
-    ceil(M/128) x roundup(K, 4) fp32 (``csrc/quantizer.cpp``:
-    Float8BlockQuantizer::get_scale_shape)."""
+    identity, cleared per forward), column-wise usage as TE saves it:
 
-    def __init__(self, key: str, blockwise: bool = False):
-        self.key, self.blockwise = key, blockwise
+    * ``"tensorwise"`` (and delayed): one fp32 scale from the tensor's amax,
+      the data transposed [K, M];
+    * ``"blockwise"`` (TE's Float8BlockScaling): one fp32 scale per block of
+      128 rows of each column, ceil(M/128) x roundup(K, 4)
+      (``csrc/quantizer.cpp``: Float8BlockQuantizer::get_scale_shape);
+    * ``"mxfp8"`` (TE's MXFP8BlockScaling): one power-of-two E8M0 byte per
+      block of 32 rows of each column, roundup(M/32, 4) x roundup(K, 128)
+      (MXFP8Quantizer::get_scale_shape), the data untransposed [M, K]."""
+
+    def __init__(self, key: str, recipe: str = "tensorwise"):
+        self.key, self.recipe = key, recipe
         self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.last is None or self.last[0] is not x:
             flat = x.detach().reshape(-1, x.shape[-1]).float()
-            amax = _block_amax(flat) if self.blockwise else flat.abs().amax().reshape(1)
-            scale = E4M3_MAX / amax.clamp(min=1e-12)
-            columnwise = (flat * _per_row(scale, flat)).to(torch.float8_e4m3fn).t().contiguous()
-            scale_inv = named("fp8_scale_inv", scale.reciprocal())
-            self.last = (x, named(self.key, columnwise), scale_inv)
+            if self.recipe == "mxfp8":
+                data, scale_inv = _mx_quantized(flat)
+            else:
+                blockwise = self.recipe == "blockwise"
+                amax = _block_amax(flat) if blockwise else flat.abs().amax().reshape(1)
+                scale = E4M3_MAX / amax.clamp(min=1e-12)
+                data = (flat * _per_row(scale, flat)).to(torch.float8_e4m3fn).t().contiguous()
+                scale_inv = scale.reciprocal()
+            self.last = (x, named(self.key, data), named("fp8_scale_inv", scale_inv))
         return self.last[1], self.last[2]
 
 
 def _block_amax(flat: torch.Tensor) -> torch.Tensor:
     """The amax of each block of 128 rows of each column of ``flat`` [M, K],
     padded to roundup(K, 4) columns (of ones) as TE pads its scales."""
+    return _padded_amax(flat, BLOCK, 4)
+
+
+def _padded_amax(flat: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """The amax of each block of ``rows`` rows of each column of ``flat``
+    [M, K], in [ceil(M/rows) padded to a multiple of 4 under MXFP8,
+    K padded to a multiple of ``columns``], ones in the padding."""
     M, K = flat.shape
-    blocks = -(-M // BLOCK)
-    padded = torch.zeros(blocks * BLOCK, K).index_copy_(0, torch.arange(M), flat.abs())
-    amax = padded.reshape(blocks, BLOCK, K).amax(dim=1)
-    return torch.cat([amax, torch.ones(blocks, -K % 4)], dim=1)
+    blocks = -(-M // rows)
+    padded = torch.zeros(blocks * rows, K).index_copy_(0, torch.arange(M), flat.abs())
+    amax = padded.reshape(blocks, rows, K).amax(dim=1)
+    amax = torch.cat([amax, torch.ones(blocks, -K % columns)], dim=1)
+    if rows == MX_BLOCK:
+        amax = torch.cat([amax, torch.ones(-blocks % 4, amax.shape[1])])
+    return amax
 
 
-def _per_row(scale: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
-    """``scale`` (one number, or blockwise [blocks, >= K]) spread over
-    ``flat``'s rows and columns."""
+def _mx_quantized(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """MXFP8's column-wise data [M, K] (e4m3) and E8M0 scale inverses
+    (uint8, the biased exponent of the power of two that maps each block's
+    amax into e4m3's range)."""
+    exponent = torch.ceil(torch.log2(_padded_amax(flat, MX_BLOCK, BLOCK).clamp(min=1e-30)
+                                     / E4M3_MAX))
+    scale_inv = (exponent + E8M0_BIAS).clamp(0, 254).to(torch.uint8)
+    data = (flat / _per_row(_e8m0(scale_inv), flat, MX_BLOCK)).to(torch.float8_e4m3fn)
+    return data, scale_inv
+
+
+def _e8m0(scale_inv: torch.Tensor) -> torch.Tensor:
+    return torch.exp2(scale_inv.float() - E8M0_BIAS)
+
+
+def _per_row(scale: torch.Tensor, flat: torch.Tensor, rows: int = BLOCK) -> torch.Tensor:
+    """``scale`` (one number, or one per block of ``rows`` rows of each
+    column, [>= blocks, >= K]) spread over ``flat``'s rows and columns."""
     if scale.numel() == 1:
         return scale
     M, K = flat.shape
-    return scale.repeat_interleave(BLOCK, dim=0)[:M, :K]
+    return scale.repeat_interleave(rows, dim=0)[:M, :K]
 
 
 class _FP8LinearFunction(torch.autograd.Function):
@@ -105,6 +145,11 @@ class _FP8LinearFunction(torch.autograd.Function):
 
 
 def _dequantized(x_fp8: torch.Tensor, scale_inv: torch.Tensor, dtype) -> torch.Tensor:
+    """The input from :class:`Quantizer`'s data and scales (uint8 ones are
+    MXFP8's, over untransposed data)."""
+    if scale_inv.dtype == torch.uint8:
+        flat = x_fp8.float()
+        return (flat * _per_row(_e8m0(scale_inv), flat, MX_BLOCK)).to(dtype)
     flat = x_fp8.t().float()
     return (flat * _per_row(scale_inv, flat)).to(dtype)
 
@@ -157,8 +202,7 @@ def fp8_linears(layer: ReferenceLayer, config: LayerConfig) -> dict[str, Quantiz
     cleared before each forward."""
     keys = {r.key for r in ledger_rows(config)}
     proj = "proj_input_fp8" if "proj_input_fp8" in keys else "proj_input"
-    blockwise = config.fp8_recipe == "blockwise"
-    quantizers = {name: Quantizer(key, blockwise) for name, key in (
+    quantizers = {name: Quantizer(key, config.fp8_recipe) for name, key in (
         ("qkv", "qkv_input"), ("proj", proj), ("fc1", "fc1_input"), ("fc2", "fc2_input"))}
     group = {"q": "qkv", "k": "qkv", "v": "qkv", "proj": "proj", "fc1": "fc1",
              "gate": "fc1", "up": "fc1", "fc2": "fc2"}

@@ -143,7 +143,8 @@ def add_levers(p: argparse.ArgumentParser) -> None:
                    help="Transformer Engine's FP8 linear layers (default off; no "
                         "multi-latent attention; cp 1 under delayed scaling)")
     p.add_argument("--fp8-recipe", choices=FP8_RECIPES, default="delayed",
-                   help="FP8's scaling: delayed (default), tensorwise or blockwise (with --fp8)")
+                   help="FP8's scaling: delayed (default), tensorwise, blockwise or mxfp8 "
+                        "(with --fp8)")
     p.add_argument("--moe-token-dispatcher-type", choices=DISPATCHERS,
                    help="an MoE preset's token dispatcher (the preset's: alltoall); flex is "
                         "DeepEP within one node, etp*ep = 2, 4 or 8")

@@ -202,38 +202,60 @@ NEEDS = {
     "fp8": ((8, 9), "Transformer Engine's FP8 needs compute capability 8.9 (Ada) or newer "
                     "(transformer_engine/pytorch/fp8.py: check_fp8_support, 'Device compute "
                     "capability 8.9 or higher required for FP8 execution.')"),
-    "fp8_recipe": ((9, 0), "Transformer Engine's blockwise FP8 needs compute capability 9.0 "
-                           "(Hopper) or newer (transformer_engine/pytorch/quantization.py: "
-                           "_compute_fp8_block_scaling_support, 'FP8 block scaled GEMM "
-                           "requires compute capability 9.0 or higher')"),
 }
 """The compute capability each option needs, and why, with the source."""
+RECIPE_NEEDS = {
+    "blockwise": ((9, 0), None, "Transformer Engine's blockwise FP8 needs compute capability "
+                                "9.0 (Hopper) or newer (transformer_engine/pytorch/"
+                                "quantization.py: _compute_fp8_block_scaling_support, 'FP8 "
+                                "block scaled GEMM requires compute capability 9.0 or higher')"),
+    "mxfp8": ((10, 0), (12, 0), "Transformer Engine's MXFP8 needs compute capability 10.x or "
+                                "11.x (Blackwell; transformer_engine/pytorch/quantization.py: "
+                                "_compute_mxfp8_support, 'Device compute capability 10.0 or "
+                                "higher required for MXFP8 execution', and 'MXFP8 (for all gemm "
+                                "layouts) is not supported on 12.0+ architectures yet.')"),
+}
+"""The compute capabilities an FP8 recipe runs on, [from, below), and why."""
 INSTEAD = {"precision": "precision='fp32'", "flash_attention": "flash_attention=False",
            "fp8": "fp8=None", "fp8_recipe": "fp8_recipe='tensorwise'"}
 
 
+def _needs(option: str, fp8_recipe: str) -> tuple:
+    """(from, below, why) for ``option``: :data:`NEEDS`, or for
+    ``"fp8_recipe"`` the recipe's :data:`RECIPE_NEEDS`."""
+    if option == "fp8_recipe":
+        return RECIPE_NEEDS[fp8_recipe]
+    needed, why = NEEDS[option]
+    return needed, None, why
+
+
 def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
              fp8: str | None = None, fp8_recipe: str = "delayed") -> str | None:
-    """The first option of :data:`NEEDS` that ``gpu`` cannot run:
-    ``"precision"`` (bf16, or autocast's bf16), ``"flash_attention"``,
-    ``"fp8"`` (any FP8 format) or ``"fp8_recipe"`` (``"blockwise"``); None
-    when it runs them all (always for None, a size, or an AMD GPU, whose
-    capability is None)."""
+    """The first option ``gpu`` cannot run: ``"precision"`` (bf16, or
+    autocast's bf16), ``"flash_attention"``, ``"fp8"`` (any FP8 format;
+    :data:`NEEDS`) or ``"fp8_recipe"`` (``"blockwise"`` or ``"mxfp8"``:
+    :data:`RECIPE_NEEDS`); None when it runs them all (always for None, a
+    size, or an AMD GPU, whose capability is None)."""
     if gpu is None or gpu.compute_capability is None:
         return None
     asked = {"precision": precision in ("bf16", "autocast"),
              "flash_attention": flash_attention, "fp8": fp8 is not None,
-             "fp8_recipe": fp8 is not None and fp8_recipe == "blockwise"}
-    return next((option for option, (needed, _) in NEEDS.items()
-                 if asked[option] and gpu.compute_capability < needed), None)
+             "fp8_recipe": fp8 is not None and fp8_recipe in RECIPE_NEEDS}
+    cc = gpu.compute_capability
+    for option in (o for o in asked if asked[o]):
+        needed, below, _ = _needs(option, fp8_recipe)
+        if cc < needed or (below is not None and cc >= below):
+            return option
+    return None
 
 
 def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
                    fp8: str | None = None, fp8_recipe: str = "delayed") -> None:
-    """Refuse what ``gpu`` cannot run (:data:`NEEDS`): bf16
-    (``precision="bf16"`` or ``"autocast"``, which computes in bf16) and
-    FlashAttention (the model's ``flash_attention``) below compute
-    capability 8.0, FP8 below 8.9, blockwise FP8 below 9.0.
+    """Refuse what ``gpu`` cannot run (:data:`NEEDS`, :data:`RECIPE_NEEDS`):
+    bf16 (``precision="bf16"`` or ``"autocast"``, which computes in bf16)
+    and FlashAttention (the model's ``flash_attention``) below compute
+    capability 8.0, FP8 below 8.9, blockwise FP8 below 9.0, MXFP8 outside
+    10.x and 11.x.
 
     Raises:
         ValueError: naming the GPU, the option, its value and why.
@@ -242,7 +264,10 @@ def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
     if option is not None:
         value = {"precision": precision, "flash_attention": flash_attention, "fp8": fp8,
                  "fp8_recipe": fp8_recipe}[option]
+        needed, below, why = _needs(option, fp8_recipe)
+        other = "a newer GPU" if gpu.compute_capability < needed else \
+            f"a GPU of compute capability {needed[0]}.x to {below[0] - 1}.x"
         raise ValueError(
             f"{option}={value!r} does not run on gpu_memory={gpu.name!r} (compute capability "
-            f"{'.'.join(map(str, gpu.compute_capability))}): {NEEDS[option][1]}; "
-            f"use {INSTEAD[option]} or a newer GPU")
+            f"{'.'.join(map(str, gpu.compute_capability))}): {why}; use {INSTEAD[option]} or "
+            f"{other}")

@@ -104,10 +104,12 @@ def check_fp8_job(job) -> None:
                          "output is not modelled (actmem.layer.fp8); use cp=1, "
                          "fp8_recipe='tensorwise' (the projection keeps its 16-bit input) or "
                          "fp8=None")
-    if job.fp8_param_gather and job.fp8_recipe == "blockwise":
-        raise ValueError("fp8_param_gather=True with fp8_recipe='blockwise': FP8 parameters "
-                         "are modelled under delayed and tensorwise scaling (blockwise ones "
-                         "keep 128x128 scales in the distributed optimizer's buffers); use "
+    if job.fp8_param_gather and job.fp8_recipe in ("blockwise", "mxfp8"):
+        raise ValueError(f"fp8_param_gather=True with fp8_recipe={job.fp8_recipe!r}: FP8 "
+                         "parameters are modelled under delayed and tensorwise scaling "
+                         "(blockwise and MXFP8 ones keep per-block scales beside the "
+                         "distributed optimizer's buffers, and MXFP8's all-gather reuses the "
+                         "gradient buffer: --reuse-grad-buf-for-mxfp8-param-ag); use "
                          "fp8_param_gather=False")
     if job.fp8_param_gather and job.model.num_experts is not None:
         raise ValueError(f"fp8_param_gather=True with num_experts={job.model.num_experts}: "
