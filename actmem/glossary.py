@@ -304,10 +304,13 @@ TERMS = (
          "未切分的缓冲区），再做 reduce-scatter", ("use_megatron_fsdp",)),
     Term("DeepEP", "DeepSeek's expert-parallel communication library: Megatron-LM's flex "
          "dispatcher sends each token once to every GPU that holds one of its experts, "
-         "through DeepEP's buffers outside PyTorch's allocator "
-         "(moe_token_dispatcher_type='flex')", "DeepEP（专家并行通信库）",
+         "through DeepEP's buffers outside PyTorch's allocator; its HybridEP backend "
+         "delivers them already sorted by expert "
+         "(moe_token_dispatcher_type='flex', moe_flex_dispatcher_backend)",
+         "DeepEP（专家并行通信库）",
          "DeepSeek 的专家并行通信库：Megatron-LM 的 flex 分发器把每个 token 只发一次，发往持有它某个专家的"
-         "每块 GPU，经由 DeepEP 在 PyTorch 分配器之外的缓冲区传递（moe_token_dispatcher_type='flex'）",
+         "每块 GPU，经由 DeepEP 在 PyTorch 分配器之外的缓冲区传递；其 HybridEP 后端送达时 token 已按专家排好"
+         "（moe_token_dispatcher_type='flex'、moe_flex_dispatcher_backend）",
          ("flex",)),
     Term("communication unit", "Megatron-FSDP's size in elements that bounds the prefetch (half "
          "of it) and the gradient buckets waiting to be freed: by default twice a layer's "

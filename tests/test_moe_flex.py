@@ -136,7 +136,7 @@ def test_a_launch_with_the_flex_dispatcher():
     job = Job.from_megatron_args(ARGV + ["--moe-enable-deepep"], world_size=2)
     assert job.model.moe_token_dispatcher_type == "flex"
     assert training_memory(job).stages[0].peak > 0
-    for extra, message in ((["--moe-flex-dispatcher-backend", "hybridep"], "HybridEP"),
+    for extra, message in ((["--moe-flex-dispatcher-backend", "ncclep"], "NCCL-EP"),
                            (["--moe-flex-dispatcher-num-sms", "24"], "channels"),
                            (["--moe-permute-fusion", "--enable-experimental"],
                             "fused multi-hot conversion")):

@@ -832,7 +832,6 @@ GROUP_CLASSES: dict[str, tuple[str, str]] = {
 """The class of every argument of a group that has no entry of its own in CLASSES."""
 
 _GTP = "GTP weight sharding (--tensor-parallel-num-weight-shards)"
-_HYBRIDEP = "--moe-flex-dispatcher-backend hybridep"
 _NCCLEP = "--moe-flex-dispatcher-backend ncclep"
 _HYBRID = "Mamba/hybrid layers (--hybrid-layer-pattern, --is-hybrid-model)"
 _CG = "--cuda-graph-impl"
@@ -1400,22 +1399,36 @@ CLASSES: dict[str, tuple] = {
     "--moe-enable-deepep": (N, "Deprecated: Megatron-LM requires --moe-token-dispatcher-type "
                                "flex with it and sets the deepep backend, flex's default "
                                "(transformer_config.py)."),
-    "--moe-flex-dispatcher-backend": when_set("HybridEP and NCCL-EP keep other tensors and "
-                                              "buffers than DeepEP, which actmem models "
-                                              "(actmem.layer.moe_flex)",
-                                              "its default, deepep, is modelled"),
-    "--moe-permute-fusion-into-hybridep": only(_HYBRIDEP),
-    "--moe-hybridep-pad-uneven-dispatch-inputs": only(_HYBRIDEP),
+    "--moe-flex-dispatcher-backend": (M, "moe_flex_dispatcher_backend",
+                                      "DeepEP (the default) and HybridEP keep different "
+                                      "handles and buffers (actmem.layer.moe_flex, "
+                                      "actmem.layer.moe_hybridep), each within one 8-GPU "
+                                      "node; NCCL-EP keeps others and is refused.",
+                                      {"values": ["deepep", "hybridep"]}),
+    "--moe-permute-fusion-into-hybridep": when_set(
+        "HybridEP's fused permutation keeps a [N*W, L] int32 map and a chunk layout in its "
+        "handle instead of the row map actmem counts (actmem.layer.moe_hybridep)"),
+    "--moe-hybridep-pad-uneven-dispatch-inputs": when_set(
+        "pads each rank's tokens to the group's largest, a multiple of 64, which sizes "
+        "HybridEP's buffers and the manager's maps"),
     "--moe-flex-dispatcher-num-sms": when_set("DeepEP's channels (half its SMs) size its buffer "
                                               "and handle; actmem counts Megatron-LM's 20 SMs",
                                               "its default (20 for DeepEP) is modelled"),
     "--moe-deepep-num-sms": when_set("deprecated alias of --moe-flex-dispatcher-num-sms: "
                                      "DeepEP's channels size its buffer and handle",
                                      "its default (20 for DeepEP) is modelled"),
-    "--moe-hybridep-num-sms": only(_HYBRIDEP),
-    "--moe-hybridep-num-blocks-permute": only(_HYBRIDEP),
-    "--moe-hybridep-num-blocks-unpermute": only(_HYBRIDEP),
-    "--moe-hybridep-num-sms-preprocessing": only(_HYBRIDEP),
+    "--moe-hybridep-num-sms": when_set("deprecated alias of --moe-flex-dispatcher-num-sms "
+                                       "(transformer_config.py): DeepEP's channels size its "
+                                       "buffer and handle", "its default is modelled"),
+    "--moe-hybridep-num-blocks-permute": (N, "Thread blocks of HybridEP's permute kernel: a "
+                                             "launch setting, no buffer is sized by it "
+                                             "(csrc/hybrid_ep/extension/permute.cu)."),
+    "--moe-hybridep-num-blocks-unpermute": (N, "Thread blocks of HybridEP's unpermute kernel: "
+                                               "a launch setting, no buffer is sized by it "
+                                               "(csrc/hybrid_ep/extension/permute.cu)."),
+    "--moe-hybridep-num-sms-preprocessing": when_set(
+        "sizes HybridEP's metadata scratch, SMs x (W + L) x 8 bytes; actmem counts "
+        "Megatron-LM's 108", "its default (108) is modelled"),
     "--moe-ncclep-zero-copy": only(_NCCLEP),
     "--moe-dispatch-fwd-dtype": only(_NCCLEP),
     "--moe-combine-bwd-dtype": only(_NCCLEP),
@@ -1773,7 +1786,7 @@ UNSURE: dict[str, str] = {
         "> 0 cannot be expressed (a consumer should refuse it).",
     "--attention-dropout": "As --hidden-dropout.",
     "--moe-token-dispatcher-type": "Modelled with values ['alltoall', 'allgather', 'flex'] "
-        "(flex: DeepEP within one node; HybridEP and NCCL-EP are refused by "
+        "(flex: DeepEP or HybridEP within one node; NCCL-EP is refused by "
         "--moe-flex-dispatcher-backend); dense runs ignore the flag.",
     "--dataloader-inter-document-masking": "Refused when set; it could be modelled as "
         "create_attention_mask_in_dataloader=False if THD attention saves the same bytes "

@@ -125,7 +125,7 @@ class LayerConfig:
         moe_token_dispatcher_type: how tokens reach the experts
             (``--moe-token-dispatcher-type``): ``"alltoall"`` (actmem's
             default), ``"allgather"`` (Megatron-LM's default) or ``"flex"``
-            (DeepEP, :mod:`actmem.layer.moe_flex`); they keep different
+            (DeepEP or HybridEP: ``moe_flex_dispatcher_backend``); they keep different
             permutation tensors (:mod:`actmem.layer.moe`).
         moe_router_load_balancing_type: ``"aux_loss"`` (default),
             ``"seq_aux_loss"``, ``"global_aux_loss"`` (each with
@@ -146,6 +146,10 @@ class LayerConfig:
             (``--moe-permute-fusion``), which keeps int32 row maps instead
             of the unfused permutation's int64 indices (all-to-all
             dispatcher only, :func:`actmem.layer.moe.dispatch_rows`).
+        moe_flex_dispatcher_backend: the flex dispatcher's library
+            (``--moe-flex-dispatcher-backend``): ``"deepep"`` (default,
+            :mod:`actmem.layer.moe_flex`) or ``"hybridep"``
+            (:mod:`actmem.layer.moe_hybridep`).
         moe_rank_load: the routed copies this rank's experts receive as a
             multiple of the balanced expectation (1; a what-if of dropless
             routing, :func:`actmem.layer.moe_copies.hot_rank_load` gives it for a
@@ -209,6 +213,7 @@ class LayerConfig:
     moe_router_group_topk: int | None = None
     moe_router_enable_expert_bias: bool = False
     moe_permute_fusion: bool = False
+    moe_flex_dispatcher_backend: str = "deepep"
     fp8_recipe: str = "delayed"
     ep: int = 1
 

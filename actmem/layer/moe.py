@@ -203,9 +203,12 @@ def probability_bytes(c: LayerConfig) -> int:
     ``router.py``: TopKRouter.gating; ``moe_utils.py``:
     topk_routing_with_score_function casts the probabilities back to it);
     fp32 at least with the flex dispatcher (DeepEP takes fp32 probabilities:
-    ``token_dispatcher.py``: _DeepepManager.dispatch casts them)."""
+    ``token_dispatcher.py``: _DeepepManager.dispatch casts them), fp32
+    exactly with HybridEP (_HybridEPManager.dispatch casts fp64 down too)."""
     nbytes = ROUTER_DTYPES[c.moe_router_dtype]
-    return max(nbytes, 4) if c.moe_token_dispatcher_type == "flex" else nbytes
+    if c.moe_token_dispatcher_type != "flex":
+        return nbytes
+    return 4 if c.moe_flex_dispatcher_backend == "hybridep" else max(nbytes, 4)
 
 
 def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, tuple]
@@ -235,6 +238,9 @@ def dispatch_rows(c: LayerConfig, sent: tuple[int, tuple], received: tuple[int, 
                         "fixed"),
                 moe_row(c, "dispatch_local_map", "local experts' routing map, transposed (bool)",
                         ("E", "s*etp", "b"), N * E * x, 1, EXPERT_ROUTED, "fixed")]
+    if c.moe_token_dispatcher_type == "flex" and c.moe_flex_dispatcher_backend == "hybridep":
+        from .moe_hybridep import hybridep_rows   # permuted while dispatched
+        return hybridep_rows(c)
     if c.moe_token_dispatcher_type == "flex":
         from .moe_flex import flex_dispatch_rows  # moe_flex builds on this module's rows
         return flex_dispatch_rows(c, got * x, gathered)

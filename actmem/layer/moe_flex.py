@@ -53,9 +53,10 @@ probabilities, ``_DeepepManager.dispatch`` casts them):
   (:func:`actmem.run.moments.moe_dispatch.fp8_padding`). DeepEP still
   sends 16-bit tokens under FP8 (``fused_a2a.py``: FusedDispatch).
 
-Not modelled (refused): the HybridEP and NCCL-EP backends, DeepEP across
-nodes (W > 8: NVSHMEM buffers and another handle), a hot rank, and
-Megatron-LM's experimental fused multi-hot conversion. DeepEP's own
+Not modelled (refused): the NCCL-EP backend (HybridEP is
+:mod:`actmem.layer.moe_hybridep`), DeepEP across nodes (W > 8: NVSHMEM
+buffers and another handle), a hot rank, and Megatron-LM's experimental
+fused multi-hot conversion. DeepEP's own
 buffers live outside PyTorch's allocator (:func:`deepep_buffer`), a part
 of the reserve (:mod:`actmem.run.reserve`).
 """

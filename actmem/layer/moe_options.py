@@ -16,12 +16,16 @@ MOE_OPTIONS = ("num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                "moe_shared_expert_intermediate_size", "etp", "moe_expert_capacity_factor",
                "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
                "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-               "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion")
+               "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion",
+               "moe_flex_dispatcher_backend")
 """The options that only a mixture-of-experts layer takes (num_experts first)."""
 
 DISPATCHERS = ("alltoall", "allgather", "flex")
 """Megatron-LM's token dispatchers the MoE rows follow (``--moe-token-dispatcher-type``;
-flex with its default backend, DeepEP, within one node: :mod:`actmem.layer.moe_flex`)."""
+flex within one node: :mod:`actmem.layer.moe_flex`, :mod:`actmem.layer.moe_hybridep`)."""
+FLEX_BACKENDS = ("deepep", "hybridep")
+"""The flex dispatcher's backends actmem models (``--moe-flex-dispatcher-backend``;
+NCCL-EP is not)."""
 LOAD_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
 """Megatron-LM's router load-balancing types the MoE rows follow
 (``--moe-router-load-balancing-type``)."""
@@ -29,6 +33,7 @@ ROUTER_DTYPES = {None: 2, "fp32": 4, "fp64": 8}
 """``--moe-router-dtype`` and the bytes of each routing probability it gives
 (None: the activations' bf16)."""
 _CHOICES = {"moe_token_dispatcher_type": DISPATCHERS,
+            "moe_flex_dispatcher_backend": FLEX_BACKENDS,
             "moe_router_load_balancing_type": LOAD_BALANCING,
             "moe_router_score_function": SCORE_FUNCTIONS}
 _FLAGS = ("moe_pad_expert_input_to_capacity", "moe_router_pre_softmax",
@@ -201,6 +206,10 @@ def _check_flex(c: LayerConfig) -> None:
     (:mod:`actmem.layer.moe_flex`; its group's size is a job's check:
     :func:`check_flex_group`)."""
     if c.moe_token_dispatcher_type != "flex":
+        if c.moe_flex_dispatcher_backend != "deepep":
+            raise ValueError(f"moe_flex_dispatcher_backend={c.moe_flex_dispatcher_backend!r} "
+                             "needs moe_token_dispatcher_type='flex', got "
+                             f"{c.moe_token_dispatcher_type!r}")
         return
     if c.moe_rank_load != 1:
         raise ValueError(f"moe_token_dispatcher_type='flex' with moe_rank_load="
@@ -222,17 +231,31 @@ def _check_rank_load(c: LayerConfig) -> None:
                          "copies; the imbalance what-if is for dropless routing")
 
 
-def check_flex_group(dispatcher: str, etp: int, ep: int) -> None:
-    """The flex dispatcher's group of W = etp*ep GPUs: Megatron-LM asserts
+def check_flex_group(model, etp: int, ep: int) -> None:
+    """The flex dispatcher's group of W = etp*ep GPUs (``model``: a
+    :class:`actmem.ModelConfig` with experts). DeepEP: Megatron-LM asserts
     W > 1 (``token_dispatcher.py``: MoEFlexTokenDispatcher, "DeepEP
-    dispatcher requires TPxEP > 1"); DeepEP configures 2, 4 and 8 GPUs in a
-    node, which actmem models (W in 2, 4, 8).
+    dispatcher requires TPxEP > 1"), and DeepEP configures 2, 4 and 8 GPUs
+    in a node, which actmem models (W in 2, 4, 8). HybridEP: actmem models
+    one 8-GPU NVLink domain (W <= 8), where HybridEP needs L*W divisible
+    by 4 (``csrc/hybrid_ep/config.cuh``), L = E/ep.
 
     Raises:
         ValueError: naming etp*ep and what is allowed.
     """
-    if dispatcher == "flex" and etp * ep not in (2, 4, 8):
-        raise ValueError(f"moe_token_dispatcher_type='flex' with etp*ep={etp * ep}: DeepEP "
+    if model.moe_token_dispatcher_type != "flex":
+        return
+    W = etp * ep
+    if model.moe_flex_dispatcher_backend == "hybridep":
+        if W > 8 or (model.num_experts // ep * W) % 4:
+            raise ValueError(f"moe_flex_dispatcher_backend='hybridep' with etp*ep={W} and "
+                             f"{model.num_experts // ep} local experts: actmem models HybridEP "
+                             "within one 8-GPU NVLink domain (etp*ep <= 8; across domains it "
+                             "adds RDMA buffers and another handle), where HybridEP needs "
+                             "local experts x etp*ep divisible by 4 (csrc/hybrid_ep/config.cuh)")
+        return
+    if W not in (2, 4, 8):
+        raise ValueError(f"moe_token_dispatcher_type='flex' with etp*ep={W}: DeepEP "
                          "needs etp*ep > 1 (Megatron-LM asserts it) and has configurations "
                          "for 2, 4 and 8 GPUs in a node (deep_ep/buffer.py: "
                          "get_dispatch_config); actmem models it within one node (across "

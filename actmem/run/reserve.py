@@ -8,8 +8,9 @@ has reserved from CUDA and the memory it has handed out. With a GPU preset
 named and ``reserve="default"`` (the default), each pipeline stage's reserve
 is :func:`default_reserve`, the sum of these four parts, each a function
 below with its source, and, with the flex dispatcher, (4) DeepEP's buffers
-(:func:`actmem.layer.moe_flex.deepep_buffer`), which the allocator does not
-see either. The research behind every constant, and which are
+(:func:`actmem.layer.moe_flex.deepep_buffer`, or its HybridEP's:
+:func:`actmem.layer.moe_hybridep.hybridep_buffer`), which the allocator does
+not see either. The research behind every constant, and which are
 judgement, is in ``docs/reserve-sources.md``.
 
 It is an estimate. Calibrate it on your GPU: after one whole training step,
@@ -71,8 +72,9 @@ class ReserveParts:
         nccl: :func:`nccl_buffers` of ``communicators``.
         allocator: :func:`allocator_gap`.
         communicators: the names of the communicators counted.
-        deepep: :func:`actmem.layer.moe_flex.deepep_buffer` (the flex
-            dispatcher), else 0.
+        deepep: the flex dispatcher's buffers, DeepEP's
+            (:func:`actmem.layer.moe_flex.deepep_buffer`) or its HybridEP's
+            (:func:`actmem.layer.moe_hybridep.hybridep_buffer`), else 0.
     """
 
     driver: int
@@ -125,6 +127,19 @@ def cuda_context() -> int:
     return CUDA_CONTEXT
 
 
+def _flex_buffers(job) -> int:
+    """DeepEP's buffers (:func:`actmem.layer.moe_flex.deepep_buffer`) or
+    HybridEP's (:func:`actmem.layer.moe_hybridep.hybridep_buffer`) on one
+    GPU of the flex dispatcher's group."""
+    from ..layer.moe_flex import deepep_buffer
+    from ..layer.moe_hybridep import hybridep_buffer
+    model, W = job.model, (job.t if job.etp is None else job.etp) * job.ep
+    if model.moe_flex_dispatcher_backend == "hybridep":
+        tokens = model.s // job.cp * model.b // job.t
+        return hybridep_buffer(model.h, tokens, model.num_experts // job.ep, W)
+    return deepep_buffer(model.h, W)
+
+
 def communicators(job, stage: int) -> tuple[Communicator, ...]:
     """The NCCL communicators of more than one GPU that pipeline stage
     ``stage`` of ``job`` (a :class:`actmem.Job`) uses in a step, as
@@ -171,7 +186,7 @@ def communicators(job, stage: int) -> tuple[Communicator, ...]:
                                   else j.cp - 1))
     if model.num_experts is not None:
         etp = j.t if j.etp is None else j.etp
-        if model.moe_token_dispatcher_type == "flex":   # DeepEP's setup, then its buffers
+        if model.moe_token_dispatcher_type == "flex":   # DeepEP's (HybridEP's) setup gather
             pairs.append(Communicator("expert tensor and expert", etp * j.ep))
         else:
             pairs.append(Communicator("expert", j.ep, j.ep - 1))
@@ -271,8 +286,7 @@ def default_reserve(job, stage: int, peak: int, gpu) -> ReserveParts:
     model = job.model
     deepep = 0
     if model.num_experts is not None and model.moe_token_dispatcher_type == "flex":
-        from ..layer.moe_flex import deepep_buffer
-        deepep = deepep_buffer(model.h, (job.t if job.etp is None else job.etp) * job.ep)
+        deepep = _flex_buffers(job)
     return ReserveParts(driver, context, nccl,
                         allocator_gap(peak, job.expandable_segments,
                                       gpu.memory - driver - context - nccl - deepep),

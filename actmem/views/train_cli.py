@@ -20,7 +20,7 @@ from ..language import translator
 from ..layer.config import RECOMPUTE
 from ..layer.context_parallel import CP_COMM_TYPES
 from ..layer.fp8 import FP8_FORMATS, FP8_RECIPES
-from ..layer.moe_options import DISPATCHERS
+from ..layer.moe_options import DISPATCHERS, FLEX_BACKENDS
 from ..layer.lora import LORA_TARGETS
 from ..layer.recompute_modules import MODULES
 from ..run.moments.framework import GRADIENT_BUFFERS
@@ -148,6 +148,8 @@ def add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--moe-token-dispatcher-type", choices=DISPATCHERS,
                    help="an MoE preset's token dispatcher (the preset's: alltoall); flex is "
                         "DeepEP within one node, etp*ep = 2, 4 or 8")
+    p.add_argument("--moe-flex-dispatcher-backend", choices=FLEX_BACKENDS,
+                   help="the flex dispatcher's library (deepep; hybridep: etp*ep <= 8)")
     p.add_argument("--cpu-offloading-num-layers", type=count, default=0,
                    help="the first n layers' saved tensors go to host memory (0; p 1, "
                         "no recomputation, 1f1b, dense presets)")
@@ -192,7 +194,8 @@ def model(args) -> ModelConfig:
         base = job_model(preset, preset.s if s is None else s, preset.b if b is None else b)
     return base.with_(
         **{k: getattr(args, k) for k in ("flash_attention", "lora_rank",
-                                          "moe_token_dispatcher_type")
+                                          "moe_token_dispatcher_type",
+                                          "moe_flex_dispatcher_backend")
            if getattr(args, k, None) is not None},
         **({"lora_targets": tuple(args.lora_targets)} if getattr(args, "lora_targets", None)
            else {}))
@@ -376,6 +379,8 @@ def levers_text(args) -> str:
              != "delayed" else "",
              f"dispatcher={args.moe_token_dispatcher_type}"
              if getattr(args, "moe_token_dispatcher_type", None) else "",
+             f"backend={args.moe_flex_dispatcher_backend}"
+             if getattr(args, "moe_flex_dispatcher_backend", None) else "",
              "recompute_modules=" + ",".join(args.recompute_modules)
              if getattr(args, "recompute_modules", None) else "",
              f"lora_rank={args.lora_rank}" if getattr(args, "lora_rank", None) else ""]

@@ -118,7 +118,7 @@ def _moe_fields(a: dict) -> dict:
     ``token_dispatcher.py``: _DeepepManager.get_permuted_hidden_states_by_experts
     calls ``fused_indices_to_multihot``, which keeps an int32 position map)."""
     if (a["moe_token_dispatcher_type"] == "flex" and a["moe_permute_fusion"]
-            and a["enable_experimental"]):
+            and a["enable_experimental"] and a["moe_flex_dispatcher_backend"] == "deepep"):
         raise ValueError("--enable-experimental with --moe-token-dispatcher-type flex and "
                          "--moe-permute-fusion: the fused multi-hot conversion keeps another "
                          "tensor than the one actmem counts (actmem.layer.moe_flex); drop "
@@ -132,6 +132,7 @@ def _moe_fields(a: dict) -> dict:
                 moe_pad_expert_input_to_capacity=a["moe_pad_expert_input_to_capacity"],
                 moe_aux_loss_coeff=coeff[0] if isinstance(coeff, list) else coeff,
                 moe_token_dispatcher_type=a["moe_token_dispatcher_type"],
+                moe_flex_dispatcher_backend=a["moe_flex_dispatcher_backend"],
                 moe_router_load_balancing_type=_one(balancing),
                 moe_router_dtype=a["moe_router_dtype"],
                 moe_router_score_function=a["moe_router_score_function"],

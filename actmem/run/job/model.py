@@ -57,7 +57,8 @@ class ModelConfig:
         moe_token_dispatcher_type, moe_router_load_balancing_type,
         moe_router_dtype, moe_router_score_function, moe_router_pre_softmax,
         moe_router_num_groups, moe_router_group_topk,
-        moe_router_enable_expert_bias, moe_permute_fusion: the MoE layers' options, as
+        moe_router_enable_expert_bias, moe_permute_fusion,
+        moe_flex_dispatcher_backend: the MoE layers' options, as
             :class:`actmem.LayerConfig` (Megatron-LM's flags in snake_case;
             NumPy floats are stored as ``float``); without ``num_experts``
             each must keep its default.
@@ -138,6 +139,7 @@ class ModelConfig:
     moe_router_group_topk: int | None = None
     moe_router_enable_expert_bias: bool = False
     moe_permute_fusion: bool = False
+    moe_flex_dispatcher_backend: str = "deepep"
     mtp_num_layers: int | None = None
 
     def __post_init__(self) -> None:

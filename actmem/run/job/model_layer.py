@@ -18,7 +18,8 @@ MODEL_MOE_FIELDS = ("moe_router_topk", "moe_ffn_hidden_size",
                     "moe_shared_expert_intermediate_size", "moe_expert_capacity_factor",
                     "moe_pad_expert_input_to_capacity", "moe_aux_loss_coeff",
                     "moe_token_dispatcher_type", "moe_router_load_balancing_type",
-                    "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion")
+                    "moe_router_dtype", *ROUTER_OPTIONS, "moe_permute_fusion",
+                    "moe_flex_dispatcher_backend")
 """The MoE options a :class:`ModelConfig` keeps (besides num_experts and
 moe_layer_freq); a model without experts takes only their defaults."""
 MODEL_LAYER_OPTIONS = ("sequence_parallel", "recompute", "flash_attention", "flash_output_copy",

@@ -22,8 +22,7 @@ def check_moe_job(job) -> None:
     _check_hot_expert(job)
     _check_permute_fusion(job)
     if job.model.num_experts is not None:
-        check_flex_group(job.model.moe_token_dispatcher_type,
-                         job.t if job.etp is None else job.etp, job.ep)
+        check_flex_group(job.model, job.t if job.etp is None else job.etp, job.ep)
 
 
 def _check_permute_fusion(job) -> None:

@@ -41,7 +41,10 @@ TEGroupedMLP's forward, where fc2's padded output and its unpadded copy
 each token once to each rank that holds one of its experts and permutes the
 R tokens a rank receives to its experts: :func:`_flex_buffers`; in the
 backward, the combine's gradient is a DeepEP dispatch (N/t tokens to R)
-and unpermute's a gather (R to R_e).
+and unpermute's a gather (R to R_e). With HybridEP
+(:mod:`actmem.layer.moe_hybridep`) the tokens land permuted in the
+experts' input, through HybridEP's own buffers: :func:`_hybridep_buffers`;
+the combine's gradient is a dispatch (N/t tokens to R_e).
 
 :func:`dispatch_buffers` takes the largest of those moments (beside the
 held permuted tokens and probabilities); the layer's rows are all alive
@@ -148,8 +151,8 @@ def dispatch_gradients(c: LayerConfig, ep: int = 1) -> dict[str, int]:
             (gathered + copies) * row, 3 * gathered * row if wide else 0)}
     if c.moe_token_dispatcher_type == "flex":   # combine's backward (a dispatch), unpermute's
         _check_flex_layer(c, ep)
-        received = received_tokens(c)
-        chain = [c.s * c.b // c.t, received, got * x]
+        received = [] if c.moe_flex_dispatcher_backend == "hybridep" else [received_tokens(c)]
+        chain = [c.s * c.b // c.t, *received, got * x]
     else:
         chain = [R] + [got] * (ep > 1) + [got * x] * (x > 1) + [got * x] * (local > 1)
     pairs = [a + b for a, b in zip(chain, chain[1:])] or chain
@@ -205,6 +208,8 @@ def _flex_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
     ``routed_experts_compute`` until unpermute returns, and without the
     fused permutation the experts pad it (:func:`fp8_padding`)."""
     _check_flex_layer(c, ep)
+    if c.moe_flex_dispatcher_backend == "hybridep":
+        return _hybridep_buffers(c)
     R, copies, row = received_tokens(c), received_copies(c) * c.expert_t, 2 * c.h
     L, k = c.num_experts // c.ep, c.expert_t * c.moe_router_topk
     held = {"received tokens": R * row, "received indices and probabilities": R * (8 * k + 4 * L)}
@@ -214,6 +219,18 @@ def _flex_buffers(c: LayerConfig, ep: int) -> dict[str, int]:
                {"experts' output": copies * row, "unpermuted output": R * row, **sixteen},
                {"unpermuted output": R * row, "combined output": c.s * c.b // c.t * row}]
     return {**held, **max(moments, key=lambda m: sum(m.values()))}
+
+
+def _hybridep_buffers(c: LayerConfig) -> dict[str, int]:
+    """:func:`dispatch_buffers` with HybridEP (:mod:`actmem.layer.moe_hybridep`;
+    R_e copies): the dispatch writes the experts' input [R_e, h] (a ledger
+    row, or under FP8 the 16-bit input ``custom_forward`` holds through the
+    layer, padded already: no ``Fp8Padding``); then the experts' output
+    [R_e, h] and the combine's output [N/t, h] beside it (HybridEP
+    unpermutes into its own buffer, ``fused_a2a.py``: HybridEPCombine)."""
+    copies, row = received_copies(c) * c.expert_t, 2 * c.h
+    held = {"experts' 16-bit input": copies * row} if c.fp8 else {}
+    return {**held, "experts' output": copies * row, "combined output": c.s * c.b // c.t * row}
 
 
 def fp8_padding(c: LayerConfig, copies: int, local: int) -> tuple[str, ...]:
@@ -229,8 +246,11 @@ def fp8_padding(c: LayerConfig, copies: int, local: int) -> tuple[str, ...]:
     the probabilities' padded copy, 4 bytes a token). No
     copies without FP8, when the flex dispatcher's fused permutation pads
     (TE's ``moe_permute_and_pad_with_probs``, ``Fp8Padding`` then returns its
-    input), or when padding to capacity gives every local expert a multiple."""
-    if not c.fp8 or (c.moe_token_dispatcher_type == "flex" and c.moe_permute_fusion):
+    input) or HybridEP does (``moe_utils.py``: skip_routed_expert_padding),
+    or when padding to capacity gives every local expert a multiple."""
+    flex = c.moe_token_dispatcher_type == "flex"
+    if not c.fp8 or (flex and (c.moe_permute_fusion
+                               or c.moe_flex_dispatcher_backend == "hybridep")):
         return ()
     if c.moe_pad_expert_input_to_capacity and (copies // local) % fp8_align(c) == 0:
         return ()
