@@ -4,7 +4,7 @@ hybrid-ep source (34152ae, Megatron-LM's LTS pin); what it refuses, by name."""
 
 import pytest
 
-from actmem import MOE_PRESETS, Job, LayerConfig, ModelConfig, training_memory
+from actmem import MOE_PRESETS, Job, LayerConfig, training_memory
 from actmem.layer.ledger import ledger_rows
 from actmem.layer.moe_hybridep import buffer_tokens, hybridep_buffer
 from actmem.run.moments.moe_dispatch import dispatch_buffers, dispatch_gradients
