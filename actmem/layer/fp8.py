@@ -83,7 +83,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..validate import shown
-from .fp8_scales import MX_BLOCK, SCALE_SOURCES, saved_scales, scale_bytes
+from .fp8_scales import MX_BLOCK, PER_BLOCK, SCALE_SOURCES, saved_scales, scale_bytes
 from .ledger import REPLICATED, SEQUENCE_SPLIT, LedgerRow
 
 FP8_FORMATS = ("e4m3", "hybrid")
@@ -248,7 +248,7 @@ def with_fp8(rows, c):
     size = scale_bytes(c.fp8_recipe)
     out.append(LedgerRow("fp8_scale_inv", "FP8 scale inverses of the saved inputs "
                          f"({'E8M0' if size == 1 else 'fp32'})", "MLP",
-                         ("n_fp8" if c.fp8_recipe in ("delayed", "tensorwise") else "n_scales",),
+                         ("n_scales" if c.fp8_recipe in PER_BLOCK else "n_fp8",),
                          tensors, size, REPLICATED, 1, "fixed", SCALE_SOURCES[c.fp8_recipe],
                          "dequantizing each saved FP8 input in backward: x = x_fp8 * scale_inv"))
     return tuple(out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..layer.config import LayerConfig
+from ..layer.fp8_scales import PER_BLOCK
 from .fp8 import fp8_linears, fp8_matmul
 from .moe import ReferenceMoELayer, _activation
 from .run import Measurement, recorded
@@ -27,15 +28,15 @@ class ReferenceMoEFP8Layer(ReferenceMoELayer):
     """:class:`.moe.ReferenceMoELayer` with FP8 linears (``config.fp8`` set).
 
     Raises:
-        ValueError: ``config.fp8`` is None, blockwise scaling, or as
+        ValueError: ``config.fp8`` is None, blockwise or MXFP8 scaling, or as
             :class:`.moe.ReferenceMoELayer`.
     """
 
     def __init__(self, config: LayerConfig, *, mask="bool", seed=0, dtype=torch.bfloat16):
-        if config.fp8 is None or config.fp8_recipe == "blockwise":
+        if config.fp8 is None or config.fp8_recipe in PER_BLOCK:
             raise ValueError("ReferenceMoEFP8Layer needs fp8 (a format) under delayed or "
                              f"tensorwise scaling, got fp8={config.fp8!r}, fp8_recipe="
-                             f"{config.fp8_recipe!r} (blockwise's grouped buffers and scales "
+                             f"{config.fp8_recipe!r} (per-block scales of the grouped buffers "
                              "follow the routing: not measured)")
         super().__init__(config, mask=mask, seed=seed, dtype=dtype)
         self.quantizers = fp8_linears(self, config)
