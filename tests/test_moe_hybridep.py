@@ -44,14 +44,13 @@ def test_hybridep_rows_by_hand():
 def test_buffers_follow_the_nvlink_coordinator():
     """DeepEP's docs' example scale: h = 7168, N = 4096 tokens, 8 local
     experts on each of 8 GPUs: the worst case M = T*W = 32768 tokens of 2h
-    bytes, their probabilities over E' = 64, scaling factors h/128 fp32
-    (7 MiB, 8 in 2 MiB pages), the routing map's all-gather buffer E'*T*W,
-    each in 2 MiB pages; the chunk flags 2*(T/64)*W*4 and the metadata
-    scratch 108*(W+L)*8 as they are."""
+    bytes, their probabilities over E' = 64, scaling factors h/128 fp32,
+    the routing map's all-gather buffer E'*T*W, the chunk flags 2*(T/64)*W*4
+    and the metadata scratch 108*(W+L)*8."""
     assert buffer_tokens(4096) == 4096 and buffer_tokens(100) == 512
     assert buffer_tokens(4100) == 4112
     small = 2 * 64 * 8 * 4 + 108 * 16 * 8
-    assert hybridep_buffer(7168, 4096, 8, 8) == (448 + 8 + 8 + 2) * MiB + small
+    assert hybridep_buffer(7168, 4096, 8, 8) == (448 + 8 + 7 + 2) * MiB + small
 
 
 def test_transients_by_hand():
@@ -81,9 +80,10 @@ def test_a_mixtral_job_with_hybridep():
     hybrid = training_memory(mixtral.with_(moe_token_dispatcher_type="flex",
                                            moe_flex_dispatcher_backend="hybridep"), **job)
     deepep = training_memory(mixtral.with_(moe_token_dispatcher_type="flex"), **job)
-    # T = 2048, W = 4, L = 2: 8192 tokens of 8 KiB, and three 2 MiB buffers
+    # T = 2048, W = 4, L = 2: 8192 tokens of 8 KiB, their probabilities over E' = 8, 32
+    # scaling factors each, and the all-gather buffer of 8 x 2048 x 4
     assert hybrid.most_loaded.reserve_parts.deepep == hybridep_buffer(4096, 2048, 2, 4) == \
-        (64 + 3 * 2) * MiB + 2 * 32 * 4 * 4 + 108 * 6 * 8
+        64 * MiB + 8192 * 8 * 4 + 8192 * 32 * 4 + 8 * 2048 * 4 + 2 * 32 * 4 * 4 + 108 * 6 * 8
     assert hybrid.most_loaded.reserve_parts.communicators == \
         deepep.most_loaded.reserve_parts.communicators   # the same setup gather
     assert hybrid.most_loaded.weights == deepep.most_loaded.weights
@@ -99,6 +99,8 @@ HYBRID_MODEL = MOE_PRESETS["mixtral-8x7b"].with_(moe_token_dispatcher_type="flex
      r"moe_flex_dispatcher_backend='hybridep' with etp\*ep=16"),
     (lambda: Job(HYBRID_MODEL.with_(num_experts=6), ep=3, d=3),
      r"etp\*ep=3 and 2 local experts.*divisible by 4"),
+    (lambda: Job(HYBRID_MODEL.with_(s=4097), ep=2, etp=1, d=2),   # 4097 mod 64 = 1, W = 2
+     r"4097 tokens per GPU and etp\*ep=2: HybridEP needs \(tokens mod 64\) x etp\*ep"),
     (lambda: LayerConfig(**dict(HYBRID, moe_token_dispatcher_type="alltoall")),
      "moe_flex_dispatcher_backend='hybridep' needs moe_token_dispatcher_type='flex'"),
     (lambda: LayerConfig(**dict(HYBRID, moe_flex_dispatcher_backend="ncclep")),
@@ -122,9 +124,9 @@ def test_a_launch_with_hybridep():
                                  world_size=2, gpu="H100 80GB SXM")
     assert job.model.moe_flex_dispatcher_backend == "hybridep"
     stage = training_memory(job).stages[0]
-    # N = 512 * 2 tokens, T = 1024, W = 2, L = 2, h = 256
+    # N = 512 * 2 tokens, T = 1024, W = 2, L = 2, h = 256: M = 2048
     assert stage.reserve_parts.deepep == hybridep_buffer(256, 1024, 2, 2) == \
-        3 * 2 * MiB + 2 * MiB + 2 * 16 * 2 * 4 + 108 * 4 * 8
+        2048 * 512 + 2048 * 4 * 4 + 2048 * 2 * 4 + 4 * 1024 * 2 + 2 * 16 * 2 * 4 + 108 * 4 * 8
     for extra, message in ((["--moe-permute-fusion-into-hybridep"], "fused permutation"),
                            (["--moe-hybridep-pad-uneven-dispatch-inputs"], "pads each rank"),
                            (["--moe-hybridep-num-sms-preprocessing", "64"], "metadata")):

@@ -58,8 +58,6 @@ CHUNK = 64
 PREPROCESSING_SMS = 108
 """Blocks of HybridEP's metadata kernel, Megatron-LM's
 ``--moe-hybridep-num-sms-preprocessing`` default."""
-CUDA_GRANULARITY = 2 * 2**20
-"""cudaMalloc's allocation granularity, bytes."""
 
 _MANAGER = "megatron/core/transformer/moe/token_dispatcher.py: _HybridEPManager."
 _HANDLE = ("deep_ep csrc/hybrid_ep/executor/executor.cu: metadata_preprocess_core ({}), kept "
@@ -79,7 +77,8 @@ NEEDED_FOR = {
     "hybridep_token_probs": "the dispatcher's state, replaced by the layer's next forward",
     "hybridep_handle_tokens": "backward of the dispatch (a combine) and of the combine (a "
                               "dispatch): where each token goes",
-    "hybridep_local_map": "the same backwards: which local experts each received token feeds",
+    "hybridep_local_map": "read by the forward's permute preprocessing; kept with the "
+                          "handle the backwards use",
     "hybridep_row_id_map": "the combine's unpermute and the backwards' permutes",
 }
 """Why each row is kept."""
@@ -129,14 +128,13 @@ def hybridep_buffer(h: int, tokens: int, local: int, ranks: int) -> int:
     NVLCoordinator), outside PyTorch's allocator (cudaMalloc, or cuMem with
     fabric handles), the peers' mapped over IPC: the tokens M*2h, their
     probabilities M*E'*4 and scaling factors M*(h/128)*4 (allocated for
-    bf16 too), each rounded to cudaMalloc's 2 MiB; the routing map's
-    all-gather buffer E'*T*W bytes (``extension/allgather.cu``); the chunk
-    flags 2 * ceil(T/64)*W*4 and the metadata kernel's scratch
-    108*(W + L)*8, as they are. Not counted: the fabric path's rounding of
-    each small allocation to its granule (a few MiB on GB200), and a few
-    dozen bytes of flags."""
+    bf16 too), the routing map's all-gather buffer E'*T*W bytes
+    (``extension/allgather.cu``), the chunk flags 2 * ceil(T/64)*W*4 and
+    the metadata kernel's scratch 108*(W + L)*8, at their sizes. Not
+    counted: a few dozen bytes of flags, and what the driver rounds each of
+    these ~20 allocations up to (cudaMalloc's pages, or the fabric path's
+    granule on GB200), unmeasured."""
     T, W, L = buffer_tokens(tokens), ranks, local
     M = T * W
-    data = (M * 2 * h, M * W * L * 4, M * (h // 128) * 4, W * L * T * W)
-    small = 2 * -(-T // CHUNK) * W * 4 + PREPROCESSING_SMS * (W + L) * 8
-    return sum(-(-n // CUDA_GRANULARITY) * CUDA_GRANULARITY for n in data) + small
+    data = M * 2 * h + M * W * L * 4 + M * (h // 128) * 4 + W * L * T * W
+    return data + 2 * -(-T // CHUNK) * W * 4 + PREPROCESSING_SMS * (W + L) * 8

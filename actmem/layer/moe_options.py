@@ -231,14 +231,17 @@ def _check_rank_load(c: LayerConfig) -> None:
                          "copies; the imbalance what-if is for dropless routing")
 
 
-def check_flex_group(model, etp: int, ep: int) -> None:
+def check_flex_group(model, etp: int, ep: int, tokens: int) -> None:
     """The flex dispatcher's group of W = etp*ep GPUs (``model``: a
-    :class:`actmem.ModelConfig` with experts). DeepEP: Megatron-LM asserts
+    :class:`actmem.ModelConfig` with experts; ``tokens``: N, each GPU's
+    tokens at the dispatcher). DeepEP: Megatron-LM asserts
     W > 1 (``token_dispatcher.py``: MoEFlexTokenDispatcher, "DeepEP
     dispatcher requires TPxEP > 1"), and DeepEP configures 2, 4 and 8 GPUs
     in a node, which actmem models (W in 2, 4, 8). HybridEP: actmem models
     one 8-GPU NVLink domain (W <= 8), where HybridEP needs L*W divisible
-    by 4 (``csrc/hybrid_ep/config.cuh``), L = E/ep.
+    by 4 (``csrc/hybrid_ep/config.cuh``), L = E/ep, and the last chunk of
+    64 tokens times W divisible by 4 (``executor/executor.cu``:
+    metadata_preprocess_core, TMA's 16-byte alignment).
 
     Raises:
         ValueError: naming etp*ep and what is allowed.
@@ -253,6 +256,11 @@ def check_flex_group(model, etp: int, ep: int) -> None:
                              "within one 8-GPU NVLink domain (etp*ep <= 8; across domains it "
                              "adds RDMA buffers and another handle), where HybridEP needs "
                              "local experts x etp*ep divisible by 4 (csrc/hybrid_ep/config.cuh)")
+        if (tokens % 64 * W) % 4:
+            raise ValueError(f"moe_flex_dispatcher_backend='hybridep' with {tokens} tokens per "
+                             f"GPU and etp*ep={W}: HybridEP needs (tokens mod 64) x etp*ep "
+                             "divisible by 4 (csrc/hybrid_ep/executor/executor.cu: TMA's "
+                             "16-byte alignment)")
         return
     if W not in (2, 4, 8):
         raise ValueError(f"moe_token_dispatcher_type='flex' with etp*ep={W}: DeepEP "

@@ -22,7 +22,8 @@ def check_moe_job(job) -> None:
     _check_hot_expert(job)
     _check_permute_fusion(job)
     if job.model.num_experts is not None:
-        check_flex_group(job.model, job.t if job.etp is None else job.etp, job.ep)
+        check_flex_group(job.model, job.t if job.etp is None else job.etp, job.ep,
+                         job.model.s // job.cp * job.model.b // job.t)
 
 
 def _check_permute_fusion(job) -> None:
