@@ -169,10 +169,12 @@ MOE_OPTIONS = dict(
     moe_shared_expert_intermediate_size=OI, etp=OI,
     moe_expert_capacity_factor=Real(optional=True, lo_open=True),
     moe_pad_expert_input_to_capacity=B, moe_aux_loss_coeff=Real(),
-    moe_token_dispatcher_type=Choice(("alltoall", "allgather")),
+    moe_token_dispatcher_type=Choice(("alltoall", "allgather", "flex")),
+    moe_flex_dispatcher_backend=Choice(("deepep", "hybridep")),
     moe_router_load_balancing_type=Choice(("aux_loss", "seq_aux_loss", "global_aux_loss",
                                            "sinkhorn", "none")),
     moe_router_dtype=Choice(("fp32", "fp64"), optional=True))
+FP8_OPTIONS = dict(fp8_recipe=Choice(("delayed", "tensorwise", "blockwise", "mxfp8")))
 MODEL_MOE = {k: v for k, v in MOE_OPTIONS.items() if k != "etp"}
 LAYER_ARGS = dict(s=I, b=I, h=I, a=I, t=I, **LAYER_OPTIONS)
 MODEL_FIELDS = dict(
@@ -230,6 +232,7 @@ ENTRIES = [
     Entry("activation_memory[moe]", actmem.activation_memory, MOE_LAYER, MOE_OPTIONS),
     Entry("LayerConfig", actmem.LayerConfig, LAYER, LAYER_ARGS),
     Entry("LayerConfig[moe]", actmem.LayerConfig, MOE_LAYER, MOE_OPTIONS),
+    Entry("LayerConfig[fp8]", actmem.LayerConfig, dict(LAYER, fp8="e4m3"), FP8_OPTIONS),
     Entry("table2", actmem.table2, LAYER, dict(s=I, b=I, h=I, a=I, t=I)),
     Entry("paper_formula", actmem.paper_formula, LAYER, dict(s=I, b=I, h=I, a=I, t=I)),
     Entry("valid_tensor_parallel_sizes", actmem.valid_tensor_parallel_sizes,

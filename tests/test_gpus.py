@@ -155,7 +155,7 @@ def test_fp8_needs_compute_capability_8_9():
     8.9 nothing does (A100 8.0, V100 7.0); the L4, L40S and RTX 4090 are 8.9."""
     import actmem
     runs = {name for name, gpu in GPUS.items() if not gpus.gpu_runs(gpu, "fp32", False, "e4m3")}
-    assert runs == set(GPUS) - {"A100 40GB", "A100 80GB", "V100 16GB", "V100 32GB"}
+    assert runs == set(GPUS) - {"A100 40GB", "A100 80GB", "V100 16GB", "V100 32GB", "MI300X"}
     with pytest.raises(ValueError, match=r"^fp8='hybrid' does not run on gpu_memory='A100 80GB' "
                                          r"\(compute capability 8\.0\): Transformer Engine's "
                                          r"FP8 needs compute capability 8\.9 \(Ada\) or newer "
@@ -173,3 +173,20 @@ def test_the_planner_offers_only_gpus_that_run_the_job():
     with pytest.raises(ValueError, match=r"gpu='V100 32GB' is not offered; .*compute "
                                          r"capability 8\.0"):
         FitPlanner(gpu="V100 32GB")
+
+
+@pytest.mark.parametrize("fp8", ["e4m3", "hybrid"])
+def test_fp8_on_an_amd_gpu_is_refused_by_name(fp8):
+    """An AMD GPU has no CUDA compute capability, and actmem models NVIDIA's
+    Transformer Engine: FP8 there is refused before any work (it raised a
+    TypeError from fp8_transpose before); the planner offers it off only."""
+    import actmem
+    from actmem.views.fit_levers import fp8_options
+    with pytest.raises(ValueError, match=rf"^fp8='{fp8}' does not run on gpu_memory='MI300X' "
+                                         r"\(an AMD GPU\): actmem models NVIDIA's Transformer "
+                                         r"Engine FP8.*; use fp8=None$"):
+        actmem.training_memory(actmem.PRESETS["llama2-7b"], fp8=fp8, t=2,
+                               sequence_parallel=True, gpu_memory="MI300X")
+    assert fp8_options(actmem.PRESETS["llama2-7b"], 2, True, "none", None, 1,
+                       gpu="MI300X") == [("off", "off")]
+    assert gpus.gpu_runs(GPUS["MI300X"], "bf16", True) is None   # the rest runs

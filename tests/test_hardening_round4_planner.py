@@ -4,6 +4,7 @@ planner's defaults and messages. Each test covers a kind over several inputs."""
 
 import re
 
+import numpy as np
 import pytest
 
 import actmem
@@ -231,3 +232,12 @@ def test_an_empty_menu_says_why(value):
     with pytest.raises(ValueError, match=r"^loss='cce' is not offered; choose one of "
                                          r"vocab_parallel, torch$"):  # values, not pairs
         _dropdown("loss", [("a", "vocab_parallel"), ("b", "torch")], "cce")
+
+
+@pytest.mark.parametrize("gpu", [np.array([4]), ["H100 80GB SXM"], None, 3, "H100"])
+def test_planner_checks_its_gpu_before_any_menu_reads_it(gpu):
+    """The FP8 menu asks whether the GPU runs FP8: an unhashable or unknown
+    gpu is refused by the GPU menu's own message first (found by the fuzz
+    campaign: a NumPy array reached GPUS.get and raised TypeError)."""
+    with pytest.raises(ValueError, match=r"^gpu=.* is not offered; choose one of A100 40GB, "):
+        FitPlanner(gpu=gpu)

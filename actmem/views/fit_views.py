@@ -484,6 +484,7 @@ class FitPlanner(_Explorer):
         c["recompute"] = _dropdown("recompute", recompute_options(
             _largest_chunk(shape.L, p, v, split), trained, t, sequence_parallel), recompute,
             "k divides the largest chunk's layers")
+        c["gpu"] = _dropdown("gpu", gpu_options(flash_attention), gpu, GPU_RULE)  # fp8 reads it
         c["fp8"] = _dropdown("fp8", fp8_options(trained, t, sequence_parallel, recompute[0],
                                                 (*recompute[2:], None)[0], cp, gpu=gpu), fp8,
                              "Transformer Engine's FP8 dimensions, dense layers, cp=1, a GPU "
@@ -501,7 +502,6 @@ class FitPlanner(_Explorer):
         c["gradient_buffer"] = _dropdown(
             "gradient_buffer", [(tr(GRADIENT_LABELS[k]), k) for k in GRADIENT_BUFFERS],
             gradient_buffer)
-        c["gpu"] = _dropdown("gpu", gpu_options(flash_attention), gpu, GPU_RULE)
         c["reserve"] = _reserve_dropdown(reserve)
         readouts = {"verdict": TEXT, "gpus": TEXT, "stages": HTML}
         for control in c.values():   # whole labels and options in either language: each

@@ -216,6 +216,9 @@ RECIPE_NEEDS = {
                                 "layouts) is not supported on 12.0+ architectures yet.')"),
 }
 """The compute capabilities an FP8 recipe runs on, [from, below), and why."""
+AMD_FP8 = ("actmem models NVIDIA's Transformer Engine FP8 (its weight copies and scales "
+           "follow the CUDA compute capability), not AMD's ROCm port")
+"""Why FP8 is refused on an AMD GPU."""
 INSTEAD = {"precision": "precision='fp32'", "flash_attention": "flash_attention=False",
            "fp8": "fp8=None", "fp8_recipe": "fp8_recipe='tensorwise'"}
 
@@ -234,10 +237,13 @@ def gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
     """The first option ``gpu`` cannot run: ``"precision"`` (bf16, or
     autocast's bf16), ``"flash_attention"``, ``"fp8"`` (any FP8 format;
     :data:`NEEDS`) or ``"fp8_recipe"`` (``"blockwise"`` or ``"mxfp8"``:
-    :data:`RECIPE_NEEDS`); None when it runs them all (always for None, a
-    size, or an AMD GPU, whose capability is None)."""
-    if gpu is None or gpu.compute_capability is None:
+    :data:`RECIPE_NEEDS`); None when it runs them all (always for None or
+    a size). An AMD GPU, whose capability is None, runs all but FP8:
+    actmem models NVIDIA's Transformer Engine (:data:`AMD_FP8`)."""
+    if gpu is None:
         return None
+    if gpu.compute_capability is None:
+        return "fp8" if fp8 is not None else None
     asked = {"precision": precision in ("bf16", "autocast"),
              "flash_attention": flash_attention, "fp8": fp8 is not None,
              "fp8_recipe": fp8 is not None and fp8_recipe in RECIPE_NEEDS}
@@ -254,13 +260,16 @@ def check_gpu_runs(gpu: GPU | None, precision: str, flash_attention: bool,
     """Refuse what ``gpu`` cannot run (:data:`NEEDS`, :data:`RECIPE_NEEDS`):
     bf16 (``precision="bf16"`` or ``"autocast"``, which computes in bf16)
     and FlashAttention (the model's ``flash_attention``) below compute
-    capability 8.0, FP8 below 8.9, blockwise FP8 below 9.0, MXFP8 outside
-    10.x and 11.x.
+    capability 8.0, FP8 below 8.9 and on AMD GPUs (:data:`AMD_FP8`),
+    blockwise FP8 below 9.0, MXFP8 outside 10.x and 11.x.
 
     Raises:
         ValueError: naming the GPU, the option, its value and why.
     """
     option = gpu_runs(gpu, precision, flash_attention, fp8, fp8_recipe)
+    if option is not None and gpu.compute_capability is None:
+        raise ValueError(f"fp8={fp8!r} does not run on gpu_memory={gpu.name!r} (an AMD GPU): "
+                         f"{AMD_FP8}; use fp8=None")
     if option is not None:
         value = {"precision": precision, "flash_attention": flash_attention, "fp8": fp8,
                  "fp8_recipe": fp8_recipe}[option]
