@@ -144,12 +144,15 @@ NEEDED_FOR = {
 """Why each MoE row is kept, keyed by :attr:`LedgerRow.key`."""
 
 
-def moe_row(c, key, name, shape, elements, bpe, placement, group):
-    """The MoE row ``key`` of layer ``c``, with its :data:`SOURCES` and
-    :data:`NEEDED_FOR` (over t ranks unless replicated)."""
+def moe_row(c, key, name, shape, elements, bpe, placement, group, tables=None):
+    """The MoE row ``key`` of layer ``c``, with its source and why it is
+    kept from ``tables`` (a module's SOURCES and NEEDED_FOR; this module's
+    :data:`SOURCES` and :data:`NEEDED_FOR` by default), over t ranks unless
+    replicated."""
+    sources, needed_for = tables or (SOURCES, NEEDED_FOR)
     ranks = 1 if placement == REPLICATED else c.t
     return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, group,
-                     SOURCES[key], NEEDED_FOR[key])
+                     sources[key], needed_for[key])
 
 
 def moe_rows(c: LayerConfig) -> tuple[LedgerRow, ...]:

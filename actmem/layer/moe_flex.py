@@ -136,9 +136,8 @@ def received_tokens(c) -> int:
 
 
 def _row(c, key, name, shape, elements, bpe, placement=REPLICATED):
-    ranks = 1 if placement == REPLICATED else c.t
-    return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, "fixed",
-                     SOURCES[key], NEEDED_FOR[key])
+    return moe_row(c, key, name, shape, elements, bpe, placement, "fixed",
+                   (SOURCES, NEEDED_FOR))
 
 
 def flex_rows(c, copies: int) -> list[LedgerRow]:

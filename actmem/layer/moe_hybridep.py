@@ -50,6 +50,7 @@ allocator (:func:`hybridep_buffer`), a part of the reserve.
 from __future__ import annotations
 
 from .ledger import EXPERT_ROUTED, REPLICATED, LedgerRow
+from .moe import moe_row
 
 MIN_TOKENS = 512
 """The fewest tokens per rank HybridEP's buffers hold (``config.cuh``)."""
@@ -91,9 +92,8 @@ def buffer_tokens(tokens: int) -> int:
 
 
 def _row(c, key, name, shape, elements, bpe, placement=EXPERT_ROUTED):
-    ranks = 1 if placement == REPLICATED else c.t
-    return LedgerRow(key, name, "MoE", shape, elements, bpe, placement, ranks, "fixed",
-                     SOURCES[key], NEEDED_FOR[key])
+    return moe_row(c, key, name, shape, elements, bpe, placement, "fixed",
+                   (SOURCES, NEEDED_FOR))
 
 
 def hybridep_rows(c) -> list[LedgerRow]:

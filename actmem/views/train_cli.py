@@ -74,12 +74,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     for name, help_ in (("t", "tensor-parallel size"), ("p", "pipeline stages"),
                         ("d", "data-parallel size"), ("m", "micro-batches per step")):
         p.add_argument(f"-{name}", f"--{name}", type=count, default=1, help=f"{help_} (1)")
-    p.add_argument("--ep", type=count, default=1,
-                   help="expert-parallel size of an MoE preset (1; Megatron-LM's "
-                        "--expert-model-parallel-size)")
-    p.add_argument("--etp", type=count,
-                   help="expert tensor-parallel size of an MoE preset (default t; "
-                        "--expert-tensor-parallel-size)")
+    add_moe_options(p)
     add_levers(p)
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b", help="(1f1b)")
     p.add_argument("--v", type=count, default=1, help="model chunks per GPU, interleaved (1)")
@@ -126,6 +121,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def add_moe_options(p: argparse.ArgumentParser) -> None:
+    """An MoE preset's expert groups and token dispatcher, under
+    Megatron-LM's flag names (``--ep`` and ``--etp`` are short for
+    ``--expert-model-parallel-size`` and ``--expert-tensor-parallel-size``)."""
+    p.add_argument("--ep", type=count, default=1,
+                   help="expert-parallel size of an MoE preset (1; Megatron-LM's "
+                        "--expert-model-parallel-size)")
+    p.add_argument("--etp", type=count,
+                   help="expert tensor-parallel size of an MoE preset (default t; "
+                        "--expert-tensor-parallel-size)")
+    p.add_argument("--moe-token-dispatcher-type", choices=DISPATCHERS,
+                   help="an MoE preset's token dispatcher (the preset's: alltoall); flex is "
+                        "DeepEP within one node, etp*ep = 2, 4 or 8")
+    p.add_argument("--moe-flex-dispatcher-backend", choices=FLEX_BACKENDS,
+                   help="the flex dispatcher's library (deepep; hybridep: etp*ep <= 8)")
+
+
 def add_levers(p: argparse.ArgumentParser) -> None:
     """Context parallelism, FP8, activation offloading and LoRA options,
     under Megatron-LM's flag names (``--cp`` and ``--fp8`` are short for ``--context-parallel-size``
@@ -145,11 +157,6 @@ def add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fp8-recipe", choices=FP8_RECIPES, default="delayed",
                    help="FP8's scaling: delayed (default), tensorwise, blockwise or mxfp8 "
                         "(with --fp8)")
-    p.add_argument("--moe-token-dispatcher-type", choices=DISPATCHERS,
-                   help="an MoE preset's token dispatcher (the preset's: alltoall); flex is "
-                        "DeepEP within one node, etp*ep = 2, 4 or 8")
-    p.add_argument("--moe-flex-dispatcher-backend", choices=FLEX_BACKENDS,
-                   help="the flex dispatcher's library (deepep; hybridep: etp*ep <= 8)")
     p.add_argument("--cpu-offloading-num-layers", type=count, default=0,
                    help="the first n layers' saved tensors go to host memory (0; p 1, "
                         "no recomputation, 1f1b, dense presets)")

@@ -30,7 +30,8 @@ def fp8_stage_bytes(model: ModelConfig, fp8: str, t: int = 1, p: int = 1,
     """Bytes of FP8 weight copies and scaling state on one GPU of each
     pipeline stage, stage 0 first: each dense layer's and each MoE layer's
     (its E/ep local experts over etp)
-    :func:`actmem.layer.fp8_weights.fp8_state_bytes` under ``recipe``, ``transpose`` and ``param_gather``; ``moe_layers`` as
+    :func:`actmem.layer.fp8_weights.fp8_state_bytes` under ``recipe``,
+    ``transpose`` and ``param_gather``; ``moe_layers`` as
     :func:`actmem.run.model_states.placement.stage_layer_kinds`.
 
     >>> from actmem import PRESETS
